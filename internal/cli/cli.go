@@ -1,0 +1,177 @@
+// Package cli is the shared entry point of Sluice's processes: it loads the settings, builds
+// the logger, runs the process until it fails or is told to stop (SIGINT, SIGTERM), and maps
+// the outcome to an exit code. Each process's main.go only hands it a Spec.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/pflag"
+
+	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/grpcx"
+	"github.com/sluice-io/sluice/internal/logging"
+	"github.com/sluice-io/sluice/internal/version"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0
+	ExitFailure = 1 // the process failed while running
+	ExitUsage   = 2 // bad settings: nothing was started
+)
+
+// Settings are a process's own settings.
+type Settings interface {
+	// Register adds the settings to fs, with their defaults.
+	Register(fs *pflag.FlagSet)
+	// Validate checks the loaded settings; a bad one is reported as *config.Error.
+	Validate() error
+}
+
+// Spec describes a process.
+type Spec struct {
+	Name     string
+	Settings Settings
+	// Run runs the process until ctx is done (nil error) or it fails.
+	Run func(ctx context.Context, log hclog.Logger) error
+}
+
+// Common are the settings every process has.
+type Common struct {
+	ConfigFile string
+	LogLevel   string
+	LogFormat  string
+}
+
+func (c *Common) register(fs *pflag.FlagSet) {
+	fs.StringVar(&c.ConfigFile, "config", "", "optional settings file (YAML, JSON or TOML); keys are the flag names")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: trace, debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+}
+
+func (c *Common) validate() error {
+	if err := config.CheckOneOf("log-level", c.LogLevel, logging.Levels); err != nil {
+		return err
+	}
+	return config.CheckOneOf("log-format", c.LogFormat, logging.Formats)
+}
+
+// Main runs spec with args (without the program name) and returns the exit code.
+func Main(spec Spec, args []string, stderr io.Writer) int {
+	fs := pflag.NewFlagSet(spec.Name, pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.SortFlags = true
+	var common Common
+	common.register(fs)
+	spec.Settings.Register(fs)
+	usage := func() {
+		fmt.Fprintf(stderr, "Usage of %s (%s):\n", spec.Name, version.Version)
+		fmt.Fprintf(stderr, "Every flag can also be set as %s_<NAME> in the environment or in --config.\n", config.EnvPrefix)
+		fs.PrintDefaults()
+	}
+	// pflag prints its own error and usage on a bad flag; Sluice prints one line instead.
+	fs.Usage = func() {}
+	if err := config.Load(fs, args, os.LookupEnv); err != nil {
+		if errors.Is(err, config.ErrHelp) {
+			usage()
+			return ExitOK
+		}
+		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
+		return ExitUsage
+	}
+	if err := common.validate(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
+		return ExitUsage
+	}
+	if err := spec.Settings.Validate(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
+		return ExitUsage
+	}
+	log, err := logging.New(logging.Options{Name: spec.Name, Level: common.LogLevel, Format: common.LogFormat, Output: stderr})
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
+		return ExitUsage
+	}
+	logging.RouteLibraryLogs(log)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log.Info("starting", "version", version.Version, "pid", os.Getpid())
+	if err := spec.Run(ctx, log); err != nil {
+		var cfgErr *config.Error
+		if errors.As(err, &cfgErr) {
+			log.Error("bad setting", "error", err)
+			return ExitUsage
+		}
+		log.Error("exiting on error", "error", err)
+		return ExitFailure
+	}
+	log.Info("stopped")
+	return ExitOK
+}
+
+// Listen opens a TCP listener for a setting, reporting a failure as that setting's error.
+func Listen(setting, addr string) (net.Listener, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, &config.Error{Setting: setting, Value: addr, Cause: errors.Unwrap(err)}
+	}
+	return lis, nil
+}
+
+// TLSSettings are the TLS files of a process: its own certificate and key (served as a
+// server, presented as a client) and the CA that peers must be signed by. With a CA set, a
+// server refuses clients without a valid certificate (mTLS).
+type TLSSettings struct {
+	Cert       string
+	Key        string
+	CA         string
+	ServerName string
+}
+
+// Register adds the TLS settings to fs.
+func (t *TLSSettings) Register(fs *pflag.FlagSet, client bool) {
+	fs.StringVar(&t.Cert, "tls-cert", "", "PEM certificate this process serves and presents to peers")
+	fs.StringVar(&t.Key, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&t.CA, "tls-ca", "", "PEM CA bundle peers must be signed by; a server then requires client certificates (mTLS)")
+	if client {
+		fs.StringVar(&t.ServerName, "tls-server-name", "", "name to verify in the upstream's certificate (default: the dialled host)")
+	}
+}
+
+// Validate checks that the files exist and load.
+func (t *TLSSettings) Validate() error {
+	for _, s := range []struct{ name, path string }{{"tls-cert", t.Cert}, {"tls-key", t.Key}, {"tls-ca", t.CA}} {
+		if err := config.CheckReadable(s.name, s.path); err != nil {
+			return err
+		}
+	}
+	if (t.Cert == "") != (t.Key == "") {
+		if t.Cert == "" {
+			return config.Errorf("tls-cert", "", "must be set with --tls-key")
+		}
+		return config.Errorf("tls-key", "", "must be set with --tls-cert")
+	}
+	files := t.Files()
+	if _, err := files.ServerConfig(); err != nil && t.Cert != "" {
+		return &config.Error{Setting: "tls-cert", Value: t.Cert, Cause: err}
+	}
+	if _, err := files.ClientConfig(); err != nil {
+		return &config.Error{Setting: "tls-ca", Value: t.CA, Cause: err}
+	}
+	return nil
+}
+
+// Files returns the settings as grpcx.TLSFiles.
+func (t *TLSSettings) Files() grpcx.TLSFiles {
+	return grpcx.TLSFiles{Cert: t.Cert, Key: t.Key, CA: t.CA, ServerName: t.ServerName}
+}

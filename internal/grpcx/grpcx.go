@@ -1,0 +1,218 @@
+// Package grpcx builds the gRPC servers and client connections of the three processes with
+// the same policy: health and reflection services, keepalive, message size limits, and
+// optional TLS or mutual TLS from certificate files.
+package grpcx
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+)
+
+// DefaultMaxMessageSize bounds one gRPC message. A config of 10k routes is a few MiB; the
+// limit leaves room for that and refuses runaway messages.
+const DefaultMaxMessageSize = 64 << 20
+
+// TLSFiles names PEM files. With Cert and Key a server serves TLS; with CA as well it demands
+// and verifies client certificates (mTLS). A client with CA verifies the server against it,
+// and with Cert and Key presents its own certificate.
+type TLSFiles struct {
+	Cert string
+	Key  string
+	CA   string
+	// ServerName overrides the name a client verifies; empty means the dialled host.
+	ServerName string
+}
+
+// Enabled reports whether any TLS file is set.
+func (t TLSFiles) Enabled() bool { return t.Cert != "" || t.Key != "" || t.CA != "" }
+
+// ServerConfig builds the server-side tls.Config; nil when TLS is off.
+func (t TLSFiles) ServerConfig() (*tls.Config, error) {
+	if !t.Enabled() {
+		return nil, nil
+	}
+	if t.Cert == "" || t.Key == "" {
+		return nil, errors.New("a TLS server needs both a certificate and a key")
+	}
+	cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+	if err != nil {
+		return nil, fmt.Errorf("load server certificate: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if t.CA != "" {
+		pool, err := loadPool(t.CA)
+		if err != nil {
+			return nil, err
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// ClientConfig builds the client-side tls.Config; nil when TLS is off.
+func (t TLSFiles) ClientConfig() (*tls.Config, error) {
+	if !t.Enabled() {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if t.CA != "" {
+		pool, err := loadPool(t.CA)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = pool
+	}
+	if t.Cert != "" || t.Key != "" {
+		if t.Cert == "" || t.Key == "" {
+			return nil, errors.New("a TLS client certificate needs both a certificate and a key")
+		}
+		cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return nil, fmt.Errorf("load client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+func loadPool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read CA bundle: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("CA bundle %s holds no PEM certificate", path)
+	}
+	return pool, nil
+}
+
+// ServerConfig configures NewServer.
+type ServerConfig struct {
+	Logger hclog.Logger
+	TLS    TLSFiles
+	// MaxMessageSize bounds received and sent messages; 0 means DefaultMaxMessageSize.
+	MaxMessageSize int
+	// Address is only used to warn about plaintext on a non-loopback address.
+	Address string
+}
+
+// Server is a gRPC server with its health service.
+type Server struct {
+	*grpc.Server
+	Health *health.Server
+}
+
+// NewServer returns a server with health and reflection registered. Services are registered
+// by the caller; the health status of "" is SERVING until Shutdown.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Logger == nil {
+		return nil, errors.New("grpcx: ServerConfig.Logger is required")
+	}
+	size := cfg.MaxMessageSize
+	if size == 0 {
+		size = DefaultMaxMessageSize
+	}
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(size),
+		grpc.MaxSendMsgSize(size),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		// Clients ping every 20s at most; a client that pings more often is misbehaving.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	tlsCfg, err := cfg.TLS.ServerConfig()
+	if err != nil {
+		return nil, err
+	}
+	if tlsCfg != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+	} else if cfg.Address != "" && !IsLoopback(cfg.Address) {
+		cfg.Logger.Warn("grpc server on a non-loopback address without TLS", "address", cfg.Address)
+	}
+	s := grpc.NewServer(opts...)
+	h := health.NewServer()
+	healthpb.RegisterHealthServer(s, h)
+	reflection.Register(s)
+	return &Server{Server: s, Health: h}, nil
+}
+
+// Serve listens on addr and serves until ctx is done, then stops gracefully (bounded by
+// grace, after which open streams are cut).
+func (s *Server) Serve(ctx context.Context, lis net.Listener, grace time.Duration) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.Server.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.Health.Shutdown()
+	done := make(chan struct{})
+	go func() { s.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		s.Stop()
+	}
+	return nil
+}
+
+// ClientConfig configures Dial.
+type ClientConfig struct {
+	Logger         hclog.Logger
+	TLS            TLSFiles
+	MaxMessageSize int
+}
+
+// Dial returns a client connection to target ("host:port"). It does not block: the connection
+// is made on first use and re-made after failures.
+func Dial(target string, cfg ClientConfig) (*grpc.ClientConn, error) {
+	size := cfg.MaxMessageSize
+	if size == 0 {
+		size = DefaultMaxMessageSize
+	}
+	tlsCfg, err := cfg.TLS.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	creds := insecure.NewCredentials()
+	if tlsCfg != nil {
+		creds = credentials.NewTLS(tlsCfg)
+	} else if cfg.Logger != nil && !IsLoopback(target) {
+		cfg.Logger.Warn("grpc connection to a non-loopback address without TLS", "target", target)
+	}
+	return grpc.NewClient(target,
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(size), grpc.MaxCallSendMsgSize(size)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+	)
+}
+
+// IsLoopback reports whether a host:port address is on a loopback interface.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,74 @@
+// Package app wires the translator process: its settings, the watch client, translation, the
+// config versions and the Config service, and the endpoints that expose them.
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/pflag"
+
+	"github.com/sluice-io/sluice/internal/cli"
+	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/run"
+)
+
+// Settings are the translator's settings.
+type Settings struct {
+	WatcherAddr              string
+	Listen                   string
+	HTTPListen               string
+	IngressClass             string
+	ControllerName           string
+	WatchIngressWithoutClass bool
+	Holdoff                  time.Duration
+	MaxDelay                 time.Duration
+	TLS                      cli.TLSSettings
+}
+
+// Register adds the settings to fs.
+func (s *Settings) Register(fs *pflag.FlagSet) {
+	fs.StringVar(&s.WatcherAddr, "watcher-addr", "127.0.0.1:18000", "gRPC address of the watcher")
+	fs.StringVar(&s.Listen, "listen", "127.0.0.1:18010", "gRPC address of the Config service")
+	fs.StringVar(&s.HTTPListen, "http-listen", "127.0.0.1:18011", "address of /healthz, /readyz and /metrics")
+	fs.StringVar(&s.IngressClass, "ingress-class", "sluice", "name of the IngressClass this translator serves")
+	fs.StringVar(&s.ControllerName, "controller-name", "sluice.io/ingress-controller", "spec.controller of the IngressClasses this translator serves")
+	fs.BoolVar(&s.WatchIngressWithoutClass, "watch-ingress-without-class", false, "also serve Ingresses without a class when no IngressClass is the default")
+	fs.DurationVar(&s.Holdoff, "holdoff", 50*time.Millisecond, "quiet time after a change before a config is built (coalesces bursts)")
+	fs.DurationVar(&s.MaxDelay, "max-delay", 500*time.Millisecond, "longest a change waits for a config while changes keep coming")
+	s.TLS.Register(fs, true)
+}
+
+// Validate checks the settings.
+func (s *Settings) Validate() error {
+	for _, a := range []struct{ name, v string }{{"watcher-addr", s.WatcherAddr}, {"listen", s.Listen}, {"http-listen", s.HTTPListen}} {
+		if err := config.CheckHostPort(a.name, a.v, false); err != nil {
+			return err
+		}
+	}
+	if s.IngressClass == "" {
+		return config.Errorf("ingress-class", "", "must not be empty")
+	}
+	if s.ControllerName == "" {
+		return config.Errorf("controller-name", "", "must not be empty")
+	}
+	if s.Holdoff < 0 {
+		return config.Errorf("holdoff", s.Holdoff.String(), "must not be negative")
+	}
+	if s.MaxDelay < s.Holdoff {
+		return config.Errorf("max-delay", s.MaxDelay.String(), "must be at least --holdoff (%s)", s.Holdoff)
+	}
+	return s.TLS.Validate()
+}
+
+// Run runs the translator until ctx is done or it fails.
+func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
+	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files()})
+	if err != nil {
+		return err
+	}
+	var g run.Group
+	srv.Add(&g)
+	return g.Run(ctx)
+}
