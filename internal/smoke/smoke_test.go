@@ -1,0 +1,163 @@
+package smoke_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+
+	"github.com/sluice-io/sluice/internal/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }
+
+// Each binary, started as a real process, serves gRPC health and its services to a client in
+// another package that imports only the generated code, serves /healthz and /metrics, and
+// stops cleanly (exit 0) on SIGTERM.
+func TestEachBinaryServesHealthAndStopsOnSIGTERM(t *testing.T) {
+	c := testenv.SharedCluster(t)
+	cases := []struct {
+		bin      string
+		args     []string
+		services []string
+	}{
+		{"watcher", []string{"--kubeconfig", c.AdminKubeconfig}, []string{watchv1.WatchService_ServiceDesc.ServiceName}},
+		{"translator", nil, []string{configv1.ConfigService_ServiceDesc.ServiceName}},
+		{"pusher", []string{"--caddy-admin", "http://127.0.0.1:1"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.bin, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			bin, err := testenv.Binary(tc.bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			grpcAddr, _ := testenv.FreeAddr()
+			httpAddr, _ := testenv.FreeAddr()
+			p, err := testenv.StartProcess(testenv.ProcessConfig{Name: tc.bin, Path: bin,
+				Args: append([]string{"--listen", grpcAddr, "--http-listen", httpAddr}, tc.args...)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Kill()
+			conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+			if err != nil {
+				t.Fatalf("health: %v\n%s", err, p.LogTail(20))
+			}
+			if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				t.Fatalf("health status %s", resp.GetStatus())
+			}
+			listed := listServices(t, ctx, conn)
+			for _, s := range tc.services {
+				if !strings.Contains(listed, s) {
+					t.Errorf("service %s not served; reflection lists %s", s, listed)
+				}
+			}
+			for _, path := range []string{"/healthz", "/metrics"} {
+				if code, body := httpGet(t, "http://"+httpAddr+path); code != http.StatusOK {
+					t.Errorf("%s: %d %s", path, code, body)
+				}
+			}
+			if err := p.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if code, err := p.Wait(ctx); err != nil || code != 0 {
+				t.Fatalf("exit after SIGTERM: code %d, %v\n%s", code, err, p.LogTail(20))
+			}
+		})
+	}
+}
+
+func listServices(t *testing.T, ctx context.Context, conn *grpc.ClientConn) string {
+	t.Helper()
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	return strings.Join(names, ",")
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// Bad settings exit with code 2 and one line that names the setting, before anything starts.
+func TestBadSettingsExitWithOneLineNamingTheSetting(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		bin  string
+		args []string
+		env  []string
+		want string
+	}{
+		{"watcher", []string{"--no-such-flag"}, nil, "unknown flag: --no-such-flag"},
+		{"watcher", []string{"--listen", "localhost"}, nil, `--listen (SLUICE_LISTEN) "localhost"`},
+		{"translator", []string{"--watcher-addr", "a:b:c"}, nil, "--watcher-addr"},
+		{"translator", nil, []string{"SLUICE_HOLDOFF=soon"}, `--holdoff (SLUICE_HOLDOFF) "soon"`},
+		{"pusher", []string{"--tls-cert", dir + "/missing.pem", "--tls-key", dir + "/missing.key"}, nil, "--tls-cert (SLUICE_TLS_CERT)"},
+		{"pusher", []string{"--caddy-admin", "ftp://x"}, nil, "--caddy-admin"},
+		{"pusher", []string{"--config", dir + "/nope.yaml"}, nil, "--config"},
+	}
+	for i, tc := range cases {
+		t.Run(fmt.Sprintf("%s-%d", tc.bin, i), func(t *testing.T) {
+			bin, err := testenv.Binary(tc.bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := testenv.StartProcess(testenv.ProcessConfig{Name: tc.bin, Path: bin, Args: tc.args, Env: tc.env, Dir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			code, err := p.Wait(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := strings.TrimSpace(p.Logs())
+			lines := strings.Split(out, "\n")
+			// The first line of the log file is testenv's own command line.
+			msg := strings.Join(lines[1:], "\n")
+			if code != 2 || len(lines) != 2 || !strings.Contains(msg, tc.want) || !strings.HasPrefix(msg, tc.bin+": ") {
+				t.Fatalf("exit %d, output:\n%s\nwant exit 2 and one line containing %q", code, msg, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,177 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ProcessConfig describes a process to start.
+type ProcessConfig struct {
+	Name string // for logs and errors
+	Path string
+	Args []string
+	Env  []string // added to the test's environment
+	Dir  string   // working directory and where the log file goes; a temp dir when empty
+}
+
+// Process is a child process whose output goes to a log file.
+type Process struct {
+	cfg     ProcessConfig
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	err     error // set before done is closed
+}
+
+var (
+	liveMu sync.Mutex
+	live   = map[*Process]struct{}{}
+)
+
+// StartProcess starts cfg. The process gets its own process group and is killed if the test
+// binary dies (Pdeathsig), so nothing outlives the tests.
+func StartProcess(cfg ProcessConfig) (*Process, error) {
+	if cfg.Dir == "" {
+		d, err := os.MkdirTemp("", "sluice-"+cfg.Name+"-")
+		if err != nil {
+			return nil, err
+		}
+		cfg.Dir = d
+	}
+	logPath := filepath.Join(cfg.Dir, cfg.Name+".log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(cfg.Path, cfg.Args...)
+	cmd.Dir = cfg.Dir
+	cmd.Env = append(os.Environ(), cfg.Env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	fmt.Fprintf(logf, "=== %s %s %s\n", time.Now().Format(time.RFC3339Nano), cfg.Path, strings.Join(cfg.Args, " "))
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s (%s): %w", cfg.Name, cfg.Path, err)
+	}
+	p := &Process{cfg: cfg, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	liveMu.Lock()
+	live[p] = struct{}{}
+	liveMu.Unlock()
+	go func() {
+		p.err = cmd.Wait()
+		logf.Close()
+		liveMu.Lock()
+		delete(live, p)
+		liveMu.Unlock()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Name is the process's name.
+func (p *Process) Name() string { return p.cfg.Name }
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exited reports whether the process has exited.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// ExitCode is the exit code after Done (-1 when killed by a signal).
+func (p *Process) ExitCode() int {
+	<-p.done
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig syscall.Signal) error {
+	if p.Exited() {
+		return nil
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// Wait waits until the process exits or ctx is done, and returns the exit code.
+func (p *Process) Wait(ctx context.Context) (int, error) {
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode(), nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("%s did not exit: %w", p.cfg.Name, ctx.Err())
+	}
+}
+
+// Stop sends SIGTERM, waits up to grace, then kills the whole process group.
+func (p *Process) Stop(grace time.Duration) {
+	_ = p.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		p.Kill()
+	}
+}
+
+// Kill kills the process group at once and waits for the process.
+func (p *Process) Kill() {
+	if !p.Exited() {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	<-p.done
+}
+
+// LogPath is the file the process's output goes to.
+func (p *Process) LogPath() string { return p.logPath }
+
+// Logs returns the process's output so far.
+func (p *Process) Logs() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
+}
+
+// LogTail returns the last n lines of the output.
+func (p *Process) LogTail(n int) string {
+	lines := strings.Split(strings.TrimRight(p.Logs(), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Restart starts the same command again after the process exited.
+func (p *Process) Restart() (*Process, error) {
+	if !p.Exited() {
+		return nil, errors.New(p.cfg.Name + " is still running")
+	}
+	return StartProcess(p.cfg)
+}
+
+// killAll kills every process still running; RunMain calls it.
+func killAll() {
+	liveMu.Lock()
+	ps := make([]*Process, 0, len(live))
+	for p := range live {
+		ps = append(ps, p)
+	}
+	liveMu.Unlock()
+	for _, p := range ps {
+		p.Kill()
+	}
+}

@@ -1,0 +1,105 @@
+package testenv
+
+import (
+	"io"
+	"net"
+	"sync"
+)
+
+// TCPProxy forwards connections from a loopback port to a target. Cut closes every open
+// connection and refuses new ones until Restore, which stands in for a network partition.
+type TCPProxy struct {
+	target string
+	lis    net.Listener
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]struct{}
+}
+
+// NewTCPProxy listens on 127.0.0.1:0 and forwards to target.
+func NewTCPProxy(target string) (*TCPProxy, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &TCPProxy{target: target, lis: lis, conns: map[net.Conn]struct{}{}}
+	go p.accept()
+	return p, nil
+}
+
+// Addr is the proxy's address (127.0.0.1:PORT).
+func (p *TCPProxy) Addr() string { return p.lis.Addr().String() }
+
+func (p *TCPProxy) accept() {
+	for {
+		c, err := p.lis.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns[c] = struct{}{}
+		p.mu.Unlock()
+		go p.forward(c)
+	}
+}
+
+func (p *TCPProxy) forward(c net.Conn) {
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		p.drop(c)
+		return
+	}
+	p.mu.Lock()
+	if p.cut {
+		p.mu.Unlock()
+		up.Close()
+		p.drop(c)
+		return
+	}
+	p.conns[up] = struct{}{}
+	p.mu.Unlock()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+	<-done
+	p.drop(c)
+	p.drop(up)
+}
+
+func (p *TCPProxy) drop(c net.Conn) {
+	c.Close()
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+}
+
+// Cut closes every connection and refuses new ones.
+func (p *TCPProxy) Cut() {
+	p.mu.Lock()
+	p.cut = true
+	conns := p.conns
+	p.conns = map[net.Conn]struct{}{}
+	p.mu.Unlock()
+	for c := range conns {
+		c.Close()
+	}
+}
+
+// Restore accepts connections again.
+func (p *TCPProxy) Restore() {
+	p.mu.Lock()
+	p.cut = false
+	p.mu.Unlock()
+}
+
+// Close stops the proxy.
+func (p *TCPProxy) Close() {
+	p.lis.Close()
+	p.Cut()
+}

@@ -1,0 +1,241 @@
+// Package kinds owns what the watcher watches: the configured kinds (required or optional),
+// their resolution through discovery, and the informers that list and watch them. Objects are
+// stripped and encoded once, by the informers' transform, into the form the store and the
+// wire carry (Stored), so that each object is held once and serialized once.
+package kinds
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+)
+
+// Spec is one configured kind, as given in settings: "group/version/resource" ("v1/services"
+// for the core group), optionally followed by "?fieldSelector" (URL-style,
+// "v1/secrets?type=kubernetes.io/tls").
+type Spec struct {
+	GVR           schema.GroupVersionResource
+	FieldSelector string
+	Required      bool
+}
+
+func (s Spec) String() string {
+	name := s.GVR.Version + "/" + s.GVR.Resource
+	if s.GVR.Group != "" {
+		name = s.GVR.Group + "/" + name
+	}
+	if s.FieldSelector != "" {
+		name += "?" + s.FieldSelector
+	}
+	return name
+}
+
+// DefaultRequired are the kinds the translator needs: Ingress, IngressClass, Service,
+// EndpointSlice, and Secrets of type kubernetes.io/tls only.
+var DefaultRequired = []string{
+	"networking.k8s.io/v1/ingresses",
+	"networking.k8s.io/v1/ingressclasses",
+	"v1/services",
+	"discovery.k8s.io/v1/endpointslices",
+	"v1/secrets?type=kubernetes.io/tls",
+}
+
+// ParseSpecs parses the settings' kind lists; a duplicate is an error.
+func ParseSpecs(required, optional []string) ([]Spec, error) {
+	var out []Spec
+	seen := map[schema.GroupVersionResource]bool{}
+	for _, list := range []struct {
+		names    []string
+		required bool
+	}{{required, true}, {optional, false}} {
+		for _, n := range list.names {
+			s, err := ParseSpec(n)
+			if err != nil {
+				return nil, err
+			}
+			if seen[s.GVR] {
+				return nil, fmt.Errorf("kind %q is listed twice", n)
+			}
+			seen[s.GVR] = true
+			s.Required = list.required
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// ParseSpec parses one "group/version/resource[?fieldSelector]".
+func ParseSpec(s string) (Spec, error) {
+	name, selector, _ := strings.Cut(strings.TrimSpace(s), "?")
+	parts := strings.Split(name, "/")
+	var spec Spec
+	switch len(parts) {
+	case 2:
+		spec.GVR = schema.GroupVersionResource{Version: parts[0], Resource: parts[1]}
+	case 3:
+		spec.GVR = schema.GroupVersionResource{Group: parts[0], Version: parts[1], Resource: parts[2]}
+	default:
+		return Spec{}, fmt.Errorf("kind %q: want group/version/resource (v1/resource for the core group)", s)
+	}
+	for _, p := range parts {
+		if p == "" || strings.ContainsAny(p, " ,") {
+			return Spec{}, fmt.Errorf("kind %q: empty or malformed part", s)
+		}
+	}
+	if selector != "" && !strings.Contains(selector, "=") {
+		return Spec{}, fmt.Errorf("kind %q: field selector %q wants field=value", s, selector)
+	}
+	spec.FieldSelector = selector
+	return spec, nil
+}
+
+// Kind is a configured kind resolved through discovery.
+type Kind struct {
+	Spec
+	GVK        schema.GroupVersionKind
+	Namespaced bool
+	// Served is false for a required kind the apiserver does not serve (yet).
+	Served bool
+}
+
+// Wire returns the kind's wire name.
+func (k *Kind) Wire() *watchv1.GroupVersionKind {
+	return &watchv1.GroupVersionKind{Group: k.GVK.Group, Version: k.GVK.Version, Kind: k.GVK.Kind}
+}
+
+// Stored is the form objects take inside the informers' caches and the store: the wire
+// object, stripped and encoded once, plus the metadata the informer machinery keys on. It is
+// immutable once made.
+type Stored struct {
+	metav1.ObjectMeta
+	Wire *watchv1.Object
+}
+
+// GetObjectKind is part of runtime.Object; a Stored object carries its kind in Wire.
+func (s *Stored) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject returns s itself: Stored objects are never mutated.
+func (s *Stored) DeepCopyObject() runtime.Object { return s }
+
+// LastAppliedAnnotation is stripped from every object: it repeats the whole object.
+const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+var protoSerializer = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+
+// Content types of Object.raw.
+const (
+	ContentTypeProtobuf = "application/vnd.kubernetes.protobuf"
+	ContentTypeJSON     = "application/json"
+)
+
+// Transform returns the informer transform for kind k: it strips an object (managedFields,
+// the last-applied annotation) and encodes it, protobuf for built-in types and JSON for
+// custom resources. It is idempotent, as informers require.
+func (k *Kind) Transform() func(any) (any, error) {
+	gvk := k.GVK
+	wireKind := k.Wire()
+	return func(obj any) (any, error) {
+		switch obj.(type) {
+		case *Stored:
+			return obj, nil
+		}
+		ro, ok := obj.(runtime.Object)
+		if !ok {
+			return nil, fmt.Errorf("transform %s: unexpected %T", gvk.Kind, obj)
+		}
+		acc, ok := obj.(metav1.Object)
+		if !ok {
+			return nil, fmt.Errorf("transform %s: %T has no object metadata", gvk.Kind, obj)
+		}
+		Strip(acc)
+		raw, contentType, err := encode(ro, gvk)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s %s/%s: %w", gvk.Kind, acc.GetNamespace(), acc.GetName(), err)
+		}
+		return &Stored{
+			ObjectMeta: metav1.ObjectMeta{Name: acc.GetName(), Namespace: acc.GetNamespace(), UID: acc.GetUID(), ResourceVersion: acc.GetResourceVersion()},
+			Wire: &watchv1.Object{
+				Kind: wireKind, Namespace: acc.GetNamespace(), Name: acc.GetName(), Uid: string(acc.GetUID()),
+				ResourceVersion: acc.GetResourceVersion(), ContentType: contentType, Raw: raw,
+			},
+		}, nil
+	}
+}
+
+// Strip removes what nobody downstream reads and what costs the most memory.
+func Strip(o metav1.Object) {
+	o.SetManagedFields(nil)
+	if a := o.GetAnnotations(); a != nil {
+		if _, ok := a[LastAppliedAnnotation]; ok {
+			c := make(map[string]string, len(a)-1)
+			for k, v := range a {
+				if k != LastAppliedAnnotation {
+					c[k] = v
+				}
+			}
+			o.SetAnnotations(c)
+		}
+	}
+}
+
+func encode(obj runtime.Object, gvk schema.GroupVersionKind) ([]byte, string, error) {
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		b, err := json.Marshal(u.Object)
+		return b, ContentTypeJSON, err
+	}
+	var buf bytes.Buffer
+	if err := protoSerializer.Encode(obj, &buf); err != nil {
+		return nil, "", err
+	}
+	return buf.Bytes(), ContentTypeProtobuf, nil
+}
+
+// Decode decodes a wire object into a typed object (built-in kinds) or an Unstructured one.
+func Decode(o *watchv1.Object) (runtime.Object, error) {
+	switch o.GetContentType() {
+	case ContentTypeProtobuf, ContentTypeJSON:
+	default:
+		return nil, fmt.Errorf("unsupported content type %q", o.GetContentType())
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(o.GetRaw(), nil, nil)
+	if err == nil {
+		return obj, nil
+	}
+	if o.GetContentType() == ContentTypeJSON {
+		u := &unstructured.Unstructured{}
+		if uerr := u.UnmarshalJSON(o.GetRaw()); uerr == nil {
+			return u, nil
+		}
+	}
+	return nil, err
+}
+
+// ErrNotServed marks a kind the apiserver does not serve.
+var ErrNotServed = errors.New("not served by the apiserver")
+
+// SortKinds orders kinds by their wire name, the order of every stream and inventory.
+func SortKinds(ks []*Kind) {
+	sort.Slice(ks, func(i, j int) bool {
+		a, b := ks[i].GVK, ks[j].GVK
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		if a.Version != b.Version {
+			return a.Version < b.Version
+		}
+		return a.Kind < b.Kind
+	})
+}
