@@ -1,0 +1,338 @@
+// Package controller owns the watcher's state: it runs the informers, whose callbacks only
+// enqueue, and one goroutine that applies their changes to the store in order, decides when
+// the barrier opens, and hands out subscriptions. The barrier opens only when, for every
+// configured kind, each informer's handler registration has synced (every item of the
+// initial list went through the handler) and the queue has been drained up to that point.
+// Nothing opens it on a timeout: after SyncTimeout the controller fails instead, naming the
+// kinds that did not sync and why.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/sluice-io/sluice/internal/watchstream"
+	"github.com/sluice-io/sluice/watcher/kinds"
+	"github.com/sluice-io/sluice/watcher/store"
+)
+
+// Informer is the part of a client-go shared informer the controller uses.
+type Informer interface {
+	AddEventHandler(handler cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
+	SetWatchErrorHandlerWithContext(handler cache.WatchErrorHandlerWithContext) error
+	RunWithContext(ctx context.Context)
+}
+
+// WatchedKind is one kind with its informers.
+type WatchedKind struct {
+	Kind      *kinds.Kind
+	Informers []Informer
+}
+
+// Metrics receives the controller's measurements.
+type Metrics interface {
+	SetObjects(kind string, n int)
+	SetRevision(rev uint64)
+	SetSyncSeconds(s float64)
+	SyncFailure(kind, cause string)
+}
+
+// Config configures a Controller.
+type Config struct {
+	Logger      hclog.Logger
+	Kinds       []WatchedKind
+	Store       store.Config
+	SyncTimeout time.Duration
+	// Causes is where discovery already recorded why kinds were pending; may be nil.
+	Causes  *kinds.Causes
+	Metrics Metrics
+	// Now is the clock (time.Now in production).
+	Now func() time.Time
+	// After is the timer (time.After in production).
+	After func(time.Duration) <-chan time.Time
+	// Started is when the process started, for the seconds-to-sync figure.
+	Started time.Time
+}
+
+// Controller is the watcher's owner of state.
+type Controller struct {
+	cfg    Config
+	log    hclog.Logger
+	store  *store.Store
+	q      queue
+	synced chan struct{}
+	causes *kinds.Causes
+}
+
+// New returns a controller; Run starts it.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Logger == nil {
+		return nil, errors.New("controller: Logger is required")
+	}
+	if len(cfg.Kinds) == 0 {
+		return nil, errors.New("controller: no kinds to watch")
+	}
+	if cfg.SyncTimeout <= 0 {
+		return nil, errors.New("controller: SyncTimeout must be positive")
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = nopMetrics{}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.After == nil {
+		cfg.After = time.After
+	}
+	if cfg.Started.IsZero() {
+		cfg.Started = cfg.Now()
+	}
+	if cfg.Causes == nil {
+		cfg.Causes = &kinds.Causes{}
+	}
+	cfg.Store.Kinds = nil
+	for _, k := range cfg.Kinds {
+		cfg.Store.Kinds = append(cfg.Store.Kinds, k.Kind.Wire())
+	}
+	st, err := store.New(cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	return &Controller{cfg: cfg, log: cfg.Logger, store: st, synced: make(chan struct{}), causes: cfg.Causes, q: newQueue()}, nil
+}
+
+// Epoch is the store's epoch.
+func (c *Controller) Epoch() string { return c.store.Epoch() }
+
+// Synced is closed when the barrier opened.
+func (c *Controller) Synced() <-chan struct{} { return c.synced }
+
+// item is one entry of the owner's queue.
+type item struct {
+	kind    int
+	obj     *kinds.Stored
+	deleted bool
+	// synced: informer `kind` reports its handler registration synced.
+	synced bool
+	sub    *subscribeReq
+	unsub  *store.Subscription
+}
+
+type subscribeReq struct {
+	req   store.Request
+	reply chan subscribeReply
+}
+
+type subscribeReply struct {
+	sub *store.Subscription
+	err error
+}
+
+// SyncTimeoutError is the barrier not opening in time.
+type SyncTimeoutError struct {
+	Timeout time.Duration
+	Kinds   []string // "kind: cause"
+}
+
+func (e *SyncTimeoutError) Error() string {
+	return fmt.Sprintf("initial sync did not complete within %s; kinds not synced: %s", e.Timeout, strings.Join(e.Kinds, "; "))
+}
+
+// ErrShutdown ends subscriptions when the watcher stops.
+var ErrShutdown = errors.New("watcher is shutting down")
+
+// Run starts the informers and owns the store until ctx ends (nil) or the initial sync times
+// out (*SyncTimeoutError). It never opens the barrier after ctx ended.
+func (c *Controller) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+
+	pending := make([]int, len(c.cfg.Kinds)) // informers per kind not yet synced
+	for i, wk := range c.cfg.Kinds {
+		pending[i] = len(wk.Informers)
+		name := wk.Kind.Spec.String()
+		for _, inf := range wk.Informers {
+			if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+				cause := Classify(err)
+				c.causes.Set(name, fmt.Errorf("%s: %w", cause, err))
+				c.cfg.Metrics.SyncFailure(name, cause)
+				c.log.Warn("list or watch failed", "kind", name, "cause", cause, "error", err)
+			}); err != nil {
+				return fmt.Errorf("set watch error handler for %s: %w", name, err)
+			}
+			reg, err := inf.AddEventHandler(c.handler(i))
+			if err != nil {
+				return fmt.Errorf("add event handler for %s: %w", name, err)
+			}
+			wg.Add(2)
+			go func() { defer wg.Done(); inf.RunWithContext(ctx) }()
+			go func() {
+				defer wg.Done()
+				select {
+				case <-reg.HasSyncedChecker().Done():
+					// Every item of the initial list was handed to the handler, so it is in the
+					// queue ahead of this token.
+					c.q.push(item{kind: i, synced: true})
+				case <-ctx.Done():
+				}
+			}()
+		}
+	}
+
+	remaining := len(c.cfg.Kinds)
+	timeout := c.cfg.After(c.cfg.SyncTimeout)
+	defer c.store.Close(ErrShutdown)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timeout:
+			return c.timeoutError(pending)
+		case <-c.q.notify:
+		}
+		for _, it := range c.q.popAll() {
+			if ctx.Err() != nil {
+				return nil
+			}
+			switch {
+			case it.sub != nil:
+				sub, err := c.store.Subscribe(it.sub.req)
+				it.sub.reply <- subscribeReply{sub, err}
+			case it.unsub != nil:
+				c.store.Unsubscribe(it.unsub)
+			case it.synced:
+				pending[it.kind]--
+				if pending[it.kind] == 0 {
+					remaining--
+					name := c.cfg.Kinds[it.kind].Kind.Spec.String()
+					c.causes.Set(name, nil)
+					c.log.Info("kind synced", "kind", name, "objects", c.store.Count(watchstream.KindKey(c.cfg.Kinds[it.kind].Kind.Wire())))
+				}
+				if remaining == 0 && !c.store.Synced() {
+					c.openBarrier()
+					timeout = nil
+				}
+			case it.deleted:
+				c.store.Delete(it.obj.Wire)
+			default:
+				if _, err := c.store.Upsert(it.obj.Wire); err != nil {
+					c.log.Error("object not stored", "error", err)
+				}
+			}
+		}
+		c.cfg.Metrics.SetRevision(c.store.Revision())
+		for _, wk := range c.cfg.Kinds {
+			kk := watchstream.KindKey(wk.Kind.Wire())
+			c.cfg.Metrics.SetObjects(kk, c.store.Count(kk))
+		}
+	}
+}
+
+func (c *Controller) openBarrier() {
+	c.store.MarkSynced()
+	took := c.cfg.Now().Sub(c.cfg.Started)
+	c.cfg.Metrics.SetSyncSeconds(took.Seconds())
+	c.log.Info("initial sync complete; barrier open", "revision", c.store.Revision(), "objects", c.store.Len(), "took", took.Round(time.Millisecond))
+	close(c.synced)
+}
+
+func (c *Controller) timeoutError(pending []int) error {
+	var ks []string
+	for i, n := range pending {
+		if n == 0 {
+			continue
+		}
+		name := c.cfg.Kinds[i].Kind.Spec.String()
+		cause := c.causes.Get(name)
+		if cause == nil {
+			cause = errors.New("initial list not complete (no error reported)")
+		}
+		ks = append(ks, name+": "+cause.Error())
+	}
+	sort.Strings(ks)
+	return &SyncTimeoutError{Timeout: c.cfg.SyncTimeout, Kinds: ks}
+}
+
+// handler enqueues every change of kind i; it never blocks the informer.
+func (c *Controller) handler(i int) cache.ResourceEventHandler {
+	enqueue := func(obj any, deleted bool) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		s, ok := obj.(*kinds.Stored)
+		if !ok {
+			c.log.Error("informer delivered an untransformed object", "type", fmt.Sprintf("%T", obj))
+			return
+		}
+		c.q.push(item{kind: i, obj: s, deleted: deleted})
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { enqueue(obj, false) },
+		UpdateFunc: func(_, obj any) { enqueue(obj, false) },
+		DeleteFunc: func(obj any) { enqueue(obj, true) },
+	}
+}
+
+// Subscribe asks the owner for a subscription at the current revision.
+func (c *Controller) Subscribe(ctx context.Context, req store.Request) (*store.Subscription, error) {
+	r := &subscribeReq{req: req, reply: make(chan subscribeReply, 1)}
+	c.q.push(item{sub: r})
+	select {
+	case rep := <-r.reply:
+		return rep.sub, rep.err
+	case <-ctx.Done():
+		// The owner may still answer; release the subscription if it does.
+		go func() {
+			if rep := <-r.reply; rep.sub != nil {
+				c.Unsubscribe(rep.sub)
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+// Unsubscribe releases a subscription.
+func (c *Controller) Unsubscribe(sub *store.Subscription) { c.q.push(item{unsub: sub}) }
+
+// queue is an unbounded FIFO with a wake-up signal: informer callbacks must never block.
+type queue struct {
+	mu     sync.Mutex
+	items  []item
+	notify chan struct{}
+}
+
+func newQueue() queue { return queue{notify: make(chan struct{}, 1)} }
+
+func (q *queue) push(it item) {
+	q.mu.Lock()
+	q.items = append(q.items, it)
+	q.mu.Unlock()
+	select {
+	case q.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (q *queue) popAll() []item {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.items
+	q.items = nil
+	return out
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) SetObjects(string, int)     {}
+func (nopMetrics) SetRevision(uint64)         {}
+func (nopMetrics) SetSyncSeconds(float64)     {}
+func (nopMetrics) SyncFailure(string, string) {}

@@ -1,0 +1,146 @@
+// Package server implements sluice.watch.v1.WatchService: each stream gets a subscription
+// from the controller and is framed into a snapshot (or a resume), the marker at its exact
+// position, and the deltas. A slow client never blocks anyone: past its buffer it is dropped
+// with RESOURCE_EXHAUSTED and reconnects for a fresh snapshot. A stopping watcher starts no
+// snapshot and sends no marker.
+package server
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+	"github.com/sluice-io/sluice/watcher/store"
+)
+
+// Source hands out subscriptions; the watcher's controller is one.
+type Source interface {
+	Subscribe(ctx context.Context, req store.Request) (*store.Subscription, error)
+	Unsubscribe(sub *store.Subscription)
+}
+
+// Metrics receives the server's measurements.
+type Metrics interface {
+	StreamOpened()
+	StreamClosed()
+	ClientDropped()
+}
+
+// Config configures a Server.
+type Config struct {
+	Logger hclog.Logger
+	// Heartbeat is the interval of heartbeats on an idle stream.
+	Heartbeat time.Duration
+	// Stopping is closed when the process begins to shut down.
+	Stopping <-chan struct{}
+	Metrics  Metrics
+}
+
+// Server is the WatchService.
+type Server struct {
+	watchv1.UnimplementedWatchServiceServer
+	cfg    Config
+	log    hclog.Logger
+	source atomic.Pointer[Source]
+}
+
+// New returns a server that answers UNAVAILABLE until SetSource.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil || cfg.Stopping == nil {
+		return nil, errors.New("server: Logger and Stopping are required")
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 10 * time.Second
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = nopMetrics{}
+	}
+	return &Server{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// SetSource makes the server serve streams from src.
+func (s *Server) SetSource(src Source) { s.source.Store(&src) }
+
+var errStopping = status.Error(codes.Unavailable, "watcher is shutting down")
+
+func (s *Server) stopping() bool {
+	select {
+	case <-s.cfg.Stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// Watch serves one stream.
+func (s *Server) Watch(req *watchv1.WatchRequest, stream watchv1.WatchService_WatchServer) error {
+	if s.stopping() {
+		return errStopping
+	}
+	srcp := s.source.Load()
+	if srcp == nil {
+		return status.Error(codes.Unavailable, "watcher is starting: kinds not yet resolved through discovery")
+	}
+	src := *srcp
+	ctx := stream.Context()
+	log := s.log.With("client", req.GetClientName())
+	sub, err := src.Subscribe(ctx, store.Request{Kinds: req.GetKinds(), ResumeEpoch: req.GetResumeEpoch(), ResumeRevision: req.GetResumeRevision()})
+	switch {
+	case errors.Is(err, store.ErrUnknownKind):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case err != nil:
+		return status.FromContextError(err).Err()
+	}
+	defer src.Unsubscribe(sub)
+	s.cfg.Metrics.StreamOpened()
+	defer s.cfg.Metrics.StreamClosed()
+	log.Debug("stream opened", "epoch", sub.Epoch, "revision", sub.Revision, "resumed", sub.Resumed, "objects", len(sub.Snapshot), "synced", sub.SyncedAtStart)
+
+	emit := func(m *watchv1.WatchResponse) error {
+		if s.stopping() {
+			return errStopping
+		}
+		return stream.Send(m)
+	}
+	f := &framer{sub: sub}
+	if err := f.start(emit); err != nil {
+		return err
+	}
+	hb := time.NewTicker(s.cfg.Heartbeat)
+	defer hb.Stop()
+	for {
+		select {
+		case ev := <-sub.Events():
+			if err := f.event(ev, emit); err != nil {
+				return err
+			}
+		case <-sub.Done():
+			if errors.Is(sub.Err(), store.ErrSlowSubscriber) {
+				s.cfg.Metrics.ClientDropped()
+				log.Warn("dropping a client that fell behind; it must reconnect", "revision", f.last)
+				return status.Error(codes.ResourceExhausted, "client fell too far behind the watcher; reconnect for a fresh snapshot")
+			}
+			return errStopping
+		case <-hb.C:
+			if err := emit(f.heartbeat(f.marker)); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-s.cfg.Stopping:
+			return errStopping
+		}
+	}
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) StreamOpened()  {}
+func (nopMetrics) StreamClosed()  {}
+func (nopMetrics) ClientDropped() {}
