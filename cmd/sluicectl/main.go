@@ -23,6 +23,7 @@ type command struct {
 
 var commands = []command{
 	{"health", "check the gRPC health service of a Sluice process", runHealth},
+	{"watch", "follow a watcher's stream, verifying revisions and the marker's inventory", runWatch},
 }
 
 func main() {

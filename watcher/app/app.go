@@ -4,24 +4,45 @@ package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sort"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sluice-io/sluice/internal/cli"
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/run"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+	"github.com/sluice-io/sluice/watcher/controller"
+	"github.com/sluice-io/sluice/watcher/kinds"
+	"github.com/sluice-io/sluice/watcher/server"
+	"github.com/sluice-io/sluice/watcher/store"
 )
 
 // Settings are the watcher's settings.
 type Settings struct {
-	Kubeconfig  string
-	Listen      string
-	HTTPListen  string
-	Namespaces  []string
-	SyncTimeout time.Duration
-	TLS         cli.TLSSettings
+	Kubeconfig    string
+	Listen        string
+	HTTPListen    string
+	Namespaces    []string
+	SyncTimeout   time.Duration
+	Kinds         []string
+	OptionalKinds []string
+	HistorySize   int
+	ClientBuffer  int
+	Heartbeat     time.Duration
+	KubeQPS       float32
+	KubeBurst     int
+	TLS           cli.TLSSettings
+
+	specs []kinds.Spec
 }
 
 // Register adds the settings to fs.
@@ -31,6 +52,13 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.HTTPListen, "http-listen", "127.0.0.1:18001", "address of /healthz, /readyz and /metrics")
 	fs.StringSliceVar(&s.Namespaces, "namespaces", nil, "namespaces to watch, comma-separated (empty: all)")
 	fs.DurationVar(&s.SyncTimeout, "sync-timeout", 2*time.Minute, "how long the initial sync may take before the watcher gives up and exits non-zero")
+	fs.StringSliceVar(&s.Kinds, "kinds", kinds.DefaultRequired, "required kinds, as group/version/resource[?fieldSelector] (v1/resource for the core group)")
+	fs.StringSliceVar(&s.OptionalKinds, "optional-kinds", nil, "optional kinds: watched when discovery serves them at start, skipped (and logged) otherwise")
+	fs.IntVar(&s.HistorySize, "history-size", 16384, "changes kept so that a reconnecting client can resume without a snapshot")
+	fs.IntVar(&s.ClientBuffer, "client-buffer", 16384, "changes a client may lag behind before it is dropped with RESOURCE_EXHAUSTED")
+	fs.DurationVar(&s.Heartbeat, "heartbeat", 10*time.Second, "heartbeat interval on idle streams")
+	fs.Float32Var(&s.KubeQPS, "kube-qps", 50, "client-side queries per second to the apiserver")
+	fs.IntVar(&s.KubeBurst, "kube-burst", 100, "client-side burst to the apiserver")
 	s.TLS.Register(fs, false)
 }
 
@@ -48,16 +76,154 @@ func (s *Settings) Validate() error {
 	if s.SyncTimeout <= 0 {
 		return config.Errorf("sync-timeout", s.SyncTimeout.String(), "must be positive")
 	}
+	specs, err := kinds.ParseSpecs(s.Kinds, s.OptionalKinds)
+	if err != nil {
+		return &config.Error{Setting: "kinds", Cause: err}
+	}
+	if len(specs) == 0 {
+		return config.Errorf("kinds", "", "no kind to watch")
+	}
+	s.specs = specs
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"history-size", s.HistorySize}, {"client-buffer", s.ClientBuffer}, {"kube-burst", s.KubeBurst}} {
+		if n.v <= 0 {
+			return config.Errorf(n.name, fmt.Sprint(n.v), "must be positive")
+		}
+	}
+	if s.Heartbeat <= 0 {
+		return config.Errorf("heartbeat", s.Heartbeat.String(), "must be positive")
+	}
+	if s.KubeQPS <= 0 {
+		return config.Errorf("kube-qps", fmt.Sprint(s.KubeQPS), "must be positive")
+	}
 	return s.TLS.Validate()
 }
 
 // Run runs the watcher until ctx is done or it fails.
 func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
+	started := time.Now()
+	restCfg, err := s.restConfig()
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes dynamic client: %w", err)
+	}
 	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files()})
 	if err != nil {
 		return err
 	}
+	srv.Ops.SetNotReady("initial sync not complete")
+	m := newMetrics(srv.Registry)
+	watchSrv, err := server.New(server.Config{Logger: log.Named("watch"), Heartbeat: s.Heartbeat, Stopping: ctx.Done(), Metrics: m})
+	if err != nil {
+		return err
+	}
+	watchv1.RegisterWatchServiceServer(srv.GRPC.Server, watchSrv)
+
 	var g run.Group
 	srv.Add(&g)
+	g.Add("sync", func(ctx context.Context) error {
+		return s.watch(ctx, log, started, cs, dyn, m, watchSrv, func() { srv.Ops.SetReady() })
+	})
 	return g.Run(ctx)
+}
+
+// watch resolves the kinds, starts the informers and owns the store until ctx ends. The
+// whole of discovery and the initial sync must fit in SyncTimeout.
+func (s *Settings) watch(ctx context.Context, log hclog.Logger, started time.Time, cs kubernetes.Interface, dyn dynamic.Interface,
+	m *metrics, watchSrv *server.Server, ready func()) error {
+	causes := &kinds.Causes{}
+	dctx, cancel := context.WithTimeout(ctx, s.SyncTimeout)
+	resolved, err := kinds.Resolve(dctx, log.Named("discovery"), cs.Discovery(), s.specs, causes)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped before kinds were resolved; nothing was sent")
+			return nil
+		}
+		return s.discoveryTimeout(causes)
+	}
+	var watched []controller.WatchedKind
+	for _, k := range resolved {
+		infs, err := k.Informers(cs, dyn, s.Namespaces)
+		if err != nil {
+			return fmt.Errorf("informers for %s: %w", k.Spec.String(), err)
+		}
+		wk := controller.WatchedKind{Kind: k}
+		for _, inf := range infs {
+			wk.Informers = append(wk.Informers, inf)
+		}
+		watched = append(watched, wk)
+		log.Info("watching kind", "kind", k.Spec.String(), "gvk", k.GVK.String(), "required", k.Required, "namespaces", s.Namespaces)
+	}
+	ctrl, err := controller.New(controller.Config{
+		Logger: log.Named("controller"), Kinds: watched, SyncTimeout: s.SyncTimeout,
+		Store:  store.Config{HistorySize: s.HistorySize, SubscriberBuffer: s.ClientBuffer},
+		Causes: causes, Metrics: m, Started: started,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("store ready", "epoch", ctrl.Epoch())
+	watchSrv.SetSource(ctrl)
+	go func() {
+		select {
+		case <-ctrl.Synced():
+			ready()
+		case <-ctx.Done():
+		}
+	}()
+	err = ctrl.Run(ctx)
+	if err == nil && ctx.Err() != nil {
+		select {
+		case <-ctrl.Synced():
+		default:
+			log.Info("stopped during the initial sync; no marker was sent")
+		}
+	}
+	return err
+}
+
+func (s *Settings) discoveryTimeout(causes *kinds.Causes) error {
+	var ks []string
+	for _, sp := range s.specs {
+		if c := causes.Get(sp.String()); c != nil {
+			ks = append(ks, sp.String()+": "+c.Error())
+		}
+	}
+	sort.Strings(ks)
+	if len(ks) == 0 {
+		return errors.New("discovery did not complete within the sync timeout")
+	}
+	return &controller.SyncTimeoutError{Timeout: s.SyncTimeout, Kinds: ks}
+}
+
+func (s *Settings) restConfig() (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if s.Kubeconfig == "" {
+		cfg, err = rest.InClusterConfig()
+		if err != nil {
+			return nil, &config.Error{Setting: "kubeconfig", Cause: fmt.Errorf("empty, and not running in a cluster: %w", err)}
+		}
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
+		if err != nil {
+			return nil, &config.Error{Setting: "kubeconfig", Value: s.Kubeconfig, Cause: err}
+		}
+	}
+	cfg.QPS, cfg.Burst = s.KubeQPS, s.KubeBurst
+	cfg.UserAgent = "sluice-watcher"
+	// Protobuf to the apiserver for built-in kinds: smaller and faster to decode than JSON.
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	return cfg, nil
 }

@@ -47,9 +47,10 @@ type Metrics interface {
 
 // Config configures a Controller.
 type Config struct {
-	Logger      hclog.Logger
-	Kinds       []WatchedKind
-	Store       store.Config
+	Logger hclog.Logger
+	Kinds  []WatchedKind
+	Store  store.Config
+	// SyncTimeout bounds the initial sync, counted from Started.
 	SyncTimeout time.Duration
 	// Causes is where discovery already recorded why kinds were pending; may be nil.
 	Causes  *kinds.Causes
@@ -189,7 +190,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 
 	remaining := len(c.cfg.Kinds)
-	timeout := c.cfg.After(c.cfg.SyncTimeout)
+	timeout := c.cfg.After(c.cfg.SyncTimeout - c.cfg.Now().Sub(c.cfg.Started))
 	defer c.store.Close(ErrShutdown)
 	for {
 		select {

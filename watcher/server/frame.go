@@ -19,7 +19,9 @@ type framer struct {
 func (f *framer) start(emit func(*watchv1.WatchResponse) error) error {
 	sub := f.sub
 	f.last = sub.Revision
-	msg := func(rev uint64) *watchv1.WatchResponse { return &watchv1.WatchResponse{Epoch: sub.Epoch, Revision: rev} }
+	msg := func(rev uint64) *watchv1.WatchResponse {
+		return &watchv1.WatchResponse{Epoch: sub.Epoch, Revision: rev}
+	}
 	if sub.Resumed {
 		from := sub.Revision - uint64(len(sub.Replay))
 		m := msg(from)

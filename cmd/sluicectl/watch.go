@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sluice-io/sluice/internal/grpcx"
+	"github.com/sluice-io/sluice/internal/watchstream"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+)
+
+// runWatch consumes a Watch stream, checks every message through a Mirror (framing, epoch,
+// revision continuity, the marker's inventory) and prints the events.
+func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := pflag.NewFlagSet("watch", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf clientFlags
+	cf.register(fs, "127.0.0.1:18000")
+	output := fs.String("output", "text", "text or json (one JSON object per line)")
+	kindList := fs.StringSlice("kinds", nil, "only these kinds, as group/version/Kind (v1/Service for the core group)")
+	untilSynced := fs.Bool("until-synced", false, "exit 0 once the marker arrived and its inventory verified")
+	quiet := fs.Bool("quiet", false, "print only the marker and errors, not every object")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *output != "text" && *output != "json" {
+		return fmt.Errorf("--output %q: want text or json", *output)
+	}
+	req := &watchv1.WatchRequest{ClientName: "sluicectl"}
+	for _, k := range *kindList {
+		parts := strings.Split(k, "/")
+		switch len(parts) {
+		case 2:
+			req.Kinds = append(req.Kinds, &watchv1.GroupVersionKind{Version: parts[0], Kind: parts[1]})
+		case 3:
+			req.Kinds = append(req.Kinds, &watchv1.GroupVersionKind{Group: parts[0], Version: parts[1], Kind: parts[2]})
+		default:
+			return fmt.Errorf("--kinds %q: want group/version/Kind", k)
+		}
+	}
+	conn, err := grpcx.Dial(cf.addr, grpcx.ClientConfig{TLS: cf.tls})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	stream, err := watchv1.NewWatchServiceClient(conn).Watch(ctx, req)
+	if err != nil {
+		return err
+	}
+	m := watchstream.NewMirror()
+	m.StartStream()
+	p := &printer{w: stdout, json: *output == "json", quiet: *quiet}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return errors.New("stream ended by the watcher")
+			}
+			return err
+		}
+		change, err := m.Apply(ev)
+		if err != nil {
+			return fmt.Errorf("stream check failed at revision %d: %w", ev.GetRevision(), err)
+		}
+		p.print(ev, m)
+		if change == watchstream.ChangeSynced && *untilSynced {
+			return nil
+		}
+	}
+}
+
+type printer struct {
+	w     io.Writer
+	json  bool
+	quiet bool
+}
+
+type jsonEvent struct {
+	Epoch     string         `json:"epoch"`
+	Revision  uint64         `json:"revision"`
+	Type      string         `json:"type"`
+	Kind      string         `json:"kind,omitempty"`
+	Namespace string         `json:"namespace,omitempty"`
+	Name      string         `json:"name,omitempty"`
+	RV        string         `json:"resourceVersion,omitempty"`
+	Count     uint64         `json:"count,omitempty"`
+	Inventory map[string]any `json:"inventory,omitempty"`
+}
+
+func (p *printer) print(ev *watchv1.WatchResponse, m *watchstream.Mirror) {
+	je := jsonEvent{Epoch: ev.GetEpoch(), Revision: ev.GetRevision()}
+	var obj *watchv1.Object
+	switch e := ev.GetEvent().(type) {
+	case *watchv1.WatchResponse_SnapshotStart:
+		je.Type, je.Count = "snapshot-start", e.SnapshotStart.GetCount()
+	case *watchv1.WatchResponse_SnapshotEnd:
+		je.Type, je.Count = "snapshot-end", uint64(m.Len())
+	case *watchv1.WatchResponse_ResumeStart:
+		je.Type = "resume-start"
+	case *watchv1.WatchResponse_Upsert:
+		je.Type, obj = "upsert", e.Upsert.GetObject()
+	case *watchv1.WatchResponse_Delete:
+		je.Type, obj = "delete", e.Delete.GetObject()
+	case *watchv1.WatchResponse_Progress:
+		je.Type = "progress"
+	case *watchv1.WatchResponse_Heartbeat:
+		je.Type = "heartbeat"
+	case *watchv1.WatchResponse_InitialSyncComplete:
+		je.Type = "initial-sync-complete"
+		je.Inventory = map[string]any{}
+		for _, ki := range e.InitialSyncComplete.GetInventory() {
+			je.Inventory[watchstream.KindKey(ki.GetKind())] = map[string]any{"count": ki.GetCount(), "digest": fmt.Sprintf("%x", ki.GetDigest())}
+		}
+	}
+	if obj != nil {
+		je.Kind, je.Namespace, je.Name, je.RV = watchstream.KindKey(obj.GetKind()), obj.GetNamespace(), obj.GetName(), obj.GetResourceVersion()
+	}
+	if p.quiet && je.Type != "initial-sync-complete" {
+		return
+	}
+	if p.json {
+		b, _ := json.Marshal(je)
+		fmt.Fprintln(p.w, string(b))
+		return
+	}
+	switch {
+	case obj != nil:
+		name := je.Name
+		if je.Namespace != "" {
+			name = je.Namespace + "/" + je.Name
+		}
+		fmt.Fprintf(p.w, "%d %s %s %s rv=%s\n", je.Revision, je.Type, je.Kind, name, je.RV)
+	case je.Inventory != nil:
+		fmt.Fprintf(p.w, "%d %s verified:", je.Revision, je.Type)
+		for _, ki := range ev.GetInitialSyncComplete().GetInventory() {
+			fmt.Fprintf(p.w, " %s=%d", watchstream.KindKey(ki.GetKind()), ki.GetCount())
+		}
+		fmt.Fprintln(p.w)
+	case je.Count > 0 || je.Type == "snapshot-start" || je.Type == "snapshot-end":
+		fmt.Fprintf(p.w, "%d %s epoch=%s objects=%d\n", je.Revision, je.Type, je.Epoch, je.Count)
+	default:
+		fmt.Fprintf(p.w, "%d %s\n", je.Revision, je.Type)
+	}
+}

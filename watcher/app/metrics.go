@@ -1,0 +1,37 @@
+package app
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the watcher's Prometheus metrics; they implement the controller's and the
+// server's Metrics interfaces.
+type metrics struct {
+	objects      *prometheus.GaugeVec
+	revision     prometheus.Gauge
+	streams      prometheus.Gauge
+	syncSeconds  prometheus.Gauge
+	syncFailures *prometheus.CounterVec
+	dropped      prometheus.Counter
+	synced       prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		objects:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_watcher_objects", Help: "Objects in the store, per kind."}, []string{"kind"}),
+		revision:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_watcher_revision", Help: "Revision of the store's last change."}),
+		streams:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_watcher_streams", Help: "Connected Watch streams."}),
+		syncSeconds:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_watcher_sync_seconds", Help: "Seconds from process start to the barrier opening."}),
+		syncFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_watcher_sync_failures_total", Help: "List or watch failures, per kind and cause."}, []string{"kind", "cause"}),
+		dropped:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_watcher_dropped_clients_total", Help: "Streams dropped because the client fell behind."}),
+		synced:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_watcher_synced", Help: "1 once the barrier opened."}),
+	}
+	reg.MustRegister(m.objects, m.revision, m.streams, m.syncSeconds, m.syncFailures, m.dropped, m.synced)
+	return m
+}
+
+func (m *metrics) SetObjects(kind string, n int)  { m.objects.WithLabelValues(kind).Set(float64(n)) }
+func (m *metrics) SetRevision(rev uint64)         { m.revision.Set(float64(rev)) }
+func (m *metrics) SetSyncSeconds(s float64)       { m.syncSeconds.Set(s); m.synced.Set(1) }
+func (m *metrics) SyncFailure(kind, cause string) { m.syncFailures.WithLabelValues(kind, cause).Inc() }
+func (m *metrics) StreamOpened()                  { m.streams.Inc() }
+func (m *metrics) StreamClosed()                  { m.streams.Dec() }
+func (m *metrics) ClientDropped()                 { m.dropped.Inc() }

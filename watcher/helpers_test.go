@@ -1,0 +1,263 @@
+package main_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/sluice-io/sluice/internal/testenv"
+	"github.com/sluice-io/sluice/internal/watchstream"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+)
+
+// watcherProc is the watcher binary running as a real process.
+type watcherProc struct {
+	*testenv.Process
+	addr, httpAddr string
+}
+
+func startWatcher(t *testing.T, kubeconfig string, args ...string) *watcherProc {
+	t.Helper()
+	bin, err := testenv.Binary("watcher")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := testenv.FreeAddr()
+	httpAddr, _ := testenv.FreeAddr()
+	p, err := testenv.StartProcess(testenv.ProcessConfig{Name: "watcher", Path: bin, Dir: t.TempDir(),
+		Args: append([]string{"--kubeconfig", kubeconfig, "--listen", addr, "--http-listen", httpAddr, "--log-level", "debug"}, args...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("watcher log:\n%s", p.LogTail(60))
+		}
+	})
+	return &watcherProc{Process: p, addr: addr, httpAddr: httpAddr}
+}
+
+// follower reads one Watch stream through a Mirror and records what it saw.
+type follower struct {
+	t           *testing.T
+	mu          sync.Mutex
+	mirror      *watchstream.Mirror
+	msgs        []*watchv1.WatchResponse
+	markerAt    int // index in msgs of the marker, -1 before
+	markers     int
+	snapshotEnd int
+	err         error // the stream's end
+	done        chan struct{}
+	marker      chan struct{}
+	cancel      context.CancelFunc
+	// objectsAtMarker are the objects held when the marker arrived.
+	objectsAtMarker []*watchv1.Object
+}
+
+// follow opens a stream (retrying while the watcher is not serving yet) and follows it.
+func follow(t *testing.T, addr string, req *watchv1.WatchRequest) *follower {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &follower{t: t, mirror: watchstream.NewMirror(), markerAt: -1, snapshotEnd: -1, done: make(chan struct{}), marker: make(chan struct{}), cancel: cancel}
+	t.Cleanup(cancel)
+	deadline := time.Now().Add(time.Minute)
+	var stream watchv1.WatchService_WatchClient
+	var first *watchv1.WatchResponse
+	for {
+		stream, err = watchv1.NewWatchServiceClient(conn).Watch(ctx, req, grpc.WaitForReady(true))
+		if err == nil {
+			first, err = stream.Recv()
+		}
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			t.Fatalf("watch: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // the watcher is still resolving kinds; poll
+	}
+	f.mirror.StartStream()
+	go func() {
+		defer close(f.done)
+		ev := first
+		for {
+			f.apply(ev)
+			if f.err != nil {
+				return
+			}
+			var err error
+			ev, err = stream.Recv()
+			if err != nil {
+				f.mu.Lock()
+				f.err = err
+				f.mu.Unlock()
+				return
+			}
+		}
+	}()
+	return f
+}
+
+func (f *follower) apply(ev *watchv1.WatchResponse) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.msgs = append(f.msgs, ev)
+	ch, err := f.mirror.Apply(ev)
+	if err != nil {
+		f.err = fmt.Errorf("stream check: %w", err)
+		return
+	}
+	switch ch {
+	case watchstream.ChangeSnapshot:
+		f.snapshotEnd = len(f.msgs) - 1
+	case watchstream.ChangeSynced:
+		f.markers++
+		if f.markerAt < 0 {
+			f.markerAt = len(f.msgs) - 1
+			f.objectsAtMarker = f.mirror.Objects()
+			close(f.marker)
+		}
+	}
+}
+
+func (f *follower) waitMarker(d time.Duration) {
+	f.t.Helper()
+	select {
+	case <-f.marker:
+	case <-f.done:
+		f.t.Fatalf("stream ended before the marker: %v", f.streamErr())
+	case <-time.After(d):
+		f.t.Fatalf("no marker within %s", d)
+	}
+}
+
+func (f *follower) streamErr() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+func (f *follower) hasMarker() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.markerAt >= 0
+}
+
+// waitFor polls cond over the mirror until it holds.
+func (f *follower) waitFor(d time.Duration, what string, cond func(m *watchstream.Mirror) bool) {
+	f.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		f.mu.Lock()
+		ok, err := cond(f.mirror), f.err
+		f.mu.Unlock()
+		if ok {
+			return
+		}
+		if err != nil {
+			f.t.Fatalf("waiting for %s: stream ended: %v", what, err)
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("waiting for %s: timed out", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// watcherRules are the rules the watcher needs for the default kinds, less the verbs named in
+// except ("ingresses/list").
+func watcherRules(except ...string) []rbacv1.PolicyRule {
+	res := []struct{ group, resource string }{
+		{"networking.k8s.io", "ingresses"}, {"networking.k8s.io", "ingressclasses"},
+		{"", "services"}, {"discovery.k8s.io", "endpointslices"}, {"", "secrets"},
+	}
+	var rules []rbacv1.PolicyRule
+	for _, r := range res {
+		var verbs []string
+		for _, v := range []string{"get", "list", "watch"} {
+			drop := false
+			for _, e := range except {
+				drop = drop || e == r.resource+"/"+v
+			}
+			if !drop {
+				verbs = append(verbs, v)
+			}
+		}
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{r.group}, Resources: []string{r.resource}, Verbs: verbs})
+	}
+	return rules
+}
+
+// restrictedKubeconfig mints a user bound to rules and returns its kubeconfig file and name.
+func restrictedKubeconfig(t *testing.T, c *testenv.Cluster, rules []rbacv1.PolicyRule) (string, string) {
+	t.Helper()
+	name := "watcher-" + testenv.RandSuffix()
+	cfg, err := c.UserConfig(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Grant(context.Background(), rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}, rules); err != nil {
+		t.Fatal(err)
+	}
+	path, err := c.WriteKubeconfig(cfg, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, name
+}
+
+func waitExit(t *testing.T, p *testenv.Process, d time.Duration) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	code, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code
+}
+
+func sigterm(t *testing.T, p *testenv.Process) {
+	t.Helper()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func isUnavailable(err error) bool {
+	return status.Code(err) == codes.Unavailable || errors.Is(err, context.Canceled)
+}
+
+var _ = strings.Contains
+
+func rbacSubject(user string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}
+}
+
+func gvr(group, resource string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: group, Version: "v1", Resource: resource}
+}
+
+func unstructuredOf(m map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: m}
+}
