@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/sluice-io/sluice/internal/watchstream"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
 
@@ -136,8 +137,8 @@ var protoSerializer = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 
 // Content types of Object.raw.
 const (
-	ContentTypeProtobuf = "application/vnd.kubernetes.protobuf"
-	ContentTypeJSON     = "application/json"
+	ContentTypeProtobuf = watchstream.ContentTypeProtobuf
+	ContentTypeJSON     = watchstream.ContentTypeJSON
 )
 
 // Transform returns the informer transform for kind k: it strips an object (managedFields,
@@ -201,26 +202,6 @@ func encode(obj runtime.Object, gvk schema.GroupVersionKind) ([]byte, string, er
 		return nil, "", err
 	}
 	return buf.Bytes(), ContentTypeProtobuf, nil
-}
-
-// Decode decodes a wire object into a typed object (built-in kinds) or an Unstructured one.
-func Decode(o *watchv1.Object) (runtime.Object, error) {
-	switch o.GetContentType() {
-	case ContentTypeProtobuf, ContentTypeJSON:
-	default:
-		return nil, fmt.Errorf("unsupported content type %q", o.GetContentType())
-	}
-	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(o.GetRaw(), nil, nil)
-	if err == nil {
-		return obj, nil
-	}
-	if o.GetContentType() == ContentTypeJSON {
-		u := &unstructured.Unstructured{}
-		if uerr := u.UnmarshalJSON(o.GetRaw()); uerr == nil {
-			return u, nil
-		}
-	}
-	return nil, err
 }
 
 // ErrNotServed marks a kind the apiserver does not serve.

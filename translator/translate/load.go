@@ -1,0 +1,79 @@
+package translate
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// LoadManifests reads YAML or JSON manifests (several documents, Lists allowed) into an
+// Input. Kinds the translator does not read are returned by name in skipped; a document that
+// does not decode is an error naming it.
+func LoadManifests(name string, data []byte) (in Input, skipped []string, err error) {
+	r := utilyaml.NewYAMLReader(bufioReader(data))
+	for doc := 1; ; doc++ {
+		raw, err := r.Read()
+		if err == io.EOF {
+			return in, skipped, nil
+		}
+		if err != nil {
+			return in, skipped, fmt.Errorf("%s: document %d: %w", name, doc, err)
+		}
+		if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw, nil, nil)
+		if err != nil {
+			return in, skipped, fmt.Errorf("%s: document %d: %w", name, doc, err)
+		}
+		if s := in.add(obj); s != "" {
+			skipped = append(skipped, fmt.Sprintf("%s: document %d: %s", name, doc, s))
+		}
+	}
+}
+
+// add adds one decoded object; it returns a description of what it skipped.
+func (in *Input) add(obj any) string {
+	switch o := obj.(type) {
+	case *networkingv1.Ingress:
+		in.Ingresses = append(in.Ingresses, o)
+	case *networkingv1.IngressClass:
+		in.IngressClasses = append(in.IngressClasses, o)
+	case *corev1.Service:
+		in.Services = append(in.Services, o)
+	case *discoveryv1.EndpointSlice:
+		in.EndpointSlices = append(in.EndpointSlices, o)
+	case *corev1.Secret:
+		in.Secrets = append(in.Secrets, o)
+	case *corev1.List:
+		var skipped []string
+		for _, item := range o.Items {
+			obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(item.Raw, nil, nil)
+			if err != nil {
+				skipped = append(skipped, err.Error())
+				continue
+			}
+			if s := in.add(obj); s != "" {
+				skipped = append(skipped, s)
+			}
+		}
+		if len(skipped) > 0 {
+			return fmt.Sprint(skipped)
+		}
+	default:
+		return fmt.Sprintf("%T is not read by the translator", obj)
+	}
+	return ""
+}
+
+// Add adds a decoded object (from the watch stream) to the input; other kinds are ignored.
+func (in *Input) Add(obj any) { in.add(obj) }
+
+func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
