@@ -23,6 +23,8 @@ type command struct {
 
 var commands = []command{
 	{"health", "check the gRPC health service of a Sluice process", runHealth},
+	{"config", "print the translator's current config and the pushers' ACK state", runConfig},
+	{"translate", "translate manifests offline and print the config and findings", runTranslate},
 	{"watch", "follow a watcher's stream, verifying revisions and the marker's inventory", runWatch},
 }
 

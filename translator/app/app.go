@@ -11,7 +11,13 @@ import (
 
 	"github.com/sluice-io/sluice/internal/cli"
 	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/run"
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+	"github.com/sluice-io/sluice/translator/configserver"
+	"github.com/sluice-io/sluice/translator/engine"
+	"github.com/sluice-io/sluice/translator/translate"
 )
 
 // Settings are the translator's settings.
@@ -68,7 +74,29 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 	if err != nil {
 		return err
 	}
+	srv.Ops.SetNotReady("no complete config yet")
+	m := newMetrics(srv.Registry)
+	cfgSrv, err := configserver.New(configserver.Config{Logger: log.Named("config"), Stopping: ctx.Done(), Metrics: m,
+		OnComplete: func() { srv.Ops.SetReady() }})
+	if err != nil {
+		return err
+	}
+	configv1.RegisterConfigServiceServer(srv.GRPC.Server, cfgSrv)
+	conn, err := grpcx.Dial(s.WatcherAddr, grpcx.ClientConfig{Logger: log, TLS: s.TLS.Files()})
+	if err != nil {
+		return &config.Error{Setting: "watcher-addr", Value: s.WatcherAddr, Cause: err}
+	}
+	defer conn.Close()
+	eng, err := engine.New(engine.Config{
+		Logger: log.Named("engine"), Client: watchv1.NewWatchServiceClient(conn), Publisher: cfgSrv, Metrics: m,
+		Options: translate.Options{IngressClass: s.IngressClass, ControllerName: s.ControllerName, WatchIngressWithoutClass: s.WatchIngressWithoutClass},
+		Holdoff: s.Holdoff, MaxDelay: s.MaxDelay,
+	})
+	if err != nil {
+		return err
+	}
 	var g run.Group
 	srv.Add(&g)
+	g.Add("engine", eng.Run)
 	return g.Run(ctx)
 }

@@ -603,8 +603,17 @@ func (t *translator) result() *configv1.Resources {
 	}
 	sort.Slice(out.Certificates, func(i, j int) bool { return out.Certificates[i].Name < out.Certificates[j].Name })
 	out.Findings = t.findings
-	sort.SliceStable(out.Findings, func(i, j int) bool {
-		a, b := out.Findings[i], out.Findings[j]
+	SortFindings(out.Findings)
+	return out
+}
+
+// SortFindings puts findings in their canonical order: by object, field, then cause.
+func SortFindings(fs []*configv1.Finding) {
+	sort.SliceStable(fs, func(i, j int) bool {
+		a, b := fs[i], fs[j]
+		if a.Object.Kind != b.Object.Kind {
+			return a.Object.Kind < b.Object.Kind
+		}
 		if a.Object.Namespace != b.Object.Namespace {
 			return a.Object.Namespace < b.Object.Namespace
 		}
@@ -616,7 +625,6 @@ func (t *translator) result() *configv1.Resources {
 		}
 		return a.Cause < b.Cause
 	})
-	return out
 }
 
 // hostLess orders hosts: exact names, then wildcards, then the catch-all "", each sorted.

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-io/sluice/internal/grpcx"
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+	"github.com/sluice-io/sluice/translator/translate"
+)
+
+// runConfig prints the translator's current config and what each pusher has applied.
+func runConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := pflag.NewFlagSet("config", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf clientFlags
+	cf.register(fs, "127.0.0.1:18010")
+	output := fs.String("output", "text", "text (summary) or json (the whole status, resources included)")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the answer")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	conn, err := grpcx.Dial(cf.addr, grpcx.ClientConfig{TLS: cf.tls})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	st, err := configv1.NewConfigServiceClient(conn).GetStatus(ctx, &configv1.GetStatusRequest{IncludeResources: true})
+	if err != nil {
+		return fmt.Errorf("%s: %w", cf.addr, err)
+	}
+	if *output == "json" {
+		return writeJSON(stdout, st)
+	}
+	cur := st.GetCurrent()
+	fmt.Fprintf(stdout, "synced: %v\n", st.GetSynced())
+	if cur != nil {
+		fmt.Fprintf(stdout, "config: epoch %s version %d hash %.12s (from watcher %s revision %d)\n",
+			cur.GetEpoch(), cur.GetVersion(), cur.GetHash(), cur.GetWatcherEpoch(), cur.GetWatcherRevision())
+		printResources(stdout, cur.GetResources())
+	} else {
+		fmt.Fprintln(stdout, "config: none yet")
+	}
+	fmt.Fprintln(stdout, "pushers:")
+	for _, p := range st.GetPushers() {
+		fmt.Fprintf(stdout, "  %s (%s) connected=%v applied=%d", p.GetPusherId(), p.GetDataPlane(), p.GetConnected(), p.GetApplied().GetVersion())
+		if p.GetRejected() != nil {
+			fmt.Fprintf(stdout, " rejected=%d: %s", p.GetRejected().GetVersion(), p.GetRejectedError())
+		}
+		fmt.Fprintln(stdout)
+	}
+	return nil
+}
+
+// runTranslate translates manifests offline and prints the config and the findings.
+func runTranslate(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := pflag.NewFlagSet("translate", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	files := fs.StringSliceP("filename", "f", nil, "manifest files or directories (*.yaml, *.yml, *.json)")
+	class := fs.String("ingress-class", "sluice", "the IngressClass name served")
+	controller := fs.String("controller-name", "sluice.io/ingress-controller", "the IngressClass controller served")
+	withoutClass := fs.Bool("watch-ingress-without-class", false, "also serve Ingresses without a class")
+	output := fs.String("output", "text", "text (summary and findings) or json (the whole config)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if len(*files) == 0 {
+		return fmt.Errorf("no manifests: give -f FILE or -f DIR")
+	}
+	var in translate.Input
+	for _, f := range *files {
+		paths, err := manifestPaths(f)
+		if err != nil {
+			return err
+		}
+		for _, p := range paths {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			got, skipped, err := translate.LoadManifests(p, data)
+			if err != nil {
+				return err
+			}
+			for _, s := range skipped {
+				fmt.Fprintf(stderr, "skipped: %s\n", s)
+			}
+			in.Ingresses = append(in.Ingresses, got.Ingresses...)
+			in.IngressClasses = append(in.IngressClasses, got.IngressClasses...)
+			in.Services = append(in.Services, got.Services...)
+			in.EndpointSlices = append(in.EndpointSlices, got.EndpointSlices...)
+			in.Secrets = append(in.Secrets, got.Secrets...)
+		}
+	}
+	res := translate.Translate(in, translate.Options{IngressClass: *class, ControllerName: *controller, WatchIngressWithoutClass: *withoutClass, Now: time.Now()})
+	if *output == "json" {
+		return writeJSON(stdout, res)
+	}
+	fmt.Fprintf(stdout, "hash %.12s\n", translate.Hash(res))
+	printResources(stdout, res)
+	return nil
+}
+
+func manifestPaths(f string) ([]string, error) {
+	fi, err := os.Stat(f)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return []string{f}, nil
+	}
+	var out []string
+	err = filepath.WalkDir(f, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		switch strings.ToLower(filepath.Ext(p)) {
+		case ".yaml", ".yml", ".json":
+			if !d.IsDir() {
+				out = append(out, p)
+			}
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out, err
+}
+
+func printResources(w io.Writer, r *configv1.Resources) {
+	for _, vh := range r.GetVirtualHosts() {
+		host := vh.GetHostname()
+		if host == "" {
+			host = "(any host)"
+		}
+		tls := ""
+		if vh.GetCertificate() != "" {
+			tls = " tls=" + vh.GetCertificate()
+		}
+		fmt.Fprintf(w, "%s%s\n", host, tls)
+		for _, rt := range vh.GetRoutes() {
+			var bs []string
+			for _, b := range rt.GetBackends() {
+				bs = append(bs, b.GetBackend())
+			}
+			if len(bs) == 0 {
+				bs = []string{"(no backend: 503)"}
+			}
+			fmt.Fprintf(w, "  %-7s %-30s -> %s\n", strings.TrimPrefix(rt.GetPath().GetType().String(), "PATH_MATCH_TYPE_"), rt.GetPath().GetValue(), strings.Join(bs, ", "))
+		}
+	}
+	if len(r.GetFindings()) > 0 {
+		fmt.Fprintln(w, "findings:")
+		for _, f := range r.GetFindings() {
+			fmt.Fprintf(w, "  %s %s %s/%s %s: %s\n", strings.TrimPrefix(f.GetSeverity().String(), "FINDING_SEVERITY_"), f.GetObject().GetKind(),
+				f.GetObject().GetNamespace(), f.GetObject().GetName(), f.GetField(), f.GetCause())
+		}
+	}
+}
+
+func writeJSON(w io.Writer, m proto.Message) error {
+	b, err := protojson.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return err
+	}
+	out.WriteByte('\n')
+	_, err = w.Write(out.Bytes())
+	return err
+}

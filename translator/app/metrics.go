@@ -1,0 +1,54 @@
+package app
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the translator's Prometheus metrics.
+type metrics struct {
+	restarts  *prometheus.CounterVec
+	builds    *prometheus.HistogramVec
+	objects   prometheus.Gauge
+	version   prometheus.Gauge
+	pushers   prometheus.Gauge
+	acks      *prometheus.CounterVec
+	nacks     *prometheus.CounterVec
+	applied   *prometheus.GaugeVec
+	published prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_translator_watch_restarts_total", Help: "Upstream watch streams restarted, by reason."}, []string{"reason"}),
+		builds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_translator_build_seconds", Help: "Time to translate and hash a config.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"published"}),
+		objects:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_translator_objects", Help: "Objects held from the watch stream."}),
+		version:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_translator_config_version", Help: "Version of the newest published config."}),
+		pushers:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_translator_pushers", Help: "Connected pushers."}),
+		acks:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_translator_acks_total", Help: "Configs acknowledged, per pusher."}, []string{"pusher"}),
+		nacks:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_translator_nacks_total", Help: "Configs rejected, per pusher."}, []string{"pusher"}),
+		applied:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_translator_pusher_applied_version", Help: "Newest config version each pusher acknowledged."}, []string{"pusher"}),
+		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_configs_published_total", Help: "Configs published."}),
+	}
+	reg.MustRegister(m.restarts, m.builds, m.objects, m.version, m.pushers, m.acks, m.nacks, m.applied, m.published)
+	return m
+}
+
+func (m *metrics) StreamRestarted(reason string) { m.restarts.WithLabelValues(reason).Inc() }
+func (m *metrics) ConfigBuilt(d time.Duration, published bool) {
+	label := "false"
+	if published {
+		label = "true"
+	}
+	m.builds.WithLabelValues(label).Observe(d.Seconds())
+}
+func (m *metrics) SetObjects(n int)   { m.objects.Set(float64(n)) }
+func (m *metrics) SetPushers(n int)   { m.pushers.Set(float64(n)) }
+func (m *metrics) Nack(pusher string) { m.nacks.WithLabelValues(pusher).Inc() }
+func (m *metrics) Ack(pusher string, v uint64) {
+	m.acks.WithLabelValues(pusher).Inc()
+	m.applied.WithLabelValues(pusher).Set(float64(v))
+}
+func (m *metrics) Published(v uint64) { m.published.Inc(); m.version.Set(float64(v)) }

@@ -1,0 +1,305 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"bytes"
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/sluice-io/sluice/internal/watchstream"
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+	"github.com/sluice-io/sluice/translator/translate"
+)
+
+var svcKind = &watchv1.GroupVersionKind{Version: "v1", Kind: "Service"}
+
+// fakeWatcher is a scripted WatchService: each stream gets the next script, which sends
+// messages on the stream and may end it.
+type fakeWatcher struct {
+	watchv1.UnimplementedWatchServiceServer
+	mu       sync.Mutex
+	requests []*watchv1.WatchRequest
+	scripts  chan func(send func(*watchv1.WatchResponse)) error
+	onWatch  func() // called when a stream opens
+}
+
+func (f *fakeWatcher) Watch(req *watchv1.WatchRequest, stream watchv1.WatchService_WatchServer) error {
+	f.mu.Lock()
+	f.requests = append(f.requests, req)
+	f.mu.Unlock()
+	f.onWatch()
+	select {
+	case script := <-f.scripts:
+		err := script(func(m *watchv1.WatchResponse) { _ = stream.Send(m) })
+		if err != nil {
+			return err
+		}
+		<-stream.Context().Done()
+		return nil
+	case <-stream.Context().Done():
+		return nil
+	}
+}
+
+func (f *fakeWatcher) reqs() []*watchv1.WatchRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*watchv1.WatchRequest(nil), f.requests...)
+}
+
+// recorder is a Publisher that records calls.
+type recorder struct {
+	mu      sync.Mutex
+	epochs  []string
+	configs []*configv1.Config
+	firsts  []bool
+	objects int
+	changed chan struct{}
+	// unpublished is closed on the first build whose hash was unchanged.
+	unpublished     chan struct{}
+	unpublishedOnce sync.Once
+}
+
+func (r *recorder) StreamRestarted(string)          {}
+func (r *recorder) ConfigBuilt(_ time.Duration, published bool) {
+	if !published {
+		r.unpublishedOnce.Do(func() { close(r.unpublished) })
+	}
+}
+func (r *recorder) SetObjects(n int) {
+	r.mu.Lock()
+	r.objects = n
+	r.mu.Unlock()
+	r.signal()
+}
+
+func (r *recorder) objectCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.objects
+}
+
+func (r *recorder) NewEpoch(e string) {
+	r.mu.Lock()
+	r.epochs = append(r.epochs, e)
+	r.mu.Unlock()
+	r.signal()
+}
+
+func (r *recorder) Publish(c *configv1.Config, first bool) {
+	r.mu.Lock()
+	r.configs, r.firsts = append(r.configs, c), append(r.firsts, first)
+	r.mu.Unlock()
+	r.signal()
+}
+
+func (r *recorder) signal() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (r *recorder) snapshot() ([]string, []*configv1.Config, []bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.epochs...), append([]*configv1.Config(nil), r.configs...), append([]bool(nil), r.firsts...)
+}
+
+// waitUntil waits for the recorder to satisfy cond.
+func (r *recorder) waitUntil(t *testing.T, what string, cond func(epochs []string, cfgs []*configv1.Config) bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		e, c, _ := r.snapshot()
+		if cond(e, c) {
+			return
+		}
+		select {
+		case <-r.changed:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s (epochs %d, configs %d)", what, len(e), len(c))
+		}
+	}
+}
+
+func setup(t *testing.T) (*fakeWatcher, *recorder) {
+	t.Helper()
+	fw := &fakeWatcher{scripts: make(chan func(func(*watchv1.WatchResponse)) error, 10)}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	watchv1.RegisterWatchServiceServer(gs, fw)
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	rec := &recorder{changed: make(chan struct{}, 1), unpublished: make(chan struct{})}
+	fw.onWatch = rec.signal
+	e, err := New(Config{Logger: hclog.NewNullLogger(), Client: watchv1.NewWatchServiceClient(conn), Publisher: rec, Metrics: rec,
+		Options: translate.Options{IngressClass: "sluice", ControllerName: "sluice.io/ingress-controller", WatchIngressWithoutClass: true},
+		Holdoff: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = e.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return fw, rec
+}
+
+func svcObject(t testing.TB, name, rv string) *watchv1.Object {
+	s := &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", ResourceVersion: rv},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	var buf bytes.Buffer
+	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(s, &buf); err != nil {
+		t.Fatal(err)
+	}
+	return &watchv1.Object{Kind: svcKind, Namespace: "ns", Name: name, ResourceVersion: rv, ContentType: watchstream.ContentTypeProtobuf, Raw: buf.Bytes()}
+}
+
+func ingressObject(t testing.TB, name, rv string) *watchv1.Object {
+	raw := fmt.Sprintf(`{"apiVersion":"networking.k8s.io/v1","kind":"Ingress","metadata":{"name":%q,"namespace":"ns","resourceVersion":%q},
+		"spec":{"rules":[{"host":"%s.example.com","http":{"paths":[{"path":"/","pathType":"Prefix","backend":{"service":{"name":"web","port":{"number":80}}}}]}}]}}`, name, rv, name)
+	return &watchv1.Object{Kind: &watchv1.GroupVersionKind{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}, Namespace: "ns", Name: name,
+		ResourceVersion: rv, ContentType: watchstream.ContentTypeJSON, Raw: []byte(raw)}
+}
+
+var ingKind = &watchv1.GroupVersionKind{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}
+
+func msg(epoch string, rev uint64, ev any) *watchv1.WatchResponse {
+	m := &watchv1.WatchResponse{Epoch: epoch, Revision: rev}
+	switch e := ev.(type) {
+	case *watchv1.SnapshotStart:
+		m.Event = &watchv1.WatchResponse_SnapshotStart{SnapshotStart: e}
+	case *watchv1.Upsert:
+		m.Event = &watchv1.WatchResponse_Upsert{Upsert: e}
+	case *watchv1.SnapshotEnd:
+		m.Event = &watchv1.WatchResponse_SnapshotEnd{SnapshotEnd: e}
+	case *watchv1.InitialSyncComplete:
+		m.Event = &watchv1.WatchResponse_InitialSyncComplete{InitialSyncComplete: e}
+	}
+	return m
+}
+
+func marker(objs map[*watchv1.GroupVersionKind][]*watchv1.Object) *watchv1.InitialSyncComplete {
+	return &watchv1.InitialSyncComplete{Inventory: []*watchv1.KindInventory{
+		watchstream.InventoryOf(svcKind, objs[svcKind]), watchstream.InventoryOf(ingKind, objs[ingKind])}}
+}
+
+// snapshot sends a snapshot of objs at revision rev.
+func snapshot(send func(*watchv1.WatchResponse), epoch string, rev uint64, objs []*watchv1.Object) {
+	send(msg(epoch, rev, &watchv1.SnapshotStart{Count: uint64(len(objs)), Kinds: []*watchv1.GroupVersionKind{svcKind, ingKind}}))
+	for _, o := range objs {
+		send(msg(epoch, rev, &watchv1.Upsert{Object: o}))
+	}
+	send(msg(epoch, rev, &watchv1.SnapshotEnd{}))
+}
+
+// Invariant: the translator builds nothing until its watch stream's marker has been
+// verified; then the first config is published as the first complete one.
+func TestNoConfigBeforeTheMarker(t *testing.T) {
+	fw, rec := setup(t)
+	svc, ing := svcObject(t, "web", "1"), ingressObject(t, "a", "2")
+	release := make(chan struct{})
+	fw.scripts <- func(send func(*watchv1.WatchResponse)) error {
+		snapshot(send, "w1", 2, []*watchv1.Object{svc, ing})
+		<-release
+		send(msg("w1", 2, marker(map[*watchv1.GroupVersionKind][]*watchv1.Object{svcKind: {svc}, ingKind: {ing}})))
+		return nil
+	}
+	// Wait until the engine holds both objects of the snapshot, then check nothing was built.
+	rec.waitUntil(t, "the snapshot applied", func([]string, []*configv1.Config) bool { return rec.objectCount() == 2 })
+	if _, cfgs, _ := rec.snapshot(); len(cfgs) != 0 {
+		t.Fatalf("%d configs before the marker", len(cfgs))
+	}
+	close(release)
+	rec.waitUntil(t, "the first config", func(_ []string, c []*configv1.Config) bool { return len(c) == 1 })
+	_, cfgs, firsts := rec.snapshot()
+	if !firsts[0] || cfgs[0].GetWatcherEpoch() != "w1" || cfgs[0].GetWatcherRevision() != 2 || len(cfgs[0].GetResources().GetVirtualHosts()) != 1 {
+		t.Fatalf("first config %v (first=%v)", cfgs[0], firsts[0])
+	}
+}
+
+// Invariant: a marker whose inventory does not match what the stream delivered yields no
+// config; the stream is dropped and started over with a fresh snapshot (no resume).
+func TestInventoryMismatchYieldsNoConfig(t *testing.T) {
+	fw, rec := setup(t)
+	svc := svcObject(t, "web", "1")
+	lying := marker(map[*watchv1.GroupVersionKind][]*watchv1.Object{svcKind: {svc, svcObject(t, "ghost", "9")}})
+	fw.scripts <- func(send func(*watchv1.WatchResponse)) error {
+		snapshot(send, "w1", 1, []*watchv1.Object{svc})
+		send(msg("w1", 1, lying))
+		return nil
+	}
+	rec.waitUntil(t, "a new epoch after the mismatch", func(e []string, _ []*configv1.Config) bool { return len(e) >= 2 })
+	if _, cfgs, _ := rec.snapshot(); len(cfgs) != 0 {
+		t.Fatalf("%d configs from a stream whose inventory did not match", len(cfgs))
+	}
+	rec.waitUntil(t, "the second stream", func([]string, []*configv1.Config) bool { return len(fw.reqs()) >= 2 })
+	if r := fw.reqs()[1]; r.GetResumeEpoch() != "" {
+		t.Fatalf("resumed (%s/%d) after an inventory mismatch; want a fresh snapshot", r.GetResumeEpoch(), r.GetResumeRevision())
+	}
+}
+
+// Bursts are coalesced, a config whose hash did not change is not republished, and a broken
+// stream starts a new epoch whose first config comes only after the new marker; the
+// reconnect asks to resume.
+func TestCoalescingDedupAndNewEpochOnBreak(t *testing.T) {
+	fw, rec := setup(t)
+	svc := svcObject(t, "web", "1")
+	end := make(chan struct{})
+	unpublished := rec.unpublished
+	fw.scripts <- func(send func(*watchv1.WatchResponse)) error {
+		snapshot(send, "w1", 1, []*watchv1.Object{svc})
+		send(msg("w1", 1, marker(map[*watchv1.GroupVersionKind][]*watchv1.Object{svcKind: {svc}})))
+		rev := uint64(1)
+		for i := 0; i < 200; i++ {
+			rev++
+			send(msg("w1", rev, &watchv1.Upsert{Object: ingressObject(t, fmt.Sprintf("ing%d", i), fmt.Sprint(rev))}))
+		}
+		<-end
+		// A change that does not alter the config: same Service, new resourceVersion.
+		rev++
+		send(msg("w1", rev, &watchv1.Upsert{Object: svcObject(t, "web", fmt.Sprint(rev))}))
+		<-unpublished // the engine built it and found the hash unchanged
+		return fmt.Errorf("stream broken by the test")
+	}
+	rec.waitUntil(t, "all 200 ingresses", func(_ []string, c []*configv1.Config) bool {
+		return len(c) > 0 && len(c[len(c)-1].GetResources().GetVirtualHosts()) == 200
+	})
+	_, cfgs, _ := rec.snapshot()
+	if len(cfgs) > 20 {
+		t.Fatalf("%d configs for a burst of 200 changes; want them coalesced", len(cfgs))
+	}
+	fw.scripts <- func(send func(*watchv1.WatchResponse)) error { return nil } // the reconnect: no marker yet
+	close(end)
+	rec.waitUntil(t, "a new epoch", func(e []string, _ []*configv1.Config) bool { return len(e) == 2 })
+	rec.waitUntil(t, "the reconnect", func([]string, []*configv1.Config) bool { return len(fw.reqs()) >= 2 })
+	_, after, _ := rec.snapshot()
+	if len(after) != len(cfgs) {
+		t.Fatalf("a config was published for a change that did not alter it, or before the new marker")
+	}
+	if r := fw.reqs()[1]; r.GetResumeEpoch() != "w1" || r.GetResumeRevision() != 202 {
+		t.Fatalf("reconnect asked for %s/%d, want to resume at w1/202", r.GetResumeEpoch(), r.GetResumeRevision())
+	}
+}
