@@ -31,24 +31,9 @@ type watcherProc struct {
 
 func startWatcher(t *testing.T, kubeconfig string, args ...string) *watcherProc {
 	t.Helper()
-	bin, err := testenv.Binary("watcher")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, _ := testenv.FreeAddr()
-	httpAddr, _ := testenv.FreeAddr()
-	p, err := testenv.StartProcess(testenv.ProcessConfig{Name: "watcher", Path: bin, Dir: t.TempDir(),
-		Args: append([]string{"--kubeconfig", kubeconfig, "--listen", addr, "--http-listen", httpAddr, "--log-level", "debug"}, args...)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			t.Logf("watcher log:\n%s", p.LogTail(60))
-		}
-	})
-	return &watcherProc{Process: p, addr: addr, httpAddr: httpAddr}
+	a := testenv.Addrs(t, 2)
+	p := testenv.StartBinary(t, "watcher", append([]string{"--kubeconfig", kubeconfig, "--listen", a[0], "--http-listen", a[1], "--log-level", "debug"}, args...)...)
+	return &watcherProc{Process: p, addr: a[0], httpAddr: a[1]}
 }
 
 // follower reads one Watch stream through a Mirror and records what it saw.
