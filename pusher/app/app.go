@@ -4,6 +4,7 @@ package app
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -11,7 +12,12 @@ import (
 
 	"github.com/sluice-io/sluice/internal/cli"
 	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/run"
+	"github.com/sluice-io/sluice/internal/version"
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+	"github.com/sluice-io/sluice/pusher/caddy"
+	"github.com/sluice-io/sluice/pusher/gate"
 )
 
 // Settings are the pusher's settings.
@@ -66,11 +72,39 @@ func (s *Settings) Validate() error {
 
 // Run runs the pusher until ctx is done or it fails.
 func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
+	id := s.ID
+	if id == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return config.Errorf("id", "", "empty, and the host name is unknown: %v", err)
+		}
+		id = host
+	}
+	target, err := caddy.New(caddy.Config{Admin: s.CaddyAdmin, Render: caddy.RenderOptions{HTTPListen: s.ProxyHTTPListen, HTTPSListen: s.ProxyHTTPSListen}})
+	if err != nil {
+		return &config.Error{Setting: "caddy-admin", Value: s.CaddyAdmin, Cause: err}
+	}
 	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files()})
+	if err != nil {
+		return err
+	}
+	srv.Ops.SetNotReady("no config applied yet")
+	m := newMetrics(srv.Registry)
+	conn, err := grpcx.Dial(s.TranslatorAddr, grpcx.ClientConfig{Logger: log, TLS: s.TLS.Files()})
+	if err != nil {
+		return &config.Error{Setting: "translator-addr", Value: s.TranslatorAddr, Cause: err}
+	}
+	defer conn.Close()
+	gt, err := gate.New(gate.Config{
+		Logger: log.Named("gate").With("pusher", id), Client: configv1.NewConfigServiceClient(conn), DataPlane: target,
+		PusherID: id, SoftwareVersion: version.Version, Kind: configv1.DataPlaneKind_DATA_PLANE_KIND_CADDY, Metrics: m,
+		GuardMaxDeleteRatio: s.GuardMaxDeletes, GuardHold: s.GuardHold, OnApplied: srv.Ops.SetReady,
+	})
 	if err != nil {
 		return err
 	}
 	var g run.Group
 	srv.Add(&g)
+	g.Add("gate", gt.Run)
 	return g.Run(ctx)
 }

@@ -1,0 +1,141 @@
+package caddy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+)
+
+// RejectedError is Caddy refusing a config (a 4xx or 5xx answer to /load): the previous
+// config stays in place, and sending the same config again would fail the same way.
+type RejectedError struct {
+	Status  int
+	Message string
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("caddy rejected the config (%d): %s", e.Status, e.Message)
+}
+
+// Config configures a Target.
+type Config struct {
+	// Admin is the admin API: an http(s):// URL or unix:///path/to/socket.
+	Admin   string
+	Render  RenderOptions
+	Timeout time.Duration
+}
+
+// Target is Caddy behind its admin API.
+type Target struct {
+	cfg    Config
+	base   string
+	client *http.Client
+}
+
+// New returns a target; RenderOptions.AdminListen is derived from Admin when empty.
+func New(cfg Config) (*Target, error) {
+	u, err := url.Parse(cfg.Admin)
+	if err != nil {
+		return nil, fmt.Errorf("caddy admin %q: %w", cfg.Admin, err)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	t := &Target{cfg: cfg}
+	switch u.Scheme {
+	case "http", "https":
+		t.base = strings.TrimRight(cfg.Admin, "/")
+		t.client = &http.Client{Timeout: cfg.Timeout}
+		if cfg.Render.AdminListen == "" {
+			t.cfg.Render.AdminListen = u.Host
+		}
+	case "unix":
+		sock := u.Path
+		t.base = "http://localhost"
+		t.client = &http.Client{Timeout: cfg.Timeout, Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", sock)
+			}}}
+		if cfg.Render.AdminListen == "" {
+			t.cfg.Render.AdminListen = "unix/" + sock
+		}
+	default:
+		return nil, fmt.Errorf("caddy admin %q: want http://, https:// or unix://", cfg.Admin)
+	}
+	return t, nil
+}
+
+// Name is the data plane's name for logs.
+func (t *Target) Name() string { return "caddy" }
+
+// Apply renders cfg and loads it. A *RejectedError means Caddy refused it; any other error
+// means it is unknown whether Caddy got it (retry).
+func (t *Target) Apply(ctx context.Context, cfg *configv1.Config) error {
+	body, err := Render(cfg, t.cfg.Render)
+	if err != nil {
+		return &RejectedError{Status: 0, Message: "cannot render: " + err.Error()}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.base+"/load", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("caddy /load: %w", err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 == 2 {
+		return nil
+	}
+	var e struct {
+		Error string `json:"error"`
+	}
+	text := strings.TrimSpace(string(msg))
+	if json.Unmarshal(msg, &e) == nil && e.Error != "" {
+		text = e.Error
+	}
+	return &RejectedError{Status: resp.StatusCode, Message: text}
+}
+
+// Current returns the hash of the config Caddy runs, "" when it runs none of the pusher's
+// (a fresh or replaced config), or an error when Caddy cannot be asked.
+func (t *Target) Current(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.base+"/id/"+MetaID+"/include/0", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("caddy admin: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		var id string
+		if err := json.Unmarshal(body, &id); err != nil {
+			return "", nil
+		}
+		return HashOfIdentity(id), nil
+	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusBadRequest:
+		return "", nil // no such id: not our config
+	default:
+		return "", errors.New("caddy admin: " + resp.Status + ": " + strings.TrimSpace(string(body)))
+	}
+}
+
+// Rejected marks the error as the data plane refusing the config (see gate.Rejection).
+func (e *RejectedError) Rejected() bool { return true }

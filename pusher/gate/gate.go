@@ -1,0 +1,379 @@
+// Package gate is the pusher's last line of defence. It follows the translator's Config
+// stream and applies a config to the data plane only after the InitialSyncComplete of the
+// current stream epoch, and only versions at or after the one that marker names; everything
+// else is dropped and counted. A broken stream or a new epoch closes the gate and leaves the
+// data plane exactly as it is. A shutdown never pushes. A rejected config leaves the last
+// good one in place, is NACKed, and is not retried until a newer version arrives; a failed
+// push (network) is retried with backoff; a data plane that lost its config gets the last
+// applied one again. An optional deletion guard holds back a config that would remove a
+// large share of the served routes until it has stayed the newest for a while.
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+)
+
+// DataPlane is a proxy the gate drives. Caddy is one; an Envoy xDS target can be another.
+type DataPlane interface {
+	Name() string
+	// Apply replaces the data plane's whole config with cfg, atomically. An error that is a
+	// Rejection means the data plane refused it; any other error is retried.
+	Apply(ctx context.Context, cfg *configv1.Config) error
+	// Current returns the hash of the config the data plane runs, "" when it runs none of
+	// ours (restarted, or replaced by someone else).
+	Current(ctx context.Context) (string, error)
+}
+
+// Rejection is implemented by errors that mean "the data plane refused this config".
+type Rejection interface{ Rejected() bool }
+
+// ConfigClient opens config streams; configv1.ConfigServiceClient is one.
+type ConfigClient interface {
+	StreamConfig(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[configv1.StreamConfigRequest, configv1.StreamConfigResponse], error)
+}
+
+// Metrics receives the gate's measurements.
+type Metrics interface {
+	Received()
+	Dropped(reason string)
+	Applied(version uint64, took time.Duration)
+	Rejected()
+	Held()
+}
+
+// Config configures a Gate.
+type Config struct {
+	Logger          hclog.Logger
+	Client          ConfigClient
+	DataPlane       DataPlane
+	PusherID        string
+	SoftwareVersion string
+	Kind            configv1.DataPlaneKind
+	Metrics         Metrics
+	// CheckInterval is how often the data plane is asked whether it still runs our config.
+	CheckInterval time.Duration
+	// GuardMaxDeleteRatio turns the deletion guard on when > 0; GuardHold is how long a held
+	// config must stay the newest before it is applied.
+	GuardMaxDeleteRatio float64
+	GuardHold           time.Duration
+	BackoffMin          time.Duration
+	BackoffMax          time.Duration
+	// OnApplied is called after every successful apply (readiness).
+	OnApplied func()
+}
+
+// Gate is the pusher's state owner.
+type Gate struct {
+	cfg Config
+	log hclog.Logger
+
+	applied *configv1.Config // last config the data plane accepted
+}
+
+// New returns a gate.
+func New(cfg Config) (*Gate, error) {
+	if cfg.Logger == nil || cfg.Client == nil || cfg.DataPlane == nil || cfg.PusherID == "" {
+		return nil, errors.New("gate: Logger, Client, DataPlane and PusherID are required")
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = nopMetrics{}
+	}
+	if cfg.CheckInterval <= 0 {
+		cfg.CheckInterval = 2 * time.Second
+	}
+	if cfg.BackoffMin <= 0 {
+		cfg.BackoffMin = 100 * time.Millisecond
+	}
+	if cfg.BackoffMax < cfg.BackoffMin {
+		cfg.BackoffMax = 5 * time.Second
+	}
+	if cfg.OnApplied == nil {
+		cfg.OnApplied = func() {}
+	}
+	return &Gate{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Run follows the translator until ctx ends.
+func (g *Gate) Run(ctx context.Context) error {
+	backoff := g.cfg.BackoffMin
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := g.stream(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(start) > 30*time.Second {
+			backoff = g.cfg.BackoffMin
+		}
+		g.log.Warn("config stream ended; the gate is closed and the data plane keeps its config", "error", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, g.cfg.BackoffMax)
+	}
+	return nil
+}
+
+type recvResult struct {
+	msg *configv1.StreamConfigResponse
+	err error
+}
+
+// streamState is the gate of one stream.
+type streamState struct {
+	epoch         string
+	markerVersion uint64
+	open          bool
+	pending       *configv1.Config // newest admissible config not yet handled
+	rejectedHash  string           // refused by the data plane; not retried for the same hash
+	held          *configv1.Config // held back by the deletion guard
+	heldSince     time.Time
+}
+
+func (g *Gate) stream(ctx context.Context) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := g.cfg.Client.StreamConfig(sctx)
+	if err != nil {
+		return fmt.Errorf("open config stream: %w", err)
+	}
+	if err := stream.Send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Hello{Hello: &configv1.Hello{
+		PusherId: g.cfg.PusherID, DataPlane: g.cfg.Kind, SoftwareVersion: g.cfg.SoftwareVersion}}}); err != nil {
+		return fmt.Errorf("send hello: %w", err)
+	}
+	msgs := make(chan recvResult, 16)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			select {
+			case msgs <- recvResult{m, err}:
+			case <-sctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	send := func(r *configv1.StreamConfigRequest) {
+		if err := stream.Send(r); err != nil {
+			g.log.Debug("could not answer the translator", "error", err)
+		}
+	}
+
+	var st streamState
+	check := time.NewTicker(g.cfg.CheckInterval)
+	defer check.Stop()
+	var retry <-chan time.Time
+	retryBackoff := g.cfg.BackoffMin
+	g.verify(ctx) // a data plane restarted while the pusher was away gets its config back
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case r := <-msgs:
+			if r.err != nil {
+				if errors.Is(r.err, io.EOF) {
+					return errors.New("translator closed the stream")
+				}
+				return r.err
+			}
+			g.receive(&st, r.msg)
+		case <-retry:
+			retry = nil
+		case <-check.C:
+			g.verify(ctx)
+			if st.held != nil && st.pending == nil {
+				st.pending = st.held // re-evaluate the hold
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err() // a shutdown never pushes
+		}
+		if st.pending != nil && retry == nil {
+			if again := g.handle(ctx, &st, send); again {
+				retry = time.After(retryBackoff)
+				retryBackoff = min(retryBackoff*2, g.cfg.BackoffMax)
+			} else {
+				retryBackoff = g.cfg.BackoffMin
+			}
+		}
+	}
+}
+
+// receive applies the gate to one message.
+func (g *Gate) receive(st *streamState, m *configv1.StreamConfigResponse) {
+	switch msg := m.GetMessage().(type) {
+	case *configv1.StreamConfigResponse_InitialSyncComplete:
+		mk := msg.InitialSyncComplete
+		if st.open && mk.GetEpoch() == st.epoch {
+			g.log.Warn("second marker for the same epoch ignored", "epoch", mk.GetEpoch())
+			return
+		}
+		*st = streamState{epoch: mk.GetEpoch(), markerVersion: mk.GetVersion(), open: true}
+		g.log.Info("gate open", "epoch", mk.GetEpoch(), "from_version", mk.GetVersion(), "watcher_epoch", mk.GetWatcherEpoch(), "watcher_revision", mk.GetWatcherRevision())
+	case *configv1.StreamConfigResponse_Config:
+		c := msg.Config
+		g.cfg.Metrics.Received()
+		switch {
+		case !st.open:
+			g.drop(c, "before-marker")
+		case c.GetEpoch() != st.epoch:
+			g.drop(c, "other-epoch")
+		case c.GetVersion() < st.markerVersion:
+			g.drop(c, "older-than-marker")
+		case st.pending != nil && c.GetVersion() <= st.pending.GetVersion():
+			g.drop(c, "out-of-order")
+		default:
+			st.pending = c
+		}
+	}
+}
+
+func (g *Gate) drop(c *configv1.Config, reason string) {
+	g.cfg.Metrics.Dropped(reason)
+	g.log.Warn("config dropped by the gate", "reason", reason, "epoch", c.GetEpoch(), "version", c.GetVersion())
+}
+
+func ref(c *configv1.Config) *configv1.ConfigRef {
+	return &configv1.ConfigRef{Epoch: c.GetEpoch(), Version: c.GetVersion(), Hash: c.GetHash()}
+}
+
+// handle applies st.pending; it returns true when the push should be retried later.
+func (g *Gate) handle(ctx context.Context, st *streamState, send func(*configv1.StreamConfigRequest)) bool {
+	c := st.pending
+	ack := func() {
+		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Ack{Ack: &configv1.Ack{Config: ref(c)}}})
+	}
+	if g.applied != nil && g.applied.GetHash() == c.GetHash() {
+		g.applied = c
+		st.pending, st.held = nil, nil
+		ack()
+		return false
+	}
+	if c.GetHash() == st.rejectedHash {
+		st.pending = nil
+		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Nack{Nack: &configv1.Nack{Config: ref(c), Error: "identical to a config the data plane already rejected"}}})
+		return false
+	}
+	if why := g.guard(st, c); why != "" {
+		st.pending = nil
+		g.cfg.Metrics.Held()
+		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Nack{Nack: &configv1.Nack{Config: ref(c), Error: why}}})
+		return false
+	}
+	start := time.Now()
+	err := g.cfg.DataPlane.Apply(ctx, c)
+	var rej Rejection
+	switch {
+	case err == nil:
+		g.applied = c
+		st.pending, st.held = nil, nil
+		g.cfg.Metrics.Applied(c.GetVersion(), time.Since(start))
+		g.log.Info("config applied", "epoch", c.GetEpoch(), "version", c.GetVersion(), "hash", short(c.GetHash()), "took", time.Since(start).Round(time.Millisecond))
+		g.cfg.OnApplied()
+		ack()
+		return false
+	case errors.As(err, &rej) && rej.Rejected():
+		st.pending, st.rejectedHash = nil, c.GetHash()
+		g.cfg.Metrics.Rejected()
+		g.log.Error("data plane rejected the config; the previous one stays in place", "version", c.GetVersion(), "error", err)
+		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Nack{Nack: &configv1.Nack{Config: ref(c), Error: err.Error()}}})
+		return false
+	default:
+		g.log.Warn("push failed; retrying", "version", c.GetVersion(), "error", err)
+		return true
+	}
+}
+
+// guard returns why c is held back, or "" to apply it.
+func (g *Gate) guard(st *streamState, c *configv1.Config) string {
+	if g.cfg.GuardMaxDeleteRatio <= 0 || g.applied == nil {
+		return ""
+	}
+	served := routeKeys(g.applied)
+	if len(served) == 0 {
+		return ""
+	}
+	next := routeKeys(c)
+	removed := 0
+	for k := range served {
+		if !next[k] {
+			removed++
+		}
+	}
+	ratio := float64(removed) / float64(len(served))
+	if ratio <= g.cfg.GuardMaxDeleteRatio {
+		return ""
+	}
+	if st.held == nil || st.held.GetHash() != c.GetHash() {
+		st.held, st.heldSince = c, time.Now()
+	}
+	if time.Since(st.heldSince) >= g.cfg.GuardHold {
+		g.log.Warn("deletion guard: applying a config that removes many routes after it stayed the newest", "removed", removed, "served", len(served), "held_for", g.cfg.GuardHold)
+		return ""
+	}
+	return fmt.Sprintf("deletion guard: the config removes %d of %d served routes (%.0f%%, limit %.0f%%); held until it has been the newest for %s",
+		removed, len(served), ratio*100, g.cfg.GuardMaxDeleteRatio*100, g.cfg.GuardHold)
+}
+
+func routeKeys(c *configv1.Config) map[string]bool {
+	out := map[string]bool{}
+	for _, vh := range c.GetResources().GetVirtualHosts() {
+		for _, rt := range vh.GetRoutes() {
+			out[vh.GetHostname()+" "+rt.GetPath().String()] = true
+		}
+	}
+	return out
+}
+
+// verify re-pushes the last applied config when the data plane lost it.
+func (g *Gate) verify(ctx context.Context) {
+	if g.applied == nil {
+		return
+	}
+	cur, err := g.cfg.DataPlane.Current(ctx)
+	if err != nil {
+		g.log.Debug("data plane not reachable for a check", "error", err)
+		return
+	}
+	if cur == g.applied.GetHash() {
+		return
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	g.log.Warn("data plane does not run the last applied config (restarted or replaced); pushing it again", "version", g.applied.GetVersion(), "found", short(cur))
+	start := time.Now()
+	if err := g.cfg.DataPlane.Apply(ctx, g.applied); err != nil {
+		g.log.Error("re-push failed", "error", err)
+		return
+	}
+	g.cfg.Metrics.Applied(g.applied.GetVersion(), time.Since(start))
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) Received()                     {}
+func (nopMetrics) Dropped(string)                {}
+func (nopMetrics) Applied(uint64, time.Duration) {}
+func (nopMetrics) Rejected()                     {}
+func (nopMetrics) Held()                         {}
