@@ -72,7 +72,7 @@ type recorder struct {
 	unpublishedOnce sync.Once
 }
 
-func (r *recorder) StreamRestarted(string)          {}
+func (r *recorder) StreamRestarted(string) {}
 func (r *recorder) ConfigBuilt(_ time.Duration, published bool) {
 	if !published {
 		r.unpublishedOnce.Do(func() { close(r.unpublished) })

@@ -1,0 +1,484 @@
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/sluice-io/sluice/internal/testenv"
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+	"github.com/sluice-io/sluice/pusher/caddy"
+	"github.com/sluice-io/sluice/translator/translate"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }
+
+// fakeTranslator is a scripted ConfigService: it records every message pushers send and
+// lets the test send anything, in any order, on the current stream.
+type fakeTranslator struct {
+	configv1.UnimplementedConfigServiceServer
+	mu      sync.Mutex
+	streams chan *fakeStream
+	answers []*configv1.StreamConfigRequest
+	changed chan struct{}
+}
+
+type fakeStream struct {
+	send func(*configv1.StreamConfigResponse) error
+	end  chan struct{}
+}
+
+func (f *fakeTranslator) StreamConfig(stream configv1.ConfigService_StreamConfigServer) error {
+	if _, err := stream.Recv(); err != nil { // Hello
+		return err
+	}
+	fs := &fakeStream{send: stream.Send, end: make(chan struct{})}
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			f.mu.Lock()
+			f.answers = append(f.answers, m)
+			f.mu.Unlock()
+			select {
+			case f.changed <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	f.streams <- fs
+	select {
+	case <-fs.end:
+		return fmt.Errorf("stream reset by the test")
+	case <-stream.Context().Done():
+		return nil
+	}
+}
+
+func (f *fakeTranslator) waitAnswer(t *testing.T, what string, ok func(*configv1.StreamConfigRequest) bool) *configv1.StreamConfigRequest {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		f.mu.Lock()
+		for _, a := range f.answers {
+			if ok(a) {
+				f.mu.Unlock()
+				return a
+			}
+		}
+		f.mu.Unlock()
+		select {
+		case <-f.changed:
+		case <-deadline:
+			t.Fatalf("no %s from the pusher", what)
+		}
+	}
+}
+
+func startFake(t *testing.T) (*fakeTranslator, string) {
+	t.Helper()
+	f := &fakeTranslator{streams: make(chan *fakeStream, 4), changed: make(chan struct{}, 1)}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(grpc.MaxSendMsgSize(64 << 20))
+	configv1.RegisterConfigServiceServer(s, f)
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	return f, lis.Addr().String()
+}
+
+func (f *fakeTranslator) nextStream(t *testing.T) *fakeStream {
+	t.Helper()
+	select {
+	case s := <-f.streams:
+		return s
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pusher did not connect")
+		return nil
+	}
+}
+
+type env struct {
+	caddy    *testenv.Caddy
+	pusher   *testenv.Process
+	httpAddr string
+	target   *caddy.Target
+	args     []string
+}
+
+func startPusher(t *testing.T, translatorAddr string, extra ...string) *env {
+	t.Helper()
+	ctx := context.Background()
+	cd, err := testenv.StartCaddy(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cd.Kill)
+	a := testenv.Addrs(t, 2)
+	args := append([]string{"--translator-addr", translatorAddr, "--caddy-admin", cd.AdminURL, "--id", "test-pusher",
+		"--proxy-http-listen", fmt.Sprintf("127.0.0.1:%d", cd.HTTPPort), "--proxy-https-listen", fmt.Sprintf("127.0.0.1:%d", cd.HTTPSPort),
+		"--listen", a[0], "--http-listen", a[1], "--log-level", "debug"}, extra...)
+	p := testenv.StartBinary(t, "pusher", args...)
+	target, err := caddy.New(caddy.Config{Admin: cd.AdminURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{caddy: cd, pusher: p, httpAddr: a[1], target: target, args: args}
+}
+
+// caddyHash is the hash of the config Caddy runs ("" for none of ours).
+func (e *env) caddyHash(t *testing.T) string {
+	t.Helper()
+	h, err := e.target.Current(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (e *env) waitHash(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for e.caddyHash(t) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("caddy runs %q, want %q\n%s", e.caddyHash(t), want, e.pusher.LogTail(20))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// metric reads one sample from the pusher's /metrics ("name" or `name{label="v"}`).
+func (e *env) metric(t *testing.T, sample string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + e.httpAddr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
+			v, _ := strconv.ParseFloat(rest, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+func (e *env) waitMetric(t *testing.T, sample string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for e.metric(t, sample) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v, want %v\n%s", sample, e.metric(t, sample), want, e.pusher.LogTail(20))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func marker(epoch string, version uint64) *configv1.StreamConfigResponse {
+	return &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_InitialSyncComplete{InitialSyncComplete: &configv1.InitialSyncComplete{Epoch: epoch, Version: version}}}
+}
+
+func configMsg(c *configv1.Config) *configv1.StreamConfigResponse {
+	return &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Config{Config: c}}
+}
+
+// simpleConfig routes host to the backend b.
+func simpleConfig(epoch string, version uint64, host string, b *testenv.Backend) *configv1.Config {
+	res := &configv1.Resources{
+		VirtualHosts: []*configv1.VirtualHost{{Hostname: host, Routes: []*configv1.Route{{Name: "r",
+			Path: &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: "/"}, Backends: []*configv1.WeightedBackend{{Backend: "be", Weight: 1}}}}}},
+		Backends: []*configv1.Backend{{Name: "be", Endpoints: []*configv1.Endpoint{{Address: b.Address, Port: uint32(b.Port), Ready: true}}}},
+	}
+	return &configv1.Config{Epoch: epoch, Version: version, Hash: translate.Hash(res), Resources: res}
+}
+
+// get sends a request through Caddy and returns the answering backend's name, or the status.
+func get(t *testing.T, port int, host, path string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", port, path), nil)
+	req.Host = host
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return answer(resp)
+}
+
+func answer(resp *http.Response) string {
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return strconv.Itoa(resp.StatusCode)
+	}
+	var a testenv.BackendAnswer
+	if err := json.Unmarshal(body, &a); err != nil {
+		return "unparsable: " + string(body)
+	}
+	return a.Backend
+}
+
+// DESIGN.md's pusher gate, against a test-double translator and a real Caddy: configs before
+// the marker and older than the version it names are dropped; after it the newest is
+// applied; a reset stream closes the gate again and Caddy keeps what it had; the next
+// epoch's marker opens it.
+func TestGateAppliesNothingBeforeTheMarkerNorAfterAReset(t *testing.T) {
+	n := testenv.SharedNet(t)
+	b1, err := n.StartBackend("one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := n.StartBackend("two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake, addr := startFake(t)
+	e := startPusher(t, addr)
+	s := fake.nextStream(t)
+
+	early := simpleConfig("e1", 1, "gate.example.com", b1)
+	if err := s.send(configMsg(early)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitMetric(t, `sluice_pusher_configs_dropped_total{reason="before-marker"}`, 1)
+	if h := e.caddyHash(t); h != "" {
+		t.Fatalf("caddy runs %s before the marker", h)
+	}
+	_ = s.send(marker("e1", 3))
+	_ = s.send(configMsg(simpleConfig("e1", 2, "gate.example.com", b2)))
+	e.waitMetric(t, `sluice_pusher_configs_dropped_total{reason="older-than-marker"}`, 1)
+	if h := e.caddyHash(t); h != "" {
+		t.Fatalf("caddy runs %s, from a version older than the marker", h)
+	}
+	v3 := simpleConfig("e1", 3, "gate.example.com", b1)
+	_ = s.send(configMsg(v3))
+	e.waitHash(t, v3.GetHash())
+	fake.waitAnswer(t, "ACK of version 3", func(a *configv1.StreamConfigRequest) bool { return a.GetAck().GetConfig().GetVersion() == 3 })
+	if got := get(t, e.caddy.HTTPPort, "gate.example.com", "/"); got != "one" {
+		t.Fatalf("after the marker: answered by %q, want one", got)
+	}
+
+	close(s.end) // the stream breaks
+	s2 := fake.nextStream(t)
+	_ = s2.send(configMsg(simpleConfig("e2", 1, "gate.example.com", b2)))
+	e.waitMetric(t, `sluice_pusher_configs_dropped_total{reason="before-marker"}`, 2)
+	if h := e.caddyHash(t); h != v3.GetHash() {
+		t.Fatalf("caddy changed after a reset, before the new marker: %s", h)
+	}
+	if got := get(t, e.caddy.HTTPPort, "gate.example.com", "/"); got != "one" {
+		t.Fatalf("after the reset: answered by %q, want one (unchanged)", got)
+	}
+	_ = s2.send(marker("e2", 1))
+	v1e2 := simpleConfig("e2", 1, "gate.example.com", b2)
+	_ = s2.send(configMsg(v1e2))
+	e.waitHash(t, v1e2.GetHash())
+	if got := get(t, e.caddy.HTTPPort, "gate.example.com", "/"); got != "two" {
+		t.Fatalf("after the new marker: answered by %q, want two", got)
+	}
+}
+
+// A config Caddy rejects leaves the previous routes serving and is NACKed with Caddy's
+// error; Caddy killed and restarted gets the last applied config again with no change
+// upstream; SIGTERM to the pusher pushes nothing more.
+func TestRejectedConfigRestartAndShutdown(t *testing.T) {
+	n := testenv.SharedNet(t)
+	b1, err := n.StartBackend("steady")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake, addr := startFake(t)
+	e := startPusher(t, addr)
+	s := fake.nextStream(t)
+	good := simpleConfig("e1", 1, "keep.example.com", b1)
+	_ = s.send(marker("e1", 1))
+	_ = s.send(configMsg(good))
+	e.waitHash(t, good.GetHash())
+
+	bad := simpleConfig("e1", 2, "keep.example.com", b1)
+	bad.Resources.Certificates = []*configv1.Certificate{{Name: "broken", CertificatePem: []byte("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n"), PrivateKeyPem: []byte("x")}}
+	bad.Resources.VirtualHosts[0].Certificate = "broken"
+	bad.Hash = translate.Hash(bad.Resources)
+	_ = s.send(configMsg(bad))
+	nack := fake.waitAnswer(t, "NACK of version 2", func(a *configv1.StreamConfigRequest) bool { return a.GetNack().GetConfig().GetVersion() == 2 })
+	if !strings.Contains(nack.GetNack().GetError(), "caddy rejected the config") {
+		t.Fatalf("NACK error %q does not carry Caddy's answer", nack.GetNack().GetError())
+	}
+	if h := e.caddyHash(t); h != good.GetHash() {
+		t.Fatalf("caddy runs %s after a rejected config, want the previous %s", h, good.GetHash())
+	}
+	if got := get(t, e.caddy.HTTPPort, "keep.example.com", "/"); got != "steady" {
+		t.Fatalf("previous routes not served after a rejection: %q", got)
+	}
+
+	e.caddy.Kill()
+	if err := e.caddy.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.waitHash(t, good.GetHash())
+	if got := get(t, e.caddy.HTTPPort, "keep.example.com", "/"); got != "steady" {
+		t.Fatalf("after a Caddy restart: %q", got)
+	}
+
+	if err := e.pusher.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if code, err := e.pusher.Wait(ctx); err != nil || code != 0 {
+		t.Fatalf("pusher exit after SIGTERM: %d %v", code, err)
+	}
+	_ = s.send(configMsg(simpleConfig("e1", 3, "other.example.com", b1)))
+	if h := e.caddyHash(t); h != good.GetHash() {
+		t.Fatalf("caddy changed after the pusher's SIGTERM: %s", h)
+	}
+}
+
+// DESIGN.md's "Real parts": every golden case of the translator, served by a real Caddy,
+// answers exactly as translate.Match says, over HTTP and (with SNI) HTTPS; what matches
+// nothing gets 404, a route without endpoints 503.
+func TestCaddyRoutesEveryGoldenCaseLikeTheReference(t *testing.T) {
+	n := testenv.SharedNet(t)
+	backends := map[string]*testenv.Backend{}
+	for _, name := range []string{"web", "api", "v6", "empty"} {
+		b, err := n.StartBackend(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		backends[name] = b
+	}
+	fake, addr := startFake(t)
+	e := startPusher(t, addr)
+	s := fake.nextStream(t)
+	goldens, err := filepath.Glob("../translator/translate/testdata/*.yaml")
+	if err != nil || len(goldens) == 0 {
+		t.Fatalf("golden inputs: %v", err)
+	}
+	for i, path := range goldens {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, _, err := translate.LoadManifests(path, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pointAtBackends(&in, backends)
+			res := translate.Translate(in, translate.Options{IngressClass: "sluice", ControllerName: "sluice.io/ingress-controller", Now: time.Now()})
+			cfg := &configv1.Config{Epoch: "golden", Version: uint64(i + 1), Hash: translate.Hash(res), Resources: res}
+			if i == 0 {
+				_ = s.send(marker("golden", 1))
+			}
+			_ = s.send(configMsg(cfg))
+			e.waitHash(t, cfg.GetHash())
+			probes := 0
+			for _, vh := range res.GetVirtualHosts() {
+				host := strings.Replace(vh.GetHostname(), "*.", "x.", 1)
+				if host == "" {
+					host = "unlisted.example.net"
+				}
+				var paths []string
+				for _, rt := range vh.GetRoutes() {
+					v := rt.GetPath().GetValue()
+					if rt.GetPath().GetType() == configv1.PathMatchType_PATH_MATCH_TYPE_REGEX {
+						v = "/users/42"
+					}
+					paths = append(paths, v, strings.TrimRight(v, "/")+"/", v+"/sub", v+"xyz", strings.ToUpper(v))
+				}
+				paths = append(paths, "/", "/nothing-here")
+				for _, p := range paths {
+					want := expected(res, host, p)
+					if got := get(t, e.caddy.HTTPPort, host, p); got != want {
+						t.Errorf("http %s%s: got %s, want %s", host, p, got, want)
+					}
+					if vh.GetCertificate() != "" {
+						if got := getTLS(t, e.caddy.HTTPSPort, host, p); got != want {
+							t.Errorf("https %s%s: got %s, want %s", host, p, got, want)
+						}
+					}
+					probes++
+				}
+			}
+			t.Logf("%d probes", probes)
+		})
+	}
+}
+
+// expected is what translate.Match says a request gets: a backend's Service name, 503, 404.
+func expected(res *configv1.Resources, host, path string) string {
+	rt := translate.Match(res, host, path)
+	if rt == nil {
+		return "404"
+	}
+	for _, wb := range rt.GetBackends() {
+		for _, b := range res.GetBackends() {
+			if b.GetName() == wb.GetBackend() {
+				for _, ep := range b.GetEndpoints() {
+					if ep.GetReady() {
+						return b.GetService().GetName()
+					}
+				}
+			}
+		}
+	}
+	return "503"
+}
+
+// pointAtBackends replaces every EndpointSlice with one that points each Service port at the
+// backend named after the Service (none for Services named "empty" or without a backend).
+func pointAtBackends(in *translate.Input, backends map[string]*testenv.Backend) {
+	in.EndpointSlices = nil
+	for _, svc := range in.Services {
+		b, ok := backends[svc.Name]
+		if !ok || svc.Name == "empty" || svc.Spec.Type == corev1.ServiceTypeExternalName {
+			continue
+		}
+		var ports []discoveryv1.EndpointPort
+		for _, p := range svc.Spec.Ports {
+			ports = append(ports, discoveryv1.EndpointPort{Name: ptr.To(p.Name), Port: ptr.To(int32(b.Port))})
+		}
+		in.EndpointSlices = append(in.EndpointSlices, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: svc.Name + "-test", Namespace: svc.Namespace, Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name}},
+			AddressType: discoveryv1.AddressTypeIPv4, Ports: ports,
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{b.Address}}},
+		})
+	}
+}
+
+func getTLS(t *testing.T, port int, host, path string) string {
+	t.Helper()
+	tr := &http.Transport{TLSClientConfig: &tls.Config{ServerName: host, InsecureSkipVerify: true, // the golden certificate's CA is not kept
+		VerifyConnection: func(cs tls.ConnectionState) error { return cs.PeerCertificates[0].VerifyHostname(host) }}}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: tr}
+	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d%s", port, path), nil)
+	req.Host = host
+	resp, err := c.Do(req)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return answer(resp)
+}
