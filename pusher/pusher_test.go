@@ -149,14 +149,22 @@ func startPusher(t *testing.T, translatorAddr string, extra ...string) *env {
 	return &env{caddy: cd, pusher: p, httpAddr: a[1], target: target, args: args}
 }
 
-// caddyHash is the hash of the config Caddy runs ("" for none of ours).
+// caddyHash is the hash of the config Caddy runs ("" for none of ours). Caddy restarts its
+// admin listener when a load changes the admin section, so a refused or cut request is
+// asked again for a while.
 func (e *env) caddyHash(t *testing.T) string {
 	t.Helper()
-	h, err := e.target.Current(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h, err := e.target.Current(context.Background())
+		if err == nil {
+			return h
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return h
 }
 
 func (e *env) waitHash(t *testing.T, want string) {
