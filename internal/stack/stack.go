@@ -30,6 +30,8 @@ type Config struct {
 	IngressClass string
 	// HTTPAddr and HTTPSAddr are Caddy's listeners (default: free loopback ports).
 	HTTPAddr, HTTPSAddr string
+	// LogLevel of the three processes (default info).
+	LogLevel string
 	// Extra flags per process.
 	WatcherArgs, TranslatorArgs, PusherArgs []string
 }
@@ -56,6 +58,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 	if cfg.IngressClass == "" {
 		cfg.IngressClass = "sluice"
+	}
+	if cfg.LogLevel == "" {
+		cfg.LogLevel = "info"
 	}
 	if cfg.Dir == "" {
 		d, err := os.MkdirTemp("", "sluice-stack-")
@@ -101,6 +106,7 @@ func (s *Stack) HTTPAddr() string  { return s.cfg.HTTPAddr }
 func (s *Stack) HTTPSAddr() string { return s.cfg.HTTPSAddr }
 
 func (s *Stack) start(name string, args []string) (*testenv.Process, error) {
+	args = append([]string{"--log-level", s.cfg.LogLevel}, args...)
 	return testenv.StartProcess(testenv.ProcessConfig{Name: name, Path: filepath.Join(s.cfg.BinDir, name), Dir: s.cfg.Dir, Args: args})
 }
 

@@ -27,6 +27,7 @@ type Process struct {
 	cfg     ProcessConfig
 	cmd     *exec.Cmd
 	logPath string
+	logFrom int64 // where this run's output starts in the (appended) log file
 	done    chan struct{}
 	err     error // set before done is closed
 }
@@ -51,6 +52,10 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	var logFrom int64
+	if fi, err := logf.Stat(); err == nil {
+		logFrom = fi.Size()
+	}
 	cmd := exec.Command(cfg.Path, cfg.Args...)
 	cmd.Dir = cfg.Dir
 	cmd.Env = append(os.Environ(), cfg.Env...)
@@ -61,7 +66,7 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		logf.Close()
 		return nil, fmt.Errorf("start %s (%s): %w", cfg.Name, cfg.Path, err)
 	}
-	p := &Process{cfg: cfg, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &Process{cfg: cfg, cmd: cmd, logPath: logPath, logFrom: logFrom, done: make(chan struct{})}
 	liveMu.Lock()
 	live[p] = struct{}{}
 	liveMu.Unlock()
@@ -140,10 +145,13 @@ func (p *Process) Kill() {
 // LogPath is the file the process's output goes to.
 func (p *Process) LogPath() string { return p.logPath }
 
-// Logs returns the process's output so far.
+// Logs returns this run's output so far (a restarted process appends to the same file).
 func (p *Process) Logs() string {
 	b, _ := os.ReadFile(p.logPath)
-	return string(b)
+	if int64(len(b)) < p.logFrom {
+		return ""
+	}
+	return string(b[p.logFrom:])
 }
 
 // LogTail returns the last n lines of the output.

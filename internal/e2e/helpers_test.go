@@ -1,0 +1,375 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/sluice-io/sluice/internal/stack"
+	"github.com/sluice-io/sluice/internal/testenv"
+	"github.com/sluice-io/sluice/pusher/caddy"
+	"github.com/sluice-io/sluice/translator/translate"
+)
+
+const class = "sluice"
+
+// world is one test's system: its namespace, backends, and stack.
+type world struct {
+	t        *testing.T
+	c        *testenv.Cluster
+	ns       string
+	backends map[string]*testenv.Backend
+	st       *stack.Stack
+	target   *caddy.Target
+}
+
+// newWorld makes a namespace with Services alpha and beta pointing at real backends, and
+// starts the stack watching that namespace (unless start is false).
+func newWorld(t *testing.T, start bool, cfg stack.Config) *world {
+	t.Helper()
+	c := testenv.SharedCluster(t)
+	w := &world{t: t, c: c, ns: c.Namespace(t), backends: map[string]*testenv.Backend{}}
+	n := testenv.SharedNet(t)
+	for _, name := range []string{"alpha", "beta"} {
+		b, err := n.StartBackend(name + "-" + w.ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.backends[name] = b
+		w.service(name)
+	}
+	ensureClass(t, c)
+	if start {
+		w.start(cfg)
+	}
+	return w
+}
+
+func ensureClass(t *testing.T, c *testenv.Cluster) {
+	t.Helper()
+	_, err := c.Client.NetworkingV1().IngressClasses().Create(context.Background(), &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: class},
+		Spec: networkingv1.IngressClassSpec{Controller: "sluice.io/ingress-controller"}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+func (w *world) start(cfg stack.Config) {
+	w.t.Helper()
+	bin, err := testenv.Binaries()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	cfg.Cluster, cfg.BinDir, cfg.Namespaces, cfg.LogLevel = w.c, bin, []string{w.ns}, "debug"
+	if cfg.Dir == "" {
+		cfg.Dir = w.t.TempDir()
+	}
+	st, err := stack.Start(context.Background(), cfg)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.st = st
+	w.t.Cleanup(func() {
+		if w.t.Failed() {
+			w.t.Logf("stack logs:\n%s", st.Logs(40))
+		}
+		st.Stop()
+	})
+	w.target, err = caddy.New(caddy.Config{Admin: st.Caddy.AdminURL})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *world) service(name string) {
+	w.t.Helper()
+	ctx := context.Background()
+	b := w.backends[name]
+	if _, err := w.c.Client.CoreV1().Services(w.ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}, metav1.CreateOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := w.c.Client.DiscoveryV1().EndpointSlices(w.ns).Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4, Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(b.Port))}},
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{b.Address}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+	}, metav1.CreateOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func ingress(name, host, svc string) *networkingv1.Ingress {
+	pt := networkingv1.PathTypePrefix
+	cls := class
+	return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: networkingv1.IngressSpec{IngressClassName: &cls,
+		Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+			Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &pt, Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+				Name: svc, Port: networkingv1.ServiceBackendPort{Name: "http"}}}}}}}}}}}
+}
+
+// host is the host name of route i in this world.
+func (w *world) host(i int) string { return fmt.Sprintf("r%d.%s.example.com", i, w.ns) }
+
+// createRoutes creates n Ingresses, alternating between alpha and beta.
+func (w *world) createRoutes(from, n int) {
+	w.t.Helper()
+	for i := from; i < from+n; i++ {
+		if _, err := w.c.Client.NetworkingV1().Ingresses(w.ns).Create(context.Background(), ingress(fmt.Sprintf("r%d", i), w.host(i), w.svcOf(i)), metav1.CreateOptions{}); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+}
+
+func (w *world) svcOf(i int) string {
+	if i%2 == 0 {
+		return "alpha"
+	}
+	return "beta"
+}
+
+// answer sends one request through Caddy: the answering backend's Service, or the status.
+func (w *world) answer(host, path string) string {
+	req, _ := http.NewRequest(http.MethodGet, "http://"+w.st.HTTPAddr()+path, nil)
+	req.Host = host
+	resp, err := (&http.Client{Timeout: 3 * time.Second}).Do(req)
+	if err != nil {
+		return "error"
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return strconv.Itoa(resp.StatusCode)
+	}
+	var a testenv.BackendAnswer
+	if json.Unmarshal(body, &a) != nil {
+		return "unparsable"
+	}
+	return strings.TrimSuffix(a.Backend, "-"+w.ns)
+}
+
+// waitServed waits until routes [from, from+n) are all served by their backends.
+func (w *world) waitServed(from, n int, d time.Duration) {
+	w.t.Helper()
+	deadline := time.Now().Add(d)
+	for i := from; i < from+n; i++ {
+		for w.answer(w.host(i), "/") != w.svcOf(i) {
+			if time.Now().After(deadline) {
+				w.t.Fatalf("route %s not served by %s (got %s)", w.host(i), w.svcOf(i), w.answer(w.host(i), "/"))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// caddyHash is the hash of the config Caddy runs, asking again while its admin restarts.
+func (w *world) caddyHash() string {
+	w.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h, err := w.target.Current(context.Background())
+		if err == nil {
+			return h
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// expectedHash computes, independently of the watcher and translator, the config the
+// cluster's objects give: listed straight from the apiserver and translated.
+func (w *world) expectedHash() string {
+	w.t.Helper()
+	ctx := context.Background()
+	var in translate.Input
+	ings, err := w.c.Client.NetworkingV1().Ingresses(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	for i := range ings.Items {
+		in.Ingresses = append(in.Ingresses, &ings.Items[i])
+	}
+	classes, _ := w.c.Client.NetworkingV1().IngressClasses().List(ctx, metav1.ListOptions{})
+	for i := range classes.Items {
+		in.IngressClasses = append(in.IngressClasses, &classes.Items[i])
+	}
+	svcs, _ := w.c.Client.CoreV1().Services(w.ns).List(ctx, metav1.ListOptions{})
+	for i := range svcs.Items {
+		in.Services = append(in.Services, &svcs.Items[i])
+	}
+	eps, _ := w.c.Client.DiscoveryV1().EndpointSlices(w.ns).List(ctx, metav1.ListOptions{})
+	for i := range eps.Items {
+		in.EndpointSlices = append(in.EndpointSlices, &eps.Items[i])
+	}
+	secrets, _ := w.c.Client.CoreV1().Secrets(w.ns).List(ctx, metav1.ListOptions{FieldSelector: "type=kubernetes.io/tls"})
+	for i := range secrets.Items {
+		in.Secrets = append(in.Secrets, &secrets.Items[i])
+	}
+	return translate.Hash(translate.Translate(in, translate.Options{IngressClass: class, ControllerName: "sluice.io/ingress-controller", Now: time.Now()}))
+}
+
+// waitConverged waits until Caddy runs exactly what the cluster says.
+func (w *world) waitConverged(d time.Duration) {
+	w.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		want := w.expectedHash()
+		if w.caddyHash() == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("Caddy runs %.12s, the cluster says %.12s", w.caddyHash(), want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// keeper polls Caddy with real requests for every kept route and records any answer that
+// is not the route's backend.
+type keeper struct {
+	w          *world
+	mu         sync.Mutex
+	routes     map[string]string // host -> backend
+	violations []string
+	probes     atomic.Int64
+	paused     atomic.Bool
+	stop, done chan struct{}
+}
+
+func (w *world) keep(from, n int) *keeper {
+	k := &keeper{w: w, routes: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+	for i := from; i < from+n; i++ {
+		k.routes[w.host(i)] = w.svcOf(i)
+	}
+	go k.run()
+	w.t.Cleanup(k.finish)
+	return k
+}
+
+func (k *keeper) run() {
+	defer close(k.done)
+	for {
+		k.mu.Lock()
+		hosts := make([]string, 0, len(k.routes))
+		for h := range k.routes {
+			hosts = append(hosts, h)
+		}
+		k.mu.Unlock()
+		for _, h := range hosts {
+			select {
+			case <-k.stop:
+				return
+			default:
+			}
+			if k.paused.Load() {
+				continue
+			}
+			got := k.w.answer(h, "/")
+			k.probes.Add(1)
+			k.mu.Lock()
+			want, kept := k.routes[h]
+			if kept && got != want && !k.paused.Load() && len(k.violations) < 20 {
+				k.violations = append(k.violations, fmt.Sprintf("%s %s answered %s, want %s", time.Now().Format("15:04:05.000"), h, got, want))
+			}
+			k.mu.Unlock()
+		}
+		select {
+		case <-k.stop:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// release stops keeping a route whose objects the test is about to delete.
+func (k *keeper) release(host string) {
+	k.mu.Lock()
+	delete(k.routes, host)
+	k.mu.Unlock()
+}
+
+// finish stops the keeper and fails the test on any violation.
+func (k *keeper) finish() {
+	select {
+	case <-k.stop:
+		return
+	default:
+	}
+	close(k.stop)
+	<-k.done
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.violations) > 0 {
+		k.w.t.Errorf("route keeper: %d violations, first ones:\n%s", len(k.violations), strings.Join(k.violations, "\n"))
+	}
+	k.w.t.Logf("route keeper: %d probes", k.probes.Load())
+}
+
+// restrictedKubeconfig mints an identity with the watcher's rules minus the listed
+// resources, and returns a kubeconfig for it.
+func (w *world) restrictedKubeconfig(without ...string) string {
+	w.t.Helper()
+	all := map[string]string{"ingresses": "networking.k8s.io", "ingressclasses": "networking.k8s.io", "services": "", "endpointslices": "discovery.k8s.io", "secrets": ""}
+	var rules []rbacv1.PolicyRule
+	for res, group := range all {
+		skip := false
+		for _, x := range without {
+			skip = skip || x == res
+		}
+		if !skip {
+			rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{res}, Verbs: []string{"get", "list", "watch"}})
+		}
+	}
+	user := "e2e-" + testenv.RandSuffix()
+	cfg, err := w.c.UserConfig(user)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.c.Grant(context.Background(), rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}, rules); err != nil {
+		w.t.Fatal(err)
+	}
+	path, err := w.c.WriteKubeconfig(cfg, user)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return path
+}
+
+func waitLog(t *testing.T, p *testenv.Process, s string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(p.Logs(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never logged %q:\n%s", p.Name(), s, p.LogTail(20))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitExit(t *testing.T, p *testenv.Process, d time.Duration) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	code, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code
+}

@@ -1,0 +1,424 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluice-io/sluice/internal/stack"
+	"github.com/sluice-io/sluice/internal/testenv"
+	"github.com/sluice-io/sluice/watcher/kinds"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }
+
+// pusherApplied is the pusher's count of applies (re-pushes included).
+func (w *world) pusherApplied() float64 {
+	resp, err := http.Get("http://" + w.st.PusherHTTP + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "sluice_pusher_configs_applied_total "); ok {
+			v, _ := strconv.ParseFloat(rest, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// restartWatcherRestricted kills the watcher and starts it again with an identity that
+// lacks the given resources, and a short sync timeout.
+func (w *world) restartWatcherWith(kubeconfig string, extra ...string) {
+	w.t.Helper()
+	w.st.Watcher.Kill()
+	args := append([]string{"--kubeconfig", kubeconfig}, extra...)
+	if err := w.st.StartWatcher(args...); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// Scenario 1: the watcher restarted with the list of Ingresses forbidden. The proxy keeps
+// serving, nothing is pushed, and the watcher exits after the timeout naming the kind.
+func TestScenario1WatcherRestartedWithIngressListForbidden(t *testing.T) {
+	w := newWorld(t, true, stack.Config{})
+	w.createRoutes(0, 6)
+	w.waitServed(0, 6, time.Minute)
+	w.waitConverged(time.Minute)
+	k := w.keep(0, 6)
+	hash, applied := w.caddyHash(), w.pusherApplied()
+
+	w.restartWatcherWith(w.restrictedKubeconfig("ingresses"), "--sync-timeout", "4s")
+	if code := waitExit(t, w.st.Watcher, time.Minute); code == 0 {
+		t.Fatal("the watcher exited 0")
+	}
+	if logs := w.st.Watcher.Logs(); !strings.Contains(logs, "networking.k8s.io/v1/ingresses: forbidden (403)") {
+		t.Fatalf("the watcher did not name the kind and the 403:\n%s", w.st.Watcher.LogTail(5))
+	}
+	k.finish()
+	if h := w.caddyHash(); h != hash {
+		t.Fatalf("Caddy's config changed from %.12s to %.12s", hash, h)
+	}
+	if a := w.pusherApplied(); a != applied {
+		t.Fatalf("the pusher applied %v configs while the watcher could not sync", a-applied)
+	}
+	// With its permissions back, the watcher converges the system again.
+	if err := w.st.StartWatcher(); err != nil {
+		t.Fatal(err)
+	}
+	w.createRoutes(6, 1)
+	w.waitServed(0, 7, time.Minute)
+	w.waitConverged(time.Minute)
+}
+
+// Scenario 2: a required custom resource kind is missing: same as scenario 1.
+func TestScenario2RequiredCustomResourceMissing(t *testing.T) {
+	w := newWorld(t, true, stack.Config{})
+	w.createRoutes(0, 4)
+	w.waitServed(0, 4, time.Minute)
+	k := w.keep(0, 4)
+	hash := w.caddyHash()
+	required := strings.Join(append(append([]string{}, kinds.DefaultRequired...), "gateways.e2e.sluice.example/v1/gateways"), ",")
+	w.restartWatcherWith(w.c.AdminKubeconfig, "--kinds", required, "--sync-timeout", "3s")
+	if code := waitExit(t, w.st.Watcher, time.Minute); code == 0 {
+		t.Fatal("the watcher exited 0")
+	}
+	if !strings.Contains(w.st.Watcher.Logs(), "gateways.e2e.sluice.example/v1/gateways: not served by the apiserver") {
+		t.Fatalf("the watcher did not name the missing kind:\n%s", w.st.Watcher.LogTail(5))
+	}
+	k.finish()
+	if h := w.caddyHash(); h != hash {
+		t.Fatal("Caddy's config changed while a required kind was missing")
+	}
+}
+
+// Scenario 3: an empty cluster: the marker comes, an empty config is applied, then routes
+// appear as objects are created.
+func TestScenario3EmptyClusterThenRoutesAppear(t *testing.T) {
+	c := testenv.SharedCluster(t)
+	ensureClass(t, c)
+	w := &world{t: t, c: c, ns: c.Namespace(t), backends: map[string]*testenv.Backend{}}
+	w.start(stack.Config{})
+	w.waitConverged(time.Minute) // the empty config
+	if got := w.answer("anything.example.com", "/"); got != "404" {
+		t.Fatalf("empty config answered %s, want 404", got)
+	}
+	n := testenv.SharedNet(t)
+	for _, name := range []string{"alpha", "beta"} {
+		b, err := n.StartBackend(name + "-" + w.ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.backends[name] = b
+		w.service(name)
+	}
+	w.createRoutes(0, 3)
+	w.waitServed(0, 3, time.Minute)
+	w.waitConverged(time.Minute)
+}
+
+// Scenario 4: objects created while the watcher starts are all in the first config.
+func TestScenario4ObjectsCreatedWhileTheWatcherStartsAreInTheFirstConfig(t *testing.T) {
+	w := newWorld(t, false, stack.Config{})
+	w.createRoutes(0, 60)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); w.createRoutes(60, 60) }()
+	w.start(stack.Config{})
+	waitLog(t, w.st.Pusher, "config applied")
+	// Right after the first apply, every Ingress that existed before the watcher started
+	// is served: the first config held them all.
+	for i := 0; i < 60; i++ {
+		if got := w.answer(w.host(i), "/"); got != w.svcOf(i) {
+			t.Fatalf("route %d, created before the watcher started, not served right after the first apply: %s", i, got)
+		}
+	}
+	if !strings.Contains(w.st.Pusher.Logs(), "config applied: pusher=stack-pusher epoch=") {
+		t.Fatal("no apply logged")
+	}
+	wg.Wait()
+	w.waitServed(0, 120, time.Minute)
+	w.waitConverged(time.Minute)
+}
+
+// Scenario 5: SIGTERM to each process during the initial sync, and after a sync timeout:
+// nothing is pushed.
+func TestScenario5SIGTERMDuringInitialSyncPushesNothing(t *testing.T) {
+	w := newWorld(t, true, stack.Config{})
+	w.createRoutes(0, 4)
+	w.waitServed(0, 4, time.Minute)
+	w.waitConverged(time.Minute)
+	k := w.keep(0, 4)
+	hash, applied := w.caddyHash(), w.pusherApplied()
+	forbidden := w.restrictedKubeconfig("services")
+
+	// The watcher cannot sync; the translator and the pusher wait for a marker that never
+	// comes. SIGTERM to each, in turn, during that sync.
+	w.restartWatcherWith(forbidden, "--sync-timeout", "2m")
+	waitLog(t, w.st.Watcher, "forbidden (403)")
+	for _, p := range []*testenv.Process{w.st.Pusher, w.st.Translator, w.st.Watcher} {
+		if err := p.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := waitExit(t, p, 30*time.Second); code != 0 {
+			t.Fatalf("%s exited %d after SIGTERM", p.Name(), code)
+		}
+	}
+	if h := w.caddyHash(); h != hash {
+		t.Fatal("Caddy's config changed after SIGTERM during the initial sync")
+	}
+
+	// After a sync timeout: the watcher exits non-zero; the others never push.
+	if err := w.st.StartTranslator(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.st.StartPusher(); err != nil {
+		t.Fatal(err)
+	}
+	w.restartWatcherWith(forbidden, "--sync-timeout", "3s")
+	if code := waitExit(t, w.st.Watcher, time.Minute); code == 0 {
+		t.Fatal("the watcher exited 0 after a sync timeout")
+	}
+	waitLog(t, w.st.Translator, "pusher connected") // the new pusher follows the translator
+	if a := w.pusherApplied(); a != 0 {
+		t.Fatalf("the restarted pusher applied %v configs without a marker", a)
+	}
+	for _, p := range []*testenv.Process{w.st.Pusher, w.st.Translator} {
+		_ = p.Signal(syscall.SIGTERM)
+		waitExit(t, p, 30*time.Second)
+	}
+	k.finish()
+	if h := w.caddyHash(); h != hash {
+		t.Fatal("Caddy's config changed after a sync timeout")
+	}
+	if strings.Contains(w.st.Pusher.Logs(), "config applied") {
+		t.Fatal("the restarted pusher applied a config")
+	}
+	_ = applied
+}
+
+// Scenario 6: each of watcher, translator, pusher, Caddy and the apiserver killed and
+// restarted, and the apiserver connection cut and restored, under steady churn: no route
+// is lost, and the system converges to the cluster's state after.
+func TestScenario6RestartsAndCutsUnderChurnLoseNoRoute(t *testing.T) {
+	c := testenv.SharedCluster(t)
+	proxy, err := testenv.NewTCPProxy(strings.TrimPrefix(c.Host, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	cfg := c.AdminConfig()
+	cfg.Host, cfg.ServerName = "https://"+proxy.Addr(), "localhost"
+	kc, err := c.WriteKubeconfig(cfg, "e2e-proxy-"+testenv.RandSuffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t, true, stack.Config{WatcherKubeconfig: kc})
+	w.createRoutes(0, 10)
+	w.waitServed(0, 10, time.Minute)
+	k := w.keep(0, 10)
+
+	// Steady churn: routes 100+ come and go, never kept.
+	ctx, stopChurn := context.WithCancel(context.Background())
+	churnDone := make(chan int)
+	go func() {
+		i := 100
+		for ctx.Err() == nil {
+			ing := w.c.Client.NetworkingV1().Ingresses(w.ns)
+			_, _ = ing.Create(ctx, ingress(fmt.Sprintf("r%d", i), w.host(i), w.svcOf(i)), metav1.CreateOptions{})
+			if i%3 == 0 {
+				_ = ing.Delete(ctx, fmt.Sprintf("r%d", i-2), metav1.DeleteOptions{})
+			}
+			i++
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		churnDone <- i
+	}()
+
+	faults := []struct {
+		name string
+		do   func()
+	}{
+		{"watcher", func() { w.st.Watcher.Kill(); must(t, w.st.StartWatcher()) }},
+		{"translator", func() { w.st.Translator.Kill(); must(t, w.st.StartTranslator()) }},
+		{"pusher", func() { w.st.Pusher.Kill(); must(t, w.st.StartPusher()) }},
+		{"caddy", func() {
+			// A restarted Caddy has lost its config until the pusher pushes it again: the
+			// proxy is down in that window, not serving a wrong config. The keeper pauses.
+			k.paused.Store(true)
+			w.st.Caddy.Kill()
+			must(t, w.st.Caddy.Restart(context.Background()))
+			w.waitServed(0, 10, time.Minute)
+			k.paused.Store(false)
+		}},
+		{"apiserver", func() { must(t, w.c.RestartAPIServer(context.Background())) }},
+		{"apiserver connection", func() {
+			proxy.Cut()
+			waitLog(t, w.st.Watcher, "watch ended with error")
+			proxy.Restore()
+		}},
+	}
+	for _, f := range faults {
+		t.Logf("fault: %s", f.name)
+		f.do()
+		w.waitServed(0, 10, time.Minute)
+	}
+	stopChurn()
+	last := <-churnDone
+	w.waitConverged(2 * time.Minute)
+	k.finish()
+	t.Logf("churn: %d Ingresses created during the faults", last-100)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Scenario 8: bad objects mixed into good ones (invalid and regex-breaking paths, missing
+// Services, a bad certificate, an oversized object): each is reported, every good route is
+// served.
+func TestScenario8BadObjectsReportedGoodRoutesServed(t *testing.T) {
+	w := newWorld(t, true, stack.Config{})
+	ctx := context.Background()
+	w.createRoutes(0, 6)
+	w.waitServed(0, 6, time.Minute)
+	k := w.keep(0, 6)
+	ings := w.c.Client.NetworkingV1().Ingresses(w.ns)
+	pt := networkingv1.PathTypePrefix
+	ispec := networkingv1.PathTypeImplementationSpecific
+	bad := []*networkingv1.Ingress{
+		ingress("missing-svc", "missing."+w.ns+".example.com", "no-such-service"),
+		func() *networkingv1.Ingress {
+			i := ingress("glob-path", "glob."+w.ns+".example.com", "alpha")
+			i.Spec.Rules[0].HTTP.Paths[0].Path, i.Spec.Rules[0].HTTP.Paths[0].PathType = "/glob*", &pt
+			return i
+		}(),
+		func() *networkingv1.Ingress {
+			i := ingress("bad-regex", "regex."+w.ns+".example.com", "alpha")
+			i.Annotations = map[string]string{"sluice.io/path-regex": "true"}
+			i.Spec.Rules[0].HTTP.Paths[0].Path, i.Spec.Rules[0].HTTP.Paths[0].PathType = "/a(", &ispec
+			return i
+		}(),
+		func() *networkingv1.Ingress {
+			i := ingress("bad-cert", "tls."+w.ns+".example.com", "alpha")
+			i.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"tls." + w.ns + ".example.com"}, SecretName: "bad-cert"}}
+			return i
+		}(),
+		func() *networkingv1.Ingress {
+			// An oversized object: close to the apiserver's limit for annotations.
+			i := ingress("oversized", "big."+w.ns+".example.com", "beta")
+			i.Annotations = map[string]string{"example.com/blob": strings.Repeat("x", 200<<10)}
+			return i
+		}(),
+	}
+	if _, err := w.c.Client.CoreV1().Secrets(w.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bad-cert"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{"tls.crt": []byte("garbage"), "tls.key": []byte("garbage")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range bad {
+		if _, err := ings.Create(ctx, i, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create %s: %v", i.Name, err)
+		}
+	}
+	w.waitConverged(time.Minute)
+	if got := w.answer("big."+w.ns+".example.com", "/"); got != "beta" {
+		t.Fatalf("the oversized Ingress's route: %s", got)
+	}
+	if got := w.answer("missing."+w.ns+".example.com", "/"); got != "503" {
+		t.Fatalf("a route to a missing Service answered %s, want 503", got)
+	}
+	out, err := runCtl(t, "config", "--addr", w.st.TranslatorAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Ingress " + w.ns + "/missing-svc spec.rules[0].http.paths[0].backend.service.name: Service " + w.ns + "/no-such-service not found",
+		"Ingress " + w.ns + "/glob-path spec.rules[0].http.paths[0]: Prefix path \"/glob*\"",
+		"Ingress " + w.ns + "/bad-regex spec.rules[0].http.paths[0]: invalid regular expression",
+		"Ingress " + w.ns + "/bad-cert spec.tls[0].secretName: TLS Secret " + w.ns + "/bad-cert holds no valid certificate",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("sluicectl config lacks the finding %q:\n%s", want, out)
+		}
+	}
+	k.finish()
+}
+
+func runCtl(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	p := testenv.StartBinary(t, "sluicectl", args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code, err := p.Wait(ctx)
+	if err != nil {
+		return "", err
+	}
+	if code != 0 {
+		return p.Logs(), fmt.Errorf("sluicectl %v exited %d:\n%s", args, code, p.Logs())
+	}
+	return p.Logs(), nil
+}
+
+// Scenario 9: 2,000 changes in a burst: the final Caddy config equals an independent
+// computation from the cluster's objects.
+func TestScenario9BurstOfTwoThousandChangesConverges(t *testing.T) {
+	w := newWorld(t, true, stack.Config{})
+	w.createRoutes(0, 4)
+	w.waitServed(0, 4, time.Minute)
+	k := w.keep(0, 4)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	const workers, per = 4, 500
+	for wk := 0; wk < workers; wk++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ings := w.c.Client.NetworkingV1().Ingresses(w.ns)
+			eps := w.c.Client.DiscoveryV1().EndpointSlices(w.ns)
+			for i := 0; i < per; i++ {
+				n := 1000 + wk*per + i
+				var err error
+				switch i % 5 {
+				case 0, 1, 2:
+					_, err = ings.Create(ctx, ingress(fmt.Sprintf("r%d", n), w.host(n), w.svcOf(n)), metav1.CreateOptions{})
+				case 3:
+					err = ings.Delete(ctx, fmt.Sprintf("r%d", n-3), metav1.DeleteOptions{})
+				case 4:
+					var s *discoveryv1.EndpointSlice
+					s, err = eps.Get(ctx, "beta-1", metav1.GetOptions{})
+					if err == nil {
+						s.Labels["touched"] = strconv.Itoa(n)
+						_, err = eps.Update(ctx, s, metav1.UpdateOptions{})
+					}
+				}
+				if err != nil && !strings.Contains(err.Error(), "the object has been modified") {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	w.waitConverged(2 * time.Minute)
+	k.finish()
+}
