@@ -96,7 +96,7 @@ func (f *fakeTranslator) waitAnswer(t *testing.T, what string, ok func(*configv1
 	}
 }
 
-func startFake(t *testing.T) (*fakeTranslator, string) {
+func startFake(t testing.TB) (*fakeTranslator, string) {
 	t.Helper()
 	f := &fakeTranslator{streams: make(chan *fakeStream, 4), changed: make(chan struct{}, 1)}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -110,7 +110,7 @@ func startFake(t *testing.T) (*fakeTranslator, string) {
 	return f, lis.Addr().String()
 }
 
-func (f *fakeTranslator) nextStream(t *testing.T) *fakeStream {
+func (f *fakeTranslator) nextStream(t testing.TB) *fakeStream {
 	t.Helper()
 	select {
 	case s := <-f.streams:
@@ -129,7 +129,7 @@ type env struct {
 	args     []string
 }
 
-func startPusher(t *testing.T, translatorAddr string, extra ...string) *env {
+func startPusher(t testing.TB, translatorAddr string, extra ...string) *env {
 	t.Helper()
 	ctx := context.Background()
 	cd, err := testenv.StartCaddy(ctx)
@@ -226,7 +226,7 @@ func simpleConfig(epoch string, version uint64, host string, b *testenv.Backend)
 }
 
 // get sends a request through Caddy and returns the answering backend's name, or the status.
-func get(t *testing.T, port int, host, path string) string {
+func get(t testing.TB, port int, host, path string) string {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", port, path), nil)
 	req.Host = host

@@ -246,3 +246,9 @@ func gvr(group, resource string) schema.GroupVersionResource {
 func unstructuredOf(m map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: m}
 }
+
+var waitForReady = grpc.WaitForReady(true)
+
+func grpcClient(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+}
