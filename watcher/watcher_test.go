@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -204,11 +205,17 @@ func TestScenario4MarkerAfterExactlyTheObjectsThatExisted(t *testing.T) {
 	if early.hasMarker() {
 		t.Fatal("marker before ingresses could be listed")
 	}
+	if code := httpStatus(t, "http://"+w.httpAddr+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz answered %d before the barrier opened", code)
+	}
 	subject := rbacSubject(user)
 	if err := c.Grant(ctx, subject, watcherRules("")); err != nil {
 		t.Fatal(err)
 	}
 	early.waitMarker(time.Minute)
+	if code := httpStatus(t, "http://"+w.httpAddr+"/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz answered %d after the barrier opened", code)
+	}
 	early.mu.Lock()
 	if early.markerAt <= early.snapshotEnd+1 || early.msgs[early.markerAt].GetRevision() != early.msgs[early.markerAt-1].GetRevision()+1 {
 		early.mu.Unlock()
@@ -443,6 +450,16 @@ func TestResumeSendsOnlyDeltas(t *testing.T) {
 			return
 		}
 	}
+}
+
+func httpStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func converge(t *testing.T, c *testenv.Cluster, f *follower, ns string) {
