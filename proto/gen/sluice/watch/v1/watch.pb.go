@@ -747,7 +747,7 @@ func (x *KindInventory) GetDigest() []byte {
 type Heartbeat struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Time  *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
-	// Synced is true once the watcher's barrier has opened.
+	// Synced is true once this stream has carried its InitialSyncComplete.
 	Synced        bool `protobuf:"varint,2,opt,name=synced,proto3" json:"synced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
