@@ -71,5 +71,9 @@ bench: tools
 	@mkdir -p .bench
 	$(GO) test -run '^$$' -bench . -benchtime 5x -timeout 30m ./translator/translate/ ./watcher/ ./pusher/ | tee .bench/results.txt
 
+# certs writes a local CA and the components' mTLS certificates for the compose setup.
+certs:
+	$(GO) run ./internal/tools/certs -out deploy/compose/certs
+
 clean:
 	rm -rf bin

@@ -7,8 +7,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/watchstream"
@@ -26,6 +30,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	kindList := fs.StringSlice("kinds", nil, "only these kinds, as group/version/Kind (v1/Service for the core group)")
 	untilSynced := fs.Bool("until-synced", false, "exit 0 once the marker arrived and its inventory verified")
 	quiet := fs.Bool("quiet", false, "print only the marker and errors, not every object")
+	connectTimeout := fs.Duration("connect-timeout", 30*time.Second, "how long to keep trying while the watcher is not serving yet (UNAVAILABLE)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -49,7 +54,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer conn.Close()
-	stream, err := watchv1.NewWatchServiceClient(conn).Watch(ctx, req)
+	stream, first, err := openWatch(ctx, watchv1.NewWatchServiceClient(conn), req, *connectTimeout)
 	if err != nil {
 		return err
 	}
@@ -57,7 +62,11 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	m.StartStream()
 	p := &printer{w: stdout, json: *output == "json", quiet: *quiet}
 	for {
-		ev, err := stream.Recv()
+		ev, err := first, error(nil)
+		if ev == nil {
+			ev, err = stream.Recv()
+		}
+		first = nil
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return errors.New("stream ended by the watcher")
@@ -71,6 +80,29 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		p.print(ev, m)
 		if change == watchstream.ChangeSynced && *untilSynced {
 			return nil
+		}
+	}
+}
+
+// openWatch opens a stream and reads its first message, trying again while the watcher is
+// starting (not listening yet, or still resolving its kinds) for up to timeout.
+func openWatch(ctx context.Context, c watchv1.WatchServiceClient, req *watchv1.WatchRequest, timeout time.Duration) (grpc.ServerStreamingClient[watchv1.WatchResponse], *watchv1.WatchResponse, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		stream, err := c.Watch(ctx, req)
+		if err == nil {
+			var first *watchv1.WatchResponse
+			if first, err = stream.Recv(); err == nil {
+				return stream, first, nil
+			}
+		}
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			return nil, nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

@@ -147,3 +147,6 @@ func serial() *big.Int {
 func pemBlock(typ string, der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 }
+
+// ServiceAccountKeyPEM returns a fresh key for signing ServiceAccount tokens (PEM).
+func ServiceAccountKeyPEM() ([]byte, error) { return ecKeyPEM() }

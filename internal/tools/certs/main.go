@@ -1,0 +1,70 @@
+// Command certs writes a local CA and the certificates of Sluice's components for mTLS, and
+// of the local kube-apiserver for the compose setup (`make certs`). Every certificate is for
+// both server and client authentication and names the component's container host name,
+// localhost and 127.0.0.1.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sluice-io/sluice/internal/testenv"
+)
+
+func main() {
+	out := flag.String("out", "deploy/compose/certs", "directory to write into")
+	days := flag.Int("days", 365, "validity in days")
+	flag.Parse()
+	if err := generate(*out, time.Duration(*days)*24*time.Hour); err != nil {
+		fmt.Fprintf(os.Stderr, "certs: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Printf("certs: wrote a CA and certificates for watcher, translator, pusher, kube-apiserver and an admin client into %s\n", *out)
+}
+
+func generate(dir string, validity time.Duration) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ca, err := testenv.NewCA("sluice-local-ca")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), ca.CertPEM, 0o644); err != nil {
+		return err
+	}
+	loop := []net.IP{net.ParseIP("127.0.0.1")}
+	notAfter := time.Now().Add(validity)
+	certs := map[string]testenv.CertOptions{
+		"watcher":    {CommonName: "sluice-watcher", DNSNames: []string{"watcher", "sluice-watcher", "localhost"}, IPs: loop},
+		"translator": {CommonName: "sluice-translator", DNSNames: []string{"translator", "sluice-translator", "localhost"}, IPs: loop},
+		"pusher":     {CommonName: "sluice-pusher", DNSNames: []string{"pusher", "sluice-pusher", "localhost"}, IPs: loop},
+		"apiserver": {CommonName: "kube-apiserver", DNSNames: []string{"kube-apiserver", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "localhost"},
+			IPs: append(loop, net.ParseIP("10.0.0.1"))},
+		// The compose watcher's identity; the local profile binds it to deploy/'s ClusterRole.
+		"watcher-client": {CommonName: "sluice-watcher"},
+		"admin":          {CommonName: "sluice-admin", Organization: []string{"system:masters"}},
+	}
+	for name, o := range certs {
+		o.Server, o.Client, o.NotAfter = true, true, notAfter
+		if err := ca.WriteFiles(o, filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")); err != nil {
+			return err
+		}
+	}
+	// The compose containers run as a non-root user: let them read their keys.
+	matches, _ := filepath.Glob(filepath.Join(dir, "*.key"))
+	for _, m := range matches {
+		if err := os.Chmod(m, 0o644); err != nil {
+			return err
+		}
+	}
+	sa, err := testenv.ServiceAccountKeyPEM()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "sa.key"), sa, 0o644)
+}
