@@ -12,7 +12,7 @@ TEST_TIMEOUT ?= 20m
 
 export SLUICE_TOOLS_BIN := $(TOOLS)
 
-.PHONY: all build test test-unit proto proto-check lint demo bench tools tools-dev certs images clean help
+.PHONY: all build test images certs proto proto-check lint demo bench tools tools-dev certs images clean help
 
 all: build
 
@@ -59,10 +59,6 @@ lint: tools-dev
 test: tools proto-check
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-# test-unit runs the tests that need none of the tools.
-test-unit:
-	$(GO) test -count=1 -short ./...
-
 demo: tools build
 	$(GO) run ./internal/demo
 
@@ -70,6 +66,13 @@ demo: tools build
 bench: tools
 	@mkdir -p .bench
 	$(GO) test -run '^$$' -bench . -benchtime 5x -timeout 30m ./translator/translate/ ./watcher/ ./pusher/ | tee .bench/results.txt
+
+# images builds one image per component (and Caddy, etcd, kube-apiserver and a test backend
+# for the compose setup) from static binaries on IMAGE_BASE. Nothing can be pulled here, so
+# use IMAGE_BASE=scratch on such a machine.
+IMAGE_BASE ?= gcr.io/distroless/static-debian12:nonroot
+images: tools
+	deploy/images/build.sh $(IMAGE_BASE) dev
 
 # certs writes a local CA and the components' mTLS certificates for the compose setup.
 certs:

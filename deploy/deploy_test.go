@@ -174,7 +174,7 @@ func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReade
 
 func writeFile(t *testing.T, path string, b []byte) {
 	t.Helper()
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	if err := os.WriteFile(path, b, 0o644); err != nil { // compose containers run as uid 65532
 		t.Fatal(err)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/sluice-io/sluice/internal/testenv"
 )
 
@@ -66,5 +68,25 @@ func generate(dir string, validity time.Duration) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "sa.key"), sa, 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "sa.key"), sa, 0o644); err != nil {
+		return err
+	}
+	// The compose watcher's kubeconfig for the local profile's apiserver.
+	crt, err := os.ReadFile(filepath.Join(dir, "watcher-client.crt"))
+	if err != nil {
+		return err
+	}
+	key, err := os.ReadFile(filepath.Join(dir, "watcher-client.key"))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "local"), 0o755); err != nil {
+		return err
+	}
+	kc := filepath.Join(dir, "local", "kubeconfig")
+	if err := testenv.WriteKubeconfig(&rest.Config{Host: "https://kube-apiserver:6443",
+		TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM, CertData: crt, KeyData: key}}, kc); err != nil {
+		return err
+	}
+	return os.Chmod(kc, 0o644)
 }
