@@ -153,7 +153,7 @@ func run(ctx context.Context, binDir, examples string, once bool) int {
 				return "", nil
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
-				return "", fmt.Errorf("Caddy does not serve the examples yet")
+				return "", fmt.Errorf("caddy does not serve the examples yet")
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

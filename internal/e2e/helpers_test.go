@@ -298,13 +298,6 @@ func (k *keeper) run() {
 	}
 }
 
-// release stops keeping a route whose objects the test is about to delete.
-func (k *keeper) release(host string) {
-	k.mu.Lock()
-	delete(k.routes, host)
-	k.mu.Unlock()
-}
-
 // finish stops the keeper and fails the test on any violation.
 func (k *keeper) finish() {
 	select {

@@ -12,6 +12,7 @@ type metrics struct {
 	syncFailures *prometheus.CounterVec
 	dropped      prometheus.Counter
 	synced       prometheus.Gauge
+	sentBytes    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -23,8 +24,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		syncFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_watcher_sync_failures_total", Help: "List or watch failures, per kind and cause."}, []string{"kind", "cause"}),
 		dropped:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_watcher_dropped_clients_total", Help: "Streams dropped because the client fell behind."}),
 		synced:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_watcher_synced", Help: "1 once the barrier opened."}),
+		sentBytes:    prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_watcher_stream_bytes_total", Help: "Serialized bytes sent on Watch streams."}),
 	}
-	reg.MustRegister(m.objects, m.revision, m.streams, m.syncSeconds, m.syncFailures, m.dropped, m.synced)
+	reg.MustRegister(m.objects, m.revision, m.streams, m.syncSeconds, m.syncFailures, m.dropped, m.synced, m.sentBytes)
 	return m
 }
 
@@ -35,3 +37,4 @@ func (m *metrics) SyncFailure(kind, cause string) { m.syncFailures.WithLabelValu
 func (m *metrics) StreamOpened()                  { m.streams.Inc() }
 func (m *metrics) StreamClosed()                  { m.streams.Dec() }
 func (m *metrics) ClientDropped()                 { m.dropped.Inc() }
+func (m *metrics) Sent(n int)                     { m.sentBytes.Add(float64(n)) }
