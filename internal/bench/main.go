@@ -1,0 +1,533 @@
+// Command bench is Sluice's benchmark harness (`make bench`). On a real kube-apiserver and a
+// real Caddy it measures, per size, each figure next to its physical limit measured in the
+// same run, and writes docs/benchmarks.md and a machine-readable JSON file; CPU profiles of
+// the slowest stage go to .bench/ (not in git).
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/sluice-io/sluice/internal/grpcx"
+	"github.com/sluice-io/sluice/internal/stack"
+	"github.com/sluice-io/sluice/internal/testenv"
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+	"github.com/sluice-io/sluice/pusher/caddy"
+)
+
+func main() {
+	sizes := flag.String("sizes", "1000,10000", "numbers of Ingresses (each with its Service and EndpointSlice)")
+	runs := flag.Int("runs", 3, "cold starts per size (the median is reported)")
+	changes := flag.Int("changes", 200, "changes per change-to-served measure")
+	md := flag.String("out", "docs/benchmarks.md", "the report")
+	js := flag.String("json", "docs/benchmarks.json", "the machine-readable results")
+	profDir := flag.String("profiles", ".bench", "where CPU profiles go")
+	flag.Parse()
+	if err := run(*sizes, *runs, *changes, *md, *js, *profDir); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		testenv.Cleanup()
+		os.Exit(1)
+	}
+	testenv.Cleanup()
+}
+
+// Result is one size's figures (milliseconds, MiB, bytes).
+type Result struct {
+	Ingresses int `json:"ingresses"`
+	Objects   int `json:"objects"`
+
+	ColdStartMs    float64            `json:"cold_start_ms"`
+	Stages         map[string]float64 `json:"cold_start_stages_ms"`
+	InformerListMs float64            `json:"limit_informer_list_ms"`
+	CaddyLoadMs    float64            `json:"limit_caddy_load_ms"`
+	ColdRatio      float64            `json:"cold_start_ratio"`
+
+	HoldoffMs      float64 `json:"holdoff_ms"`
+	IdleP50Ms      float64 `json:"change_idle_p50_ms"`
+	IdleP99Ms      float64 `json:"change_idle_p99_ms"`
+	ChurnP50Ms     float64 `json:"change_churn_p50_ms"`
+	ChurnP99Ms     float64 `json:"change_churn_p99_ms"`
+	ChurnRate      float64 `json:"churn_updates_per_s"`
+	ChangeCaddyMs  float64 `json:"change_limit_caddy_load_ms"`
+	ChangesApplied float64 `json:"changes_caddy_loads"`
+
+	RSS map[string]map[string]float64 `json:"rss_mib"` // process -> steady|peak
+
+	WatchBytesPerChange  float64 `json:"watch_bytes_per_change"`
+	ConfigBytesPerChange float64 `json:"config_bytes_per_change"`
+	ObjectBytes          float64 `json:"changed_object_bytes"`
+
+	Profile string `json:"profile_top,omitempty"`
+}
+
+type env struct {
+	c       *testenv.Cluster
+	bin     string
+	backend *testenv.Backend
+	cs      kubernetes.Interface
+	cert    []byte
+	key     []byte
+}
+
+func run(sizeList string, runs, changes int, mdPath, jsPath, profDir string) error {
+	ctx := context.Background()
+	e := &env{}
+	var err error
+	fmt.Println("bench: starting etcd and kube-apiserver, backends, building binaries")
+	if e.c, err = testenv.StartCluster(ctx); err != nil {
+		return err
+	}
+	defer e.c.Stop()
+	if e.bin, err = testenv.Binaries(); err != nil {
+		return err
+	}
+	n, err := testenv.NewNet()
+	if err != nil {
+		return err
+	}
+	if e.backend, err = n.StartBackend("bench"); err != nil {
+		return err
+	}
+	cfg := e.c.AdminConfig()
+	cfg.QPS, cfg.Burst = 5000, 5000
+	e.cs = kubernetes.NewForConfigOrDie(cfg)
+	if e.cert, e.key, err = testenv.SelfSigned("bench.example.com", "*.bench.example.com"); err != nil {
+		return err
+	}
+	if _, err := e.cs.NetworkingV1().IngressClasses().Create(ctx, &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "sluice"},
+		Spec: networkingv1.IngressClassSpec{Controller: "sluice.io/ingress-controller"}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(profDir, 0o755); err != nil {
+		return err
+	}
+	var results []Result
+	for _, s := range strings.Split(sizeList, ",") {
+		size, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("-sizes: %w", err)
+		}
+		r, err := e.measure(ctx, size, runs, changes, profDir)
+		if err != nil {
+			return fmt.Errorf("size %d: %w", size, err)
+		}
+		results = append(results, r)
+		print(r)
+	}
+	js, _ := json.MarshalIndent(map[string]any{"machine": machine(), "results": results}, "", "  ")
+	if err := os.WriteFile(jsPath, append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(mdPath, []byte(report(results, runs, changes)), 0o644)
+}
+
+func (e *env) populate(ctx context.Context, ns string, size int) error {
+	if _, err := e.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	start := time.Now()
+	work := make(chan int)
+	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := e.createApp(ctx, ns, i); err != nil {
+					select {
+					case errc <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := 0; i < size; i++ {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return err
+	default:
+	}
+	fmt.Printf("bench: created %d Ingresses, Services and EndpointSlices and %d TLS Secrets in %s\n", size, size/10, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func host(ns string, i int) string { return fmt.Sprintf("app%d.%s.bench.example.com", i, ns) }
+
+func (e *env) createApp(ctx context.Context, ns string, i int) error {
+	name := fmt.Sprintf("app%d", i)
+	if _, err := e.cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := e.cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, e.slice(name, 0), metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	ing := ingress(name, host(ns, i))
+	if i%10 == 0 {
+		if _, err := e.cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-tls"}, Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{"tls.crt": e.cert, "tls.key": e.key}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{host(ns, i)}, SecretName: name + "-tls"}}
+	}
+	_, err := e.cs.NetworkingV1().Ingresses(ns).Create(ctx, ing, metav1.CreateOptions{})
+	return err
+}
+
+// slice points a Service at the backend, with `extra` not-ready endpoints (for churn).
+func (e *env) slice(name string, extra int) *discoveryv1.EndpointSlice {
+	eps := []discoveryv1.Endpoint{{Addresses: []string{e.backend.Address}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}}
+	for j := 0; j < extra; j++ {
+		eps = append(eps, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.252.%d.%d", j/250, j%250+1)}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}})
+	}
+	return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4, Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(e.backend.Port))}}, Endpoints: eps}
+}
+
+func ingress(name, h string) *networkingv1.Ingress {
+	pt := networkingv1.PathTypePrefix
+	cls := "sluice"
+	return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: networkingv1.IngressSpec{IngressClassName: &cls,
+		Rules: []networkingv1.IngressRule{{Host: h, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+			Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &pt, Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+				Name: name, Port: networkingv1.ServiceBackendPort{Name: "http"}}}}}}}}}}}
+}
+
+// served reports whether Caddy answers host from the backend.
+func served(addr, h string) bool {
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+	req.Host = h
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode == http.StatusOK
+}
+
+func waitServed(addr, h string, d time.Duration) (time.Duration, error) {
+	start := time.Now()
+	for !served(addr, h) {
+		if time.Since(start) > d {
+			return 0, fmt.Errorf("%s not served within %s", h, d)
+		}
+		time.Sleep(2 * time.Millisecond) // the measure's resolution
+	}
+	return time.Since(start), nil
+}
+
+var logLine = regexp.MustCompile(`^(\S+) \[\w+\]\s+\S+: (.*)$`)
+
+// logAt finds the first line containing msg: its time and its took= value.
+func logAt(logs, msg string) (time.Time, time.Duration) {
+	for _, l := range strings.Split(logs, "\n") {
+		if !strings.Contains(l, msg) {
+			continue
+		}
+		m := logLine.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		ts, _ := time.Parse("2006-01-02T15:04:05.000Z07:00", m[1])
+		var took time.Duration
+		if i := strings.Index(l, "took="); i >= 0 {
+			took, _ = time.ParseDuration(strings.Fields(l[i+5:])[0])
+		}
+		return ts, took
+	}
+	return time.Time{}, 0
+}
+
+func metric(addr, name string) float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			v, _ := strconv.ParseFloat(rest, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+func percentile(xs []float64, p float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(float64(len(s)-1) * p)
+	return s[i]
+}
+
+func (e *env) measure(ctx context.Context, size, runs, changes int, profDir string) (Result, error) {
+	ns := fmt.Sprintf("bench-%d", size)
+	if err := e.populate(ctx, ns, size); err != nil {
+		return Result{}, err
+	}
+	r := Result{Ingresses: size, Objects: 3*size + size/10, Stages: map[string]float64{}, RSS: map[string]map[string]float64{}}
+	stages := map[string][]float64{}
+	var cold, informer []float64
+	var st *stack.Stack
+	last := host(ns, size-1)
+	for i := 0; i < runs; i++ {
+		// The limit first: a bare client-go informer listing the same kinds.
+		start := time.Now()
+		f := informers.NewSharedInformerFactoryWithOptions(e.cs, 0, informers.WithNamespace(ns))
+		syncs := []cache.InformerSynced{f.Networking().V1().Ingresses().Informer().HasSynced, f.Core().V1().Services().Informer().HasSynced,
+			f.Discovery().V1().EndpointSlices().Informer().HasSynced, f.Core().V1().Secrets().Informer().HasSynced, f.Networking().V1().IngressClasses().Informer().HasSynced}
+		stop := make(chan struct{})
+		f.Start(stop)
+		cache.WaitForCacheSync(stop, syncs...)
+		informer = append(informer, ms(time.Since(start)))
+		close(stop)
+		f.Shutdown()
+
+		dir, _ := os.MkdirTemp("", "sluice-bench-")
+		start = time.Now()
+		var err error
+		st, err = stack.Start(ctx, stack.Config{Cluster: e.c, BinDir: e.bin, Dir: dir, Namespaces: []string{ns},
+			WatcherArgs: []string{"--kube-qps", "1000", "--kube-burst", "2000"}})
+		if err != nil {
+			return r, err
+		}
+		if _, err := waitServed(st.HTTPAddr(), last, 5*time.Minute); err != nil {
+			return r, fmt.Errorf("%w\n%s", err, st.Logs(20))
+		}
+		cold = append(cold, ms(time.Since(start))) // from starting the processes to the first request served
+		wBarrier, wTook := logAt(st.Watcher.Logs(), "barrier open")
+		tVerified, _ := logAt(st.Translator.Logs(), "watch stream verified complete")
+		pApplied, pTook := logAt(st.Pusher.Logs(), "config applied")
+		translate := metric(st.TranslatorHTTP, `sluice_translator_build_seconds_sum{published="true"}`) * 1000
+		stages["1 watcher sync (start to barrier)"] = append(stages["1 watcher sync (start to barrier)"], ms(wTook))
+		stages["2 snapshot to translator"] = append(stages["2 snapshot to translator"], ms(tVerified.Sub(wBarrier)))
+		stages["3 translation"] = append(stages["3 translation"], translate)
+		stages["4 transfer to pusher"] = append(stages["4 transfer to pusher"], ms(pApplied.Sub(tVerified))-ms(pTook)-translate)
+		stages["5 Caddy apply"] = append(stages["5 Caddy apply"], ms(pTook))
+		if i < runs-1 {
+			st.Stop()
+		}
+	}
+	defer st.Stop()
+	r.ColdStartMs, r.InformerListMs = median(cold), median(informer)
+	for k, v := range stages {
+		r.Stages[k] = median(v)
+	}
+
+	// The other limit: one Caddy /load of the final config, prebuilt.
+	final, err := currentConfig(ctx, st.TranslatorAddr)
+	if err != nil {
+		return r, err
+	}
+	var loads []float64
+	cd, err := testenv.StartCaddy(ctx)
+	if err != nil {
+		return r, err
+	}
+	target, _ := caddy.New(caddy.Config{Admin: cd.AdminURL, Render: caddy.RenderOptions{HTTPListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPPort), HTTPSListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPSPort)}})
+	for i := 0; i < runs; i++ {
+		final.Version++ // a different identity, so that Caddy loads it anew
+		start := time.Now()
+		if err := target.Apply(ctx, final); err != nil {
+			return r, err
+		}
+		loads = append(loads, ms(time.Since(start)))
+	}
+	cd.Kill()
+	r.CaddyLoadMs = median(loads)
+	r.ColdRatio = r.ColdStartMs / (r.InformerListMs + r.CaddyLoadMs)
+	r.HoldoffMs = 50
+
+	// Change to served: an Ingress created until Caddy serves it; idle, then under churn.
+	wBytes0, cBytes0 := metric(st.WatcherHTTP, "sluice_watcher_stream_bytes_total"), metric(st.TranslatorHTTP, "sluice_translator_config_bytes_total")
+	applied0 := metric(st.PusherHTTP, "sluice_pusher_configs_applied_total")
+	idle, objBytes, err := e.changes(ctx, st, ns, "idle", changes)
+	if err != nil {
+		return r, err
+	}
+	r.WatchBytesPerChange = (metric(st.WatcherHTTP, "sluice_watcher_stream_bytes_total") - wBytes0) / float64(changes)
+	r.ConfigBytesPerChange = (metric(st.TranslatorHTTP, "sluice_translator_config_bytes_total") - cBytes0) / float64(changes)
+	r.ChangesApplied = metric(st.PusherHTTP, "sluice_pusher_configs_applied_total") - applied0
+	r.ObjectBytes = objBytes
+	r.IdleP50Ms, r.IdleP99Ms = percentile(idle, 0.5), percentile(idle, 0.99)
+
+	churnCtx, stopChurn := context.WithCancel(ctx)
+	churned := make(chan int)
+	go func() {
+		n := 0
+		for churnCtx.Err() == nil {
+			svc := fmt.Sprintf("app%d", (n*7919)%size)
+			if _, err := e.cs.DiscoveryV1().EndpointSlices(ns).Update(churnCtx, withRV(e, ns, svc, 1+n%3), metav1.UpdateOptions{}); err == nil {
+				n++
+			}
+			select {
+			case <-churnCtx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		churned <- n
+	}()
+	profile := filepath.Join(profDir, fmt.Sprintf("translator-cpu-%d.pprof", size))
+	profDone := make(chan error, 1)
+	go func() { profDone <- fetch("http://"+st.TranslatorHTTP+"/debug/pprof/profile?seconds=15", profile) }()
+	churnStart := time.Now()
+	churn, _, err := e.changes(ctx, st, ns, "churn", changes)
+	stopChurn()
+	n := <-churned
+	if err != nil {
+		return r, err
+	}
+	r.ChurnRate = float64(n) / time.Since(churnStart).Seconds()
+	r.ChurnP50Ms, r.ChurnP99Ms = percentile(churn, 0.5), percentile(churn, 0.99)
+	if err := <-profDone; err == nil {
+		out, _ := exec.Command("go", "tool", "pprof", "-top", "-nodecount=12", profile).Output()
+		r.Profile = string(out)
+	}
+	r.ChangeCaddyMs = median(loads)
+	for _, p := range []*testenv.Process{st.Watcher, st.Translator, st.Pusher, st.Caddy.Process()} {
+		r.RSS[p.Name()] = map[string]float64{"steady": rssMiB(p.Pid(), "VmRSS"), "peak": rssMiB(p.Pid(), "VmHWM")}
+	}
+	return r, nil
+}
+
+func withRV(e *env, ns, name string, extra int) *discoveryv1.EndpointSlice {
+	s := e.slice(name, extra)
+	cur, err := e.cs.DiscoveryV1().EndpointSlices(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err == nil {
+		s.ResourceVersion = cur.ResourceVersion
+	}
+	return s
+}
+
+// changes creates n Ingresses one at a time and measures each until Caddy serves it.
+func (e *env) changes(ctx context.Context, st *stack.Stack, ns, tag string, n int) ([]float64, float64, error) {
+	var out []float64
+	var size float64
+	enc := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("%s%d", tag, i)
+		h := fmt.Sprintf("%s.%s.bench.example.com", name, ns)
+		ing := ingress("app0", h)
+		ing.Name = name
+		start := time.Now()
+		created, err := e.cs.NetworkingV1().Ingresses(ns).Create(ctx, ing, metav1.CreateOptions{})
+		if err != nil {
+			return nil, 0, err
+		}
+		if _, err := waitServed(st.HTTPAddr(), h, time.Minute); err != nil {
+			return nil, 0, err
+		}
+		out = append(out, ms(time.Since(start)))
+		var buf bytes.Buffer
+		created.ManagedFields = nil
+		created.SetGroupVersionKind(networkingv1.SchemeGroupVersion.WithKind("Ingress"))
+		_ = enc.Encode(created, &buf)
+		size += float64(buf.Len())
+	}
+	return out, size / float64(n), nil
+}
+
+func currentConfig(ctx context.Context, addr string) (*configv1.Config, error) {
+	conn, err := grpcx.Dial(addr, grpcx.ClientConfig{})
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	st, err := configv1.NewConfigServiceClient(conn).GetStatus(ctx, &configv1.GetStatusRequest{IncludeResources: true})
+	if err != nil {
+		return nil, err
+	}
+	return st.GetCurrent(), nil
+}
+
+func fetch(url, path string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
+}
+
+func rssMiB(pid int, field string) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, field+":"); ok {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
+			return v / 1024
+		}
+	}
+	return 0
+}
+
+func machine() map[string]string {
+	cpu := ""
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				cpu = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
+				break
+			}
+		}
+	}
+	return map[string]string{"cpus": strconv.Itoa(runtime.NumCPU()), "cpu": cpu, "go": runtime.Version(),
+		"kube-apiserver": "v1.37.2", "etcd": "v3.6.16", "caddy": "v2.11.9", "date": time.Now().UTC().Format(time.RFC3339)}
+}
+
+func print(r Result) {
+	fmt.Printf("bench: %d Ingresses: cold start %.0f ms vs informer %.0f ms + Caddy load %.0f ms (ratio %.2f); change idle p50 %.0f p99 %.0f ms, churn p50 %.0f p99 %.0f ms\n",
+		r.Ingresses, r.ColdStartMs, r.InformerListMs, r.CaddyLoadMs, r.ColdRatio, r.IdleP50Ms, r.IdleP99Ms, r.ChurnP50Ms, r.ChurnP99Ms)
+}
