@@ -12,7 +12,7 @@ TEST_TIMEOUT ?= 20m
 
 export SLUICE_TOOLS_BIN := $(TOOLS)
 
-.PHONY: all build test images certs proto proto-check lint demo bench tools tools-dev certs images clean help
+.PHONY: all build test bench-components images certs proto proto-check lint demo bench tools tools-dev certs images clean help
 
 all: build
 
@@ -62,10 +62,16 @@ test: tools proto-check
 demo: tools build
 	$(GO) run ./internal/demo
 
-# bench runs the benchmarks on the real apiserver and Caddy; results go to .bench/.
+# bench runs the harness on the real apiserver and Caddy (1k and 10k Ingresses) and writes
+# docs/benchmarks.md and docs/benchmarks.json; profiles go to .bench/.
 bench: tools
+	$(GO) run ./internal/bench -sizes 1000,10000 -out docs/benchmarks.md -json docs/benchmarks.json -profiles .bench
+
+# bench-components runs the Go benchmarks of single components (translation, the watcher's
+# time to marker against a bare informer, Caddy /load) for benchstat.
+bench-components: tools
 	@mkdir -p .bench
-	$(GO) test -run '^$$' -bench . -benchtime 5x -timeout 30m ./translator/translate/ ./watcher/ ./pusher/ | tee .bench/results.txt
+	$(GO) test -run '^$$' -bench . -benchtime 5x -count 5 -timeout 30m ./translator/translate/ ./watcher/ ./pusher/ | tee .bench/components.txt
 
 # images builds one image per component (and Caddy, etcd, kube-apiserver and a test backend
 # for the compose setup) from static binaries on IMAGE_BASE. Nothing can be pulled here, so

@@ -55,7 +55,7 @@ func BenchmarkCaddyLoad(b *testing.B) {
 			for b.Loop() {
 				v++
 				cfg := routesConfig("bench", v, routes, be)
-				body, _ := caddy.Render(cfg, caddy.RenderOptions{AdminListen: "x", HTTPListen: "y", HTTPSListen: "z"})
+				body, _, _ := caddy.Render(cfg, caddy.RenderOptions{AdminListen: "x", HTTPListen: "y", HTTPSListen: "z"})
 				size = len(body)
 				start := time.Now()
 				if err := target.Apply(context.Background(), cfg); err != nil {

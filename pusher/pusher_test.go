@@ -142,14 +142,16 @@ func startPusher(t testing.TB, translatorAddr string, extra ...string) *env {
 		"--proxy-http-listen", fmt.Sprintf("127.0.0.1:%d", cd.HTTPPort), "--proxy-https-listen", fmt.Sprintf("127.0.0.1:%d", cd.HTTPSPort),
 		"--listen", a[0], "--http-listen", a[1], "--log-level", "debug"}, extra...)
 	p := testenv.StartBinary(t, "pusher", args...)
-	target, err := caddy.New(caddy.Config{Admin: cd.AdminURL})
+	// The same render options as the pusher's, so that fingerprints compare.
+	target, err := caddy.New(caddy.Config{Admin: cd.AdminURL, Render: caddy.RenderOptions{
+		HTTPListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPPort), HTTPSListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPSPort)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &env{caddy: cd, pusher: p, httpAddr: a[1], target: target, args: args}
 }
 
-// caddyHash is the hash of the config Caddy runs ("" for none of ours). Caddy restarts its
+// caddyHash is the fingerprint of the config Caddy runs ("" for none of ours). Caddy restarts its
 // admin listener when a load changes the admin section, so a refused or cut request is
 // asked again for a while.
 func (e *env) caddyHash(t *testing.T) string {
@@ -167,8 +169,20 @@ func (e *env) caddyHash(t *testing.T) string {
 	}
 }
 
-func (e *env) waitHash(t *testing.T, want string) {
+// fp is the fingerprint Caddy runs for cfg.
+func (e *env) fp(t testing.TB, cfg *configv1.Config) string {
 	t.Helper()
+	fp, err := e.target.Fingerprint(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fp
+}
+
+// waitConfig waits until Caddy runs cfg.
+func (e *env) waitConfig(t *testing.T, cfg *configv1.Config) {
+	t.Helper()
+	want := e.fp(t, cfg)
 	deadline := time.Now().Add(30 * time.Second)
 	for e.caddyHash(t) != want {
 		if time.Now().After(deadline) {
@@ -284,7 +298,7 @@ func TestGateAppliesNothingBeforeTheMarkerNorAfterAReset(t *testing.T) {
 	}
 	v3 := simpleConfig("e1", 3, "gate.example.com", b1)
 	_ = s.send(configMsg(v3))
-	e.waitHash(t, v3.GetHash())
+	e.waitConfig(t, v3)
 	fake.waitAnswer(t, "ACK of version 3", func(a *configv1.StreamConfigRequest) bool { return a.GetAck().GetConfig().GetVersion() == 3 })
 	if got := get(t, e.caddy.HTTPPort, "gate.example.com", "/"); got != "one" {
 		t.Fatalf("after the marker: answered by %q, want one", got)
@@ -294,7 +308,7 @@ func TestGateAppliesNothingBeforeTheMarkerNorAfterAReset(t *testing.T) {
 	s2 := fake.nextStream(t)
 	_ = s2.send(configMsg(simpleConfig("e2", 1, "gate.example.com", b2)))
 	e.waitMetric(t, `sluice_pusher_configs_dropped_total{reason="before-marker"}`, 2)
-	if h := e.caddyHash(t); h != v3.GetHash() {
+	if h := e.caddyHash(t); h != e.fp(t, v3) {
 		t.Fatalf("caddy changed after a reset, before the new marker: %s", h)
 	}
 	if got := get(t, e.caddy.HTTPPort, "gate.example.com", "/"); got != "one" {
@@ -303,7 +317,7 @@ func TestGateAppliesNothingBeforeTheMarkerNorAfterAReset(t *testing.T) {
 	_ = s2.send(marker("e2", 1))
 	v1e2 := simpleConfig("e2", 1, "gate.example.com", b2)
 	_ = s2.send(configMsg(v1e2))
-	e.waitHash(t, v1e2.GetHash())
+	e.waitConfig(t, v1e2)
 	if got := get(t, e.caddy.HTTPPort, "gate.example.com", "/"); got != "two" {
 		t.Fatalf("after the new marker: answered by %q, want two", got)
 	}
@@ -324,7 +338,7 @@ func TestRejectedConfigRestartAndShutdown(t *testing.T) {
 	good := simpleConfig("e1", 1, "keep.example.com", b1)
 	_ = s.send(marker("e1", 1))
 	_ = s.send(configMsg(good))
-	e.waitHash(t, good.GetHash())
+	e.waitConfig(t, good)
 
 	bad := simpleConfig("e1", 2, "keep.example.com", b1)
 	bad.Resources.Certificates = []*configv1.Certificate{{Name: "broken", CertificatePem: []byte("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n"), PrivateKeyPem: []byte("x")}}
@@ -335,8 +349,8 @@ func TestRejectedConfigRestartAndShutdown(t *testing.T) {
 	if !strings.Contains(nack.GetNack().GetError(), "caddy rejected the config") {
 		t.Fatalf("NACK error %q does not carry Caddy's answer", nack.GetNack().GetError())
 	}
-	if h := e.caddyHash(t); h != good.GetHash() {
-		t.Fatalf("caddy runs %s after a rejected config, want the previous %s", h, good.GetHash())
+	if h := e.caddyHash(t); h != e.fp(t, good) {
+		t.Fatalf("caddy runs %s after a rejected config, want the previous %s", h, e.fp(t, good))
 	}
 	if got := get(t, e.caddy.HTTPPort, "keep.example.com", "/"); got != "steady" {
 		t.Fatalf("previous routes not served after a rejection: %q", got)
@@ -346,7 +360,7 @@ func TestRejectedConfigRestartAndShutdown(t *testing.T) {
 	if err := e.caddy.Restart(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e.waitHash(t, good.GetHash())
+	e.waitConfig(t, good)
 	if got := get(t, e.caddy.HTTPPort, "keep.example.com", "/"); got != "steady" {
 		t.Fatalf("after a Caddy restart: %q", got)
 	}
@@ -360,7 +374,7 @@ func TestRejectedConfigRestartAndShutdown(t *testing.T) {
 		t.Fatalf("pusher exit after SIGTERM: %d %v", code, err)
 	}
 	_ = s.send(configMsg(simpleConfig("e1", 3, "other.example.com", b1)))
-	if h := e.caddyHash(t); h != good.GetHash() {
+	if h := e.caddyHash(t); h != e.fp(t, good) {
 		t.Fatalf("caddy changed after the pusher's SIGTERM: %s", h)
 	}
 }
@@ -402,7 +416,7 @@ func TestCaddyRoutesEveryGoldenCaseLikeTheReference(t *testing.T) {
 				_ = s.send(marker("golden", 1))
 			}
 			_ = s.send(configMsg(cfg))
-			e.waitHash(t, cfg.GetHash())
+			e.waitConfig(t, cfg)
 			probes := 0
 			for _, vh := range res.GetVirtualHosts() {
 				host := strings.Replace(vh.GetHostname(), "*.", "x.", 1)

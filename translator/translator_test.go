@@ -3,7 +3,6 @@ package main_test
 import (
 	"context"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -100,17 +99,6 @@ func (f *configFollower) counts() (int, int) {
 	return len(f.markers), len(f.configs)
 }
 
-func waitLog(t *testing.T, p *testenv.Process, s string) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(p.Logs(), s) {
-		if time.Now().After(deadline) || p.Exited() {
-			t.Fatalf("%s never logged %q:\n%s", p.Name(), s, p.LogTail(20))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func createApp(t *testing.T, c *testenv.Cluster, ns string) {
 	t.Helper()
 	ctx := context.Background()
@@ -178,8 +166,8 @@ func TestNoConfigBeforeMarkerAndNewEpochOnWatcherRestart(t *testing.T) {
 	tr := testenv.StartBinary(t, "translator", "--watcher-addr", a[0], "--listen", a[2], "--http-listen", a[3],
 		"--ingress-class", "sluice-"+ns, "--log-level", "debug")
 	f := followConfig(t, a[2])
-	waitLog(t, w, "forbidden (403)")
-	waitLog(t, tr, "pusher connected")
+	w.WaitLog(t, "forbidden (403)")
+	tr.WaitLog(t, "pusher connected")
 	// The translator is connected to a watcher whose barrier is shut: nothing may come.
 	st, err := f.client.GetStatus(ctx, &configv1.GetStatusRequest{})
 	if err != nil {

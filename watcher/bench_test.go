@@ -3,10 +3,7 @@ package main_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,21 +70,6 @@ func populate(b *testing.B, c *testenv.Cluster, n int) string {
 	return benchObjects.ns
 }
 
-// rssKB reads a field (VmRSS, VmHWM) of /proc/PID/status.
-func rssKB(pid int, field string) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(l, field+":"); ok {
-			v, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
-			return v
-		}
-	}
-	return 0
-}
-
 func median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
@@ -125,8 +107,8 @@ func BenchmarkTimeToMarker(b *testing.B) {
 		fl := followB(b, a[0])
 		<-fl
 		sluice = append(sluice, time.Since(start).Seconds())
-		rss = append(rss, rssKB(p.Pid(), "VmRSS"))
-		peak = append(peak, rssKB(p.Pid(), "VmHWM"))
+		rss = append(rss, p.RSS("VmRSS"))
+		peak = append(peak, p.RSS("VmHWM"))
 		p.Kill()
 	}
 	b.ReportMetric(median(sluice)*1000, "sluice-ms")

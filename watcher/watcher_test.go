@@ -201,7 +201,7 @@ func TestScenario4MarkerAfterExactlyTheObjectsThatExisted(t *testing.T) {
 	w := startWatcher(t, kc, "--namespaces", ns, "--kinds", namespacedKinds, "--sync-timeout", "2m")
 	early := follow(t, w.addr, &watchv1.WatchRequest{ClientName: "early"})
 	early.waitFor(30*time.Second, "the early snapshot", func(m *watchstream.Mirror) bool { return early.snapshotEnd >= 0 })
-	waitLog(t, w.Process, "forbidden (403)")
+	w.Process.WaitLog(t, "forbidden (403)")
 	if early.hasMarker() {
 		t.Fatal("marker before ingresses could be listed")
 	}
@@ -278,7 +278,7 @@ func TestScenario5SIGTERMDuringSyncSendsNothing(t *testing.T) {
 	kc, _ := restrictedKubeconfig(t, c, watcherRules("services/list", "services/watch"))
 	w := startWatcher(t, kc, "--sync-timeout", "2m")
 	f := follow(t, w.addr, &watchv1.WatchRequest{})
-	waitLog(t, w.Process, "forbidden (403)")
+	w.Process.WaitLog(t, "forbidden (403)")
 	sigterm(t, w.Process)
 	if code := waitExit(t, w.Process, 30*time.Second); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM, want 0", code)
@@ -372,6 +372,7 @@ func TestAPIServerRestartAndCutConnectionConverge(t *testing.T) {
 	f := follow(t, w.addr, &watchv1.WatchRequest{})
 	f.waitMarker(time.Minute)
 
+	before := proxy.Refused()
 	proxy.Cut()
 	createServices(t, c.Client, ns, "cut", 5)
 	for i := 0; i < 3; i++ {
@@ -379,7 +380,9 @@ func TestAPIServerRestartAndCutConnectionConverge(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitLog(t, w.Process, "watch ended with error")
+	if !proxy.WaitRefused(before, time.Minute) {
+		t.Fatal("the watcher never tried to reach the apiserver through the cut")
+	}
 	proxy.Restore()
 	converge(t, c, f, ns)
 
@@ -497,15 +500,4 @@ func countKind(m *watchstream.Mirror, kind string) int {
 		}
 	}
 	return n
-}
-
-func waitLog(t *testing.T, p *testenv.Process, s string) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(p.Logs(), s) {
-		if time.Now().After(deadline) || p.Exited() {
-			t.Fatalf("log never said %q:\n%s", s, p.LogTail(20))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -429,7 +429,7 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	}
 	r.ChangeCaddyMs = median(loads)
 	for _, p := range []*testenv.Process{st.Watcher, st.Translator, st.Pusher, st.Caddy.Process()} {
-		r.RSS[p.Name()] = map[string]float64{"steady": rssMiB(p.Pid(), "VmRSS"), "peak": rssMiB(p.Pid(), "VmHWM")}
+		r.RSS[p.Name()] = map[string]float64{"steady": p.RSS("VmRSS") / 1024, "peak": p.RSS("VmHWM") / 1024}
 	}
 	return r, nil
 }
@@ -497,20 +497,6 @@ func fetch(url, path string) error {
 	defer f.Close()
 	_, err = io.Copy(f, resp.Body)
 	return err
-}
-
-func rssMiB(pid int, field string) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(l, field+":"); ok {
-			v, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
-			return v / 1024
-		}
-	}
-	return 0
 }
 
 func machine() map[string]string {

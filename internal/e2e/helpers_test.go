@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/stack"
 	"github.com/sluice-io/sluice/internal/testenv"
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	"github.com/sluice-io/sluice/pusher/caddy"
 	"github.com/sluice-io/sluice/translator/translate"
 )
@@ -91,7 +92,8 @@ func (w *world) start(cfg stack.Config) {
 		}
 		st.Stop()
 	})
-	w.target, err = caddy.New(caddy.Config{Admin: st.Caddy.AdminURL})
+	// The pusher's render options, so that fingerprints compare.
+	w.target, err = caddy.New(caddy.Config{Admin: st.Caddy.AdminURL, Render: caddy.RenderOptions{HTTPListen: st.HTTPAddr(), HTTPSListen: st.HTTPSAddr()}})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -177,7 +179,8 @@ func (w *world) waitServed(from, n int, d time.Duration) {
 	}
 }
 
-// caddyHash is the hash of the config Caddy runs, asking again while its admin restarts.
+// caddyHash is the fingerprint of the config Caddy runs, asking again while its admin
+// restarts.
 func (w *world) caddyHash() string {
 	w.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -193,8 +196,8 @@ func (w *world) caddyHash() string {
 	}
 }
 
-// expectedHash computes, independently of the watcher and translator, the config the
-// cluster's objects give: listed straight from the apiserver and translated.
+// expectedHash computes, independently of the watcher and translator, what Caddy must run
+// for the cluster's objects: listed straight from the apiserver, translated and rendered.
 func (w *world) expectedHash() string {
 	w.t.Helper()
 	ctx := context.Background()
@@ -222,7 +225,12 @@ func (w *world) expectedHash() string {
 	for i := range secrets.Items {
 		in.Secrets = append(in.Secrets, &secrets.Items[i])
 	}
-	return translate.Hash(translate.Translate(in, translate.Options{IngressClass: class, ControllerName: "sluice.io/ingress-controller", Now: time.Now()}))
+	res := translate.Translate(in, translate.Options{IngressClass: class, ControllerName: "sluice.io/ingress-controller", Now: time.Now()})
+	fp, err := w.target.Fingerprint(&configv1.Config{Resources: res})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return fp
 }
 
 // waitConverged waits until Caddy runs exactly what the cluster says.
@@ -343,17 +351,6 @@ func (w *world) restrictedKubeconfig(without ...string) string {
 		w.t.Fatal(err)
 	}
 	return path
-}
-
-func waitLog(t *testing.T, p *testenv.Process, s string) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(p.Logs(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never logged %q:\n%s", p.Name(), s, p.LogTail(20))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func waitExit(t *testing.T, p *testenv.Process, d time.Duration) int {

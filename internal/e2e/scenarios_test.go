@@ -140,7 +140,7 @@ func TestScenario4ObjectsCreatedWhileTheWatcherStartsAreInTheFirstConfig(t *test
 	wg.Add(1)
 	go func() { defer wg.Done(); w.createRoutes(60, 60) }()
 	w.start(stack.Config{})
-	waitLog(t, w.st.Pusher, "config applied")
+	w.st.Pusher.WaitLog(t, "config applied")
 	// Right after the first apply, every Ingress that existed before the watcher started
 	// is served: the first config held them all.
 	for i := 0; i < 60; i++ {
@@ -170,7 +170,7 @@ func TestScenario5SIGTERMDuringInitialSyncPushesNothing(t *testing.T) {
 	// The watcher cannot sync; the translator and the pusher wait for a marker that never
 	// comes. SIGTERM to each, in turn, during that sync.
 	w.restartWatcherWith(forbidden, "--sync-timeout", "2m")
-	waitLog(t, w.st.Watcher, "forbidden (403)")
+	w.st.Watcher.WaitLog(t, "forbidden (403)")
 	for _, p := range []*testenv.Process{w.st.Pusher, w.st.Translator, w.st.Watcher} {
 		if err := p.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -194,7 +194,7 @@ func TestScenario5SIGTERMDuringInitialSyncPushesNothing(t *testing.T) {
 	if code := waitExit(t, w.st.Watcher, time.Minute); code == 0 {
 		t.Fatal("the watcher exited 0 after a sync timeout")
 	}
-	waitLog(t, w.st.Translator, "pusher connected") // the new pusher follows the translator
+	w.st.Translator.WaitLog(t, "pusher connected") // the new pusher follows the translator
 	if a := w.pusherApplied(); a != 0 {
 		t.Fatalf("the restarted pusher applied %v configs without a marker", a)
 	}
@@ -271,8 +271,11 @@ func TestScenario6RestartsAndCutsUnderChurnLoseNoRoute(t *testing.T) {
 		}},
 		{"apiserver", func() { must(t, w.c.RestartAPIServer(context.Background())) }},
 		{"apiserver connection", func() {
+			before := proxy.Refused()
 			proxy.Cut()
-			waitLog(t, w.st.Watcher, "watch ended with error")
+			if !proxy.WaitRefused(before, time.Minute) {
+				t.Fatal("the watcher never tried to reach the apiserver through the cut")
+			}
 			proxy.Restore()
 		}},
 	}

@@ -223,3 +223,30 @@ func IsLoopback(addr string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// Received is one result of a stream's Recv.
+type Received[T any] struct {
+	Msg *T
+	Err error
+}
+
+// Pump receives from a stream in its own goroutine and hands each message (and finally the
+// error that ended the stream) to the returned channel, so that the goroutine owning the
+// state can select on it beside its timers. It stops when ctx ends.
+func Pump[T any](ctx context.Context, recv func() (*T, error), buffer int) <-chan Received[T] {
+	out := make(chan Received[T], buffer)
+	go func() {
+		for {
+			m, err := recv()
+			select {
+			case out <- Received[T]{m, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return out
+}

@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -182,4 +184,36 @@ func killAll() {
 	for _, p := range ps {
 		p.Kill()
 	}
+}
+
+// WaitLog waits until this run's output contains s, and fails the test when the process
+// exits or a minute passes first.
+func (p *Process) WaitLog(t testing.TB, s string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(p.Logs(), s) {
+		if time.Now().After(deadline) || (p.Exited() && !strings.Contains(p.Logs(), s)) {
+			t.Fatalf("%s never logged %q:\n%s", p.Name(), s, p.LogTail(20))
+		}
+		time.Sleep(20 * time.Millisecond) // polling a log file
+	}
+}
+
+// RSS returns a memory figure of the process from /proc (field "VmRSS" for the resident set,
+// "VmHWM" for its peak), in KiB; 0 when it cannot be read.
+func (p *Process) RSS(field string) float64 { return RSS(p.Pid(), field) }
+
+// RSS returns a /proc/PID/status memory field in KiB.
+func RSS(pid int, field string) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, field+":"); ok {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
+			return v
+		}
+	}
+	return 0
 }

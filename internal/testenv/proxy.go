@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // TCPProxy forwards connections from a loopback port to a target. Cut closes every open
@@ -12,9 +13,10 @@ type TCPProxy struct {
 	target string
 	lis    net.Listener
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
+	mu      sync.Mutex
+	cut     bool
+	refused int // connections refused while cut
+	conns   map[net.Conn]struct{}
 }
 
 // NewTCPProxy listens on 127.0.0.1:0 and forwards to target.
@@ -39,6 +41,7 @@ func (p *TCPProxy) accept() {
 		}
 		p.mu.Lock()
 		if p.cut {
+			p.refused++
 			p.mu.Unlock()
 			c.Close()
 			continue
@@ -89,6 +92,26 @@ func (p *TCPProxy) Cut() {
 	for c := range conns {
 		c.Close()
 	}
+}
+
+// Refused is the number of connections refused while cut: evidence that a client tried to
+// get through the partition.
+func (p *TCPProxy) Refused() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused
+}
+
+// WaitRefused waits until a client has been refused since the count was before, or d passed.
+func (p *TCPProxy) WaitRefused(before int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for p.Refused() <= before {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
 }
 
 // Restore accepts connections again.

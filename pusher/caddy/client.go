@@ -79,10 +79,19 @@ func New(cfg Config) (*Target, error) {
 // Name is the data plane's name for logs.
 func (t *Target) Name() string { return "caddy" }
 
+// Fingerprint returns what Caddy would run for cfg (see Render).
+func (t *Target) Fingerprint(cfg *configv1.Config) (string, error) {
+	_, fp, err := Render(cfg, t.cfg.Render)
+	if err != nil {
+		return "", &RejectedError{Status: 0, Message: "cannot render: " + err.Error()}
+	}
+	return fp, nil
+}
+
 // Apply renders cfg and loads it. A *RejectedError means Caddy refused it; any other error
 // means it is unknown whether Caddy got it (retry).
 func (t *Target) Apply(ctx context.Context, cfg *configv1.Config) error {
-	body, err := Render(cfg, t.cfg.Render)
+	body, _, err := Render(cfg, t.cfg.Render)
 	if err != nil {
 		return &RejectedError{Status: 0, Message: "cannot render: " + err.Error()}
 	}
@@ -110,8 +119,8 @@ func (t *Target) Apply(ctx context.Context, cfg *configv1.Config) error {
 	return &RejectedError{Status: resp.StatusCode, Message: text}
 }
 
-// Current returns the hash of the config Caddy runs, "" when it runs none of the pusher's
-// (a fresh or replaced config), or an error when Caddy cannot be asked.
+// Current returns the fingerprint of the config Caddy runs, "" when it runs none of the
+// pusher's (a fresh or replaced config), or an error when Caddy cannot be asked.
 func (t *Target) Current(ctx context.Context) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.base+"/id/"+MetaID+"/include/0", nil)
 	if err != nil {
@@ -129,7 +138,7 @@ func (t *Target) Current(ctx context.Context) (string, error) {
 		if err := json.Unmarshal(body, &id); err != nil {
 			return "", nil
 		}
-		return HashOfIdentity(id), nil
+		return FingerprintOfIdentity(id), nil
 	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusBadRequest:
 		return "", nil // no such id: not our config
 	default:

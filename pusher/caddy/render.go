@@ -8,6 +8,8 @@
 package caddy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -15,6 +17,7 @@ import (
 	"strings"
 
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+	"github.com/sluice-io/sluice/translator/translate"
 )
 
 // MetaID is the @id of the object that carries the applied config's identity inside Caddy's
@@ -33,24 +36,24 @@ type RenderOptions struct {
 	HTTPSListen string
 }
 
-// Identity is what a config is known by inside Caddy.
-func Identity(cfg *configv1.Config) string {
-	return fmt.Sprintf("%s%s.%d.%s", metaPrefix, cfg.GetEpoch(), cfg.GetVersion(), cfg.GetHash())
-}
+// Identity is what a rendered config is known by inside Caddy: its fingerprint.
+func Identity(fingerprint string) string { return metaPrefix + fingerprint }
 
-// HashOfIdentity returns the hash part of an identity ("" if it is not one).
-func HashOfIdentity(id string) string {
-	if !strings.HasPrefix(id, metaPrefix) {
+// FingerprintOfIdentity returns the fingerprint in an identity ("" if it is not one).
+func FingerprintOfIdentity(id string) string {
+	fp, ok := strings.CutPrefix(id, metaPrefix)
+	if !ok {
 		return ""
 	}
-	parts := strings.Split(id, ".")
-	return parts[len(parts)-1]
+	return fp
 }
 
 type obj = map[string]any
 
-// Render returns the Caddy JSON config for cfg.
-func Render(cfg *configv1.Config, o RenderOptions) ([]byte, error) {
+// Render returns the Caddy JSON config for cfg and its fingerprint: the hash of everything
+// Caddy runs. Two configs that differ only in what Caddy does not use (a not-ready endpoint,
+// a finding, the version) have the same fingerprint, and need no reload.
+func Render(cfg *configv1.Config, o RenderOptions) ([]byte, string, error) {
 	res := cfg.GetResources()
 	backends := map[string]*configv1.Backend{}
 	for _, b := range res.GetBackends() {
@@ -62,7 +65,7 @@ func Render(cfg *configv1.Config, o RenderOptions) ([]byte, error) {
 		for _, rt := range vh.GetRoutes() {
 			r, err := route(rt, backends)
 			if err != nil {
-				return nil, fmt.Errorf("route %s: %w", rt.GetName(), err)
+				return nil, "", fmt.Errorf("route %s: %w", rt.GetName(), err)
 			}
 			sub = append(sub, r)
 		}
@@ -104,29 +107,39 @@ func Render(cfg *configv1.Config, o RenderOptions) ([]byte, error) {
 			apps["tls"] = obj{"certificates": obj{"load_pem": pems}}
 		}
 	}
+	admin := obj{"listen": o.AdminListen, "config": obj{"persist": false}}
+	// encoding/json sorts map keys, so the same content always gives the same bytes.
+	content, err := json.Marshal(obj{"admin": admin, "apps": apps})
+	if err != nil {
+		return nil, "", err
+	}
+	sum := sha256.Sum256(content)
+	fp := hex.EncodeToString(sum[:])
 	doc := obj{
-		"admin": obj{"listen": o.AdminListen, "config": obj{"persist": false}},
+		"admin": admin,
 		// The meta log never receives anything (no logger has that name); it only carries the
 		// identity of the config, readable at /id/sluice-meta.
-		"logging": obj{"logs": obj{"sluice-meta": obj{"@id": MetaID, "writer": obj{"output": "discard"}, "include": []string{Identity(cfg)}}}},
-		"apps":    apps,
+		"logging": obj{"logs": obj{"sluice-meta": obj{"@id": MetaID, "writer": obj{"output": "discard"}, "include": []string{Identity(fp)}}}},
+		"apps":    json.RawMessage(mustField(content, "apps")),
 	}
-	return json.Marshal(doc)
+	body, err := json.Marshal(doc)
+	return body, fp, err
 }
 
-// orderedHosts puts exact hosts first, then wildcards, then the catch-all, as translate.Match.
+// mustField returns one top-level field of a JSON object that was just marshalled.
+func mustField(doc []byte, name string) []byte {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &m); err != nil {
+		panic(fmt.Sprintf("caddy: re-reading rendered JSON: %v", err))
+	}
+	return m[name]
+}
+
+// orderedHosts puts the virtual hosts in the order requests try them (translate.HostLess);
+// configs from translate are already in it, others (test doubles) may not be.
 func orderedHosts(vhs []*configv1.VirtualHost) []*configv1.VirtualHost {
 	out := append([]*configv1.VirtualHost(nil), vhs...)
-	rank := func(h string) int {
-		switch {
-		case h == "":
-			return 2
-		case strings.HasPrefix(h, "*."):
-			return 1
-		}
-		return 0
-	}
-	sort.SliceStable(out, func(i, j int) bool { return rank(out[i].GetHostname()) < rank(out[j].GetHostname()) })
+	sort.SliceStable(out, func(i, j int) bool { return translate.HostLess(out[i].GetHostname(), out[j].GetHostname()) })
 	return out
 }
 

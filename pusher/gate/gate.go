@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
+	"github.com/sluice-io/sluice/internal/grpcx"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
@@ -28,7 +29,10 @@ type DataPlane interface {
 	// Apply replaces the data plane's whole config with cfg, atomically. An error that is a
 	// Rejection means the data plane refused it; any other error is retried.
 	Apply(ctx context.Context, cfg *configv1.Config) error
-	// Current returns the hash of the config the data plane runs, "" when it runs none of
+	// Fingerprint identifies what the data plane would run for cfg: configs with the same
+	// fingerprint need no push. An error that is a Rejection means cfg cannot be rendered.
+	Fingerprint(cfg *configv1.Config) (string, error)
+	// Current returns the fingerprint of what the data plane runs, "" when it runs none of
 	// ours (restarted, or replaced by someone else).
 	Current(ctx context.Context) (string, error)
 }
@@ -76,7 +80,8 @@ type Gate struct {
 	cfg Config
 	log hclog.Logger
 
-	applied *configv1.Config // last config the data plane accepted
+	applied   *configv1.Config // last config the data plane accepted
+	appliedFP string           // its fingerprint
 }
 
 // New returns a gate.
@@ -125,18 +130,13 @@ func (g *Gate) Run(ctx context.Context) error {
 	return nil
 }
 
-type recvResult struct {
-	msg *configv1.StreamConfigResponse
-	err error
-}
-
 // streamState is the gate of one stream.
 type streamState struct {
 	epoch         string
 	markerVersion uint64
 	open          bool
 	pending       *configv1.Config // newest admissible config not yet handled
-	rejectedHash  string           // refused by the data plane; not retried for the same hash
+	rejectedFP    string           // refused by the data plane; not retried for the same fingerprint
 	held          *configv1.Config // held back by the deletion guard
 	heldSince     time.Time
 }
@@ -152,20 +152,7 @@ func (g *Gate) stream(ctx context.Context) error {
 		PusherId: g.cfg.PusherID, DataPlane: g.cfg.Kind, SoftwareVersion: g.cfg.SoftwareVersion}}}); err != nil {
 		return fmt.Errorf("send hello: %w", err)
 	}
-	msgs := make(chan recvResult, 16)
-	go func() {
-		for {
-			m, err := stream.Recv()
-			select {
-			case msgs <- recvResult{m, err}:
-			case <-sctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	msgs := grpcx.Pump[configv1.StreamConfigResponse](sctx, stream.Recv, 16)
 	send := func(r *configv1.StreamConfigRequest) {
 		if err := stream.Send(r); err != nil {
 			g.log.Debug("could not answer the translator", "error", err)
@@ -183,13 +170,13 @@ func (g *Gate) stream(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case r := <-msgs:
-			if r.err != nil {
-				if errors.Is(r.err, io.EOF) {
+			if r.Err != nil {
+				if errors.Is(r.Err, io.EOF) {
 					return errors.New("translator closed the stream")
 				}
-				return r.err
+				return r.Err
 			}
-			g.receive(&st, r.msg)
+			g.receive(&st, r.Msg)
 		case <-retry:
 			retry = nil
 		case <-check.C:
@@ -256,13 +243,22 @@ func (g *Gate) handle(ctx context.Context, st *streamState, send func(*configv1.
 	ack := func() {
 		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Ack{Ack: &configv1.Ack{Config: ref(c)}}})
 	}
-	if g.applied != nil && g.applied.GetHash() == c.GetHash() {
+	fp, err := g.cfg.DataPlane.Fingerprint(c)
+	if err != nil {
+		st.pending = nil
+		g.cfg.Metrics.Rejected()
+		g.log.Error("data plane rejected the config; the previous one stays in place", "version", c.GetVersion(), "error", err)
+		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Nack{Nack: &configv1.Nack{Config: ref(c), Error: err.Error()}}})
+		return false
+	}
+	if g.applied != nil && g.appliedFP == fp {
+		// Nothing the data plane runs changed (a not-ready endpoint, a finding): no push.
 		g.applied = c
 		st.pending, st.held = nil, nil
 		ack()
 		return false
 	}
-	if c.GetHash() == st.rejectedHash {
+	if fp == st.rejectedFP {
 		st.pending = nil
 		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Nack{Nack: &configv1.Nack{Config: ref(c), Error: "identical to a config the data plane already rejected"}}})
 		return false
@@ -274,11 +270,11 @@ func (g *Gate) handle(ctx context.Context, st *streamState, send func(*configv1.
 		return false
 	}
 	start := time.Now()
-	err := g.cfg.DataPlane.Apply(ctx, c)
+	err = g.cfg.DataPlane.Apply(ctx, c)
 	var rej Rejection
 	switch {
 	case err == nil:
-		g.applied = c
+		g.applied, g.appliedFP = c, fp
 		st.pending, st.held = nil, nil
 		g.cfg.Metrics.Applied(c.GetVersion(), time.Since(start))
 		g.log.Info("config applied", "epoch", c.GetEpoch(), "version", c.GetVersion(), "hash", short(c.GetHash()), "took", time.Since(start).Round(time.Millisecond))
@@ -286,7 +282,7 @@ func (g *Gate) handle(ctx context.Context, st *streamState, send func(*configv1.
 		ack()
 		return false
 	case errors.As(err, &rej) && rej.Rejected():
-		st.pending, st.rejectedHash = nil, c.GetHash()
+		st.pending, st.rejectedFP = nil, fp
 		g.cfg.Metrics.Rejected()
 		g.log.Error("data plane rejected the config; the previous one stays in place", "version", c.GetVersion(), "error", err)
 		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Nack{Nack: &configv1.Nack{Config: ref(c), Error: err.Error()}}})
@@ -348,7 +344,7 @@ func (g *Gate) verify(ctx context.Context) {
 		g.log.Debug("data plane not reachable for a check", "error", err)
 		return
 	}
-	if cur == g.applied.GetHash() {
+	if cur == g.appliedFP {
 		return
 	}
 	if ctx.Err() != nil {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/watchstream"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
@@ -105,11 +106,6 @@ func New(cfg Config) (*Engine, error) {
 	return &Engine{cfg: cfg, log: cfg.Logger, mirror: watchstream.NewMirror(), decoded: map[watchstream.ObjectKey]runtime.Object{}, badObjs: map[watchstream.ObjectKey]string{}}, nil
 }
 
-type recvResult struct {
-	msg *watchv1.WatchResponse
-	err error
-}
-
 // Run follows the watcher until ctx ends. Stream failures are retried with backoff forever;
 // only ctx ends Run.
 func (e *Engine) Run(ctx context.Context) error {
@@ -181,20 +177,7 @@ func (e *Engine) follow(ctx context.Context) error {
 		return fmt.Errorf("open watch stream: %w", err)
 	}
 	e.mirror.StartStream()
-	msgs := make(chan recvResult, 1024)
-	go func() {
-		for {
-			m, err := stream.Recv()
-			select {
-			case msgs <- recvResult{m, err}:
-			case <-sctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	msgs := grpcx.Pump[watchv1.WatchResponse](sctx, stream.Recv, 1024)
 
 	var holdoff, maxDelay <-chan time.Time
 	dirty := false
@@ -203,13 +186,13 @@ func (e *Engine) follow(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case r := <-msgs:
-			if r.err != nil {
-				if errors.Is(r.err, io.EOF) {
+			if r.Err != nil {
+				if errors.Is(r.Err, io.EOF) {
 					return errors.New("watcher closed the stream")
 				}
-				return r.err
+				return r.Err
 			}
-			change, err := e.apply(r.msg)
+			change, err := e.apply(r.Msg)
 			if err != nil {
 				return err
 			}

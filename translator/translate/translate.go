@@ -589,7 +589,7 @@ func (t *translator) result() *configv1.Resources {
 		}
 		out.VirtualHosts = append(out.VirtualHosts, vh)
 	}
-	sort.Slice(out.VirtualHosts, func(i, j int) bool { return hostLess(out.VirtualHosts[i].Hostname, out.VirtualHosts[j].Hostname) })
+	sort.Slice(out.VirtualHosts, func(i, j int) bool { return HostLess(out.VirtualHosts[i].Hostname, out.VirtualHosts[j].Hostname) })
 	for name, b := range t.backends {
 		if used[name] {
 			out.Backends = append(out.Backends, b)
@@ -627,8 +627,9 @@ func SortFindings(fs []*configv1.Finding) {
 	})
 }
 
-// hostLess orders hosts: exact names, then wildcards, then the catch-all "", each sorted.
-func hostLess(a, b string) bool {
+// HostLess orders hosts as requests try them: exact names, then wildcards, then the
+// catch-all "", each group sorted.
+func HostLess(a, b string) bool {
 	rank := func(h string) int {
 		switch {
 		case h == "":
