@@ -363,21 +363,22 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	if err != nil {
 		return r, err
 	}
+	// Each run loads into a fresh Caddy: loading the same config again is a no-op for Caddy.
 	var loads []float64
-	cd, err := testenv.StartCaddy(ctx)
-	if err != nil {
-		return r, err
-	}
-	target, _ := caddy.New(caddy.Config{Admin: cd.AdminURL, Render: caddy.RenderOptions{HTTPListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPPort), HTTPSListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPSPort)}})
 	for i := 0; i < runs; i++ {
-		final.Version++ // a different identity, so that Caddy loads it anew
-		start := time.Now()
-		if err := target.Apply(ctx, final); err != nil {
+		cd, err := testenv.StartCaddy(ctx)
+		if err != nil {
 			return r, err
 		}
+		target, _ := caddy.New(caddy.Config{Admin: cd.AdminURL, Render: caddy.RenderOptions{HTTPListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPPort), HTTPSListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPSPort)}})
+		start := time.Now()
+		err = target.Apply(ctx, final)
 		loads = append(loads, ms(time.Since(start)))
+		cd.Kill()
+		if err != nil {
+			return r, err
+		}
 	}
-	cd.Kill()
 	r.CaddyLoadMs = median(loads)
 	r.ColdRatio = r.ColdStartMs / (r.InformerListMs + r.CaddyLoadMs)
 	r.HoldoffMs = 50
