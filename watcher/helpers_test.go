@@ -211,17 +211,6 @@ func restrictedKubeconfig(t *testing.T, c *testenv.Cluster, rules []rbacv1.Polic
 	return path, name
 }
 
-func waitExit(t *testing.T, p *testenv.Process, d time.Duration) int {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	code, err := p.Wait(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return code
-}
-
 func sigterm(t *testing.T, p *testenv.Process) {
 	t.Helper()
 	if err := p.Signal(syscall.SIGTERM); err != nil {

@@ -66,7 +66,7 @@ func TestScenario1IngressListForbiddenNoMarkerExitNamingKind(t *testing.T) {
 	kc, _ := restrictedKubeconfig(t, c, watcherRules("ingresses/list", "ingresses/watch"))
 	w := startWatcher(t, kc, "--sync-timeout", "5s")
 	f := follow(t, w.addr, &watchv1.WatchRequest{ClientName: "scenario1"})
-	if code := waitExit(t, w.Process, time.Minute); code == 0 {
+	if code := w.Process.WaitExit(t, time.Minute); code == 0 {
 		t.Fatalf("watcher exited 0 after a sync timeout")
 	}
 	logs := w.Logs()
@@ -107,7 +107,7 @@ func TestScenario2RequiredKindMissingExitsOptionalSkipped(t *testing.T) {
 	c := testenv.SharedCluster(t)
 	required := strings.Join(append(append([]string{}, kinds.DefaultRequired...), "widgets.sluice.example/v1/widgets"), ",")
 	w := startWatcher(t, c.AdminKubeconfig, "--kinds", required, "--sync-timeout", "3s")
-	if code := waitExit(t, w.Process, time.Minute); code == 0 {
+	if code := w.Process.WaitExit(t, time.Minute); code == 0 {
 		t.Fatal("watcher exited 0 with a required kind missing")
 	}
 	if logs := w.Logs(); !strings.Contains(logs, "widgets.sluice.example/v1/widgets: not served by the apiserver") {
@@ -280,7 +280,7 @@ func TestScenario5SIGTERMDuringSyncSendsNothing(t *testing.T) {
 	f := follow(t, w.addr, &watchv1.WatchRequest{})
 	w.Process.WaitLog(t, "forbidden (403)")
 	sigterm(t, w.Process)
-	if code := waitExit(t, w.Process, 30*time.Second); code != 0 {
+	if code := w.Process.WaitExit(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM, want 0", code)
 	}
 	<-f.done

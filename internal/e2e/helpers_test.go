@@ -352,14 +352,3 @@ func (w *world) restrictedKubeconfig(without ...string) string {
 	}
 	return path
 }
-
-func waitExit(t *testing.T, p *testenv.Process, d time.Duration) int {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	code, err := p.Wait(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return code
-}

@@ -64,7 +64,7 @@ func TestScenario1WatcherRestartedWithIngressListForbidden(t *testing.T) {
 	hash, applied := w.caddyHash(), w.pusherApplied()
 
 	w.restartWatcherWith(w.restrictedKubeconfig("ingresses"), "--sync-timeout", "4s")
-	if code := waitExit(t, w.st.Watcher, time.Minute); code == 0 {
+	if code := w.st.Watcher.WaitExit(t, time.Minute); code == 0 {
 		t.Fatal("the watcher exited 0")
 	}
 	if logs := w.st.Watcher.Logs(); !strings.Contains(logs, "networking.k8s.io/v1/ingresses: forbidden (403)") {
@@ -95,7 +95,7 @@ func TestScenario2RequiredCustomResourceMissing(t *testing.T) {
 	hash := w.caddyHash()
 	required := strings.Join(append(append([]string{}, kinds.DefaultRequired...), "gateways.e2e.sluice.example/v1/gateways"), ",")
 	w.restartWatcherWith(w.c.AdminKubeconfig, "--kinds", required, "--sync-timeout", "3s")
-	if code := waitExit(t, w.st.Watcher, time.Minute); code == 0 {
+	if code := w.st.Watcher.WaitExit(t, time.Minute); code == 0 {
 		t.Fatal("the watcher exited 0")
 	}
 	if !strings.Contains(w.st.Watcher.Logs(), "gateways.e2e.sluice.example/v1/gateways: not served by the apiserver") {
@@ -175,7 +175,7 @@ func TestScenario5SIGTERMDuringInitialSyncPushesNothing(t *testing.T) {
 		if err := p.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		if code := waitExit(t, p, 30*time.Second); code != 0 {
+		if code := p.WaitExit(t, 30*time.Second); code != 0 {
 			t.Fatalf("%s exited %d after SIGTERM", p.Name(), code)
 		}
 	}
@@ -191,7 +191,7 @@ func TestScenario5SIGTERMDuringInitialSyncPushesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.restartWatcherWith(forbidden, "--sync-timeout", "3s")
-	if code := waitExit(t, w.st.Watcher, time.Minute); code == 0 {
+	if code := w.st.Watcher.WaitExit(t, time.Minute); code == 0 {
 		t.Fatal("the watcher exited 0 after a sync timeout")
 	}
 	w.st.Translator.WaitLog(t, "pusher connected") // the new pusher follows the translator
@@ -200,7 +200,7 @@ func TestScenario5SIGTERMDuringInitialSyncPushesNothing(t *testing.T) {
 	}
 	for _, p := range []*testenv.Process{w.st.Pusher, w.st.Translator} {
 		_ = p.Signal(syscall.SIGTERM)
-		waitExit(t, p, 30*time.Second)
+		p.WaitExit(t, 30*time.Second)
 	}
 	k.finish()
 	if h := w.caddyHash(); h != hash {

@@ -217,3 +217,16 @@ func RSS(pid int, field string) float64 {
 	}
 	return 0
 }
+
+// WaitExit waits up to d for the process to exit and returns its exit code; it fails the
+// test if the process is still running then.
+func (p *Process) WaitExit(t testing.TB, d time.Duration) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	code, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code
+}
