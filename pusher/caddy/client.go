@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
@@ -40,6 +41,27 @@ type Target struct {
 	cfg    Config
 	base   string
 	client *http.Client
+
+	// The last rendering: the gate asks for a config's fingerprint and then applies the same
+	// config, and configs are never mutated, so one rendering serves both.
+	mu       sync.Mutex
+	lastCfg  *configv1.Config
+	lastBody []byte
+	lastFP   string
+}
+
+func (t *Target) render(cfg *configv1.Config) ([]byte, string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if cfg == t.lastCfg {
+		return t.lastBody, t.lastFP, nil
+	}
+	body, fp, err := Render(cfg, t.cfg.Render)
+	if err != nil {
+		return nil, "", err
+	}
+	t.lastCfg, t.lastBody, t.lastFP = cfg, body, fp
+	return body, fp, nil
 }
 
 // New returns a target; RenderOptions.AdminListen is derived from Admin when empty.
@@ -81,7 +103,7 @@ func (t *Target) Name() string { return "caddy" }
 
 // Fingerprint returns what Caddy would run for cfg (see Render).
 func (t *Target) Fingerprint(cfg *configv1.Config) (string, error) {
-	_, fp, err := Render(cfg, t.cfg.Render)
+	_, fp, err := t.render(cfg)
 	if err != nil {
 		return "", &RejectedError{Status: 0, Message: "cannot render: " + err.Error()}
 	}
@@ -91,7 +113,7 @@ func (t *Target) Fingerprint(cfg *configv1.Config) (string, error) {
 // Apply renders cfg and loads it. A *RejectedError means Caddy refused it; any other error
 // means it is unknown whether Caddy got it (retry).
 func (t *Target) Apply(ctx context.Context, cfg *configv1.Config) error {
-	body, _, err := Render(cfg, t.cfg.Render)
+	body, _, err := t.render(cfg)
 	if err != nil {
 		return &RejectedError{Status: 0, Message: "cannot render: " + err.Error()}
 	}

@@ -107,32 +107,29 @@ func Render(cfg *configv1.Config, o RenderOptions) ([]byte, string, error) {
 			apps["tls"] = obj{"certificates": obj{"load_pem": pems}}
 		}
 	}
-	admin := obj{"listen": o.AdminListen, "config": obj{"persist": false}}
 	// encoding/json sorts map keys, so the same content always gives the same bytes.
-	content, err := json.Marshal(obj{"admin": admin, "apps": apps})
+	adminJSON, err := json.Marshal(obj{"listen": o.AdminListen, "config": obj{"persist": false}})
 	if err != nil {
 		return nil, "", err
 	}
-	sum := sha256.Sum256(content)
-	fp := hex.EncodeToString(sum[:])
+	appsJSON, err := json.Marshal(apps)
+	if err != nil {
+		return nil, "", err
+	}
+	h := sha256.New()
+	h.Write(adminJSON)
+	h.Write([]byte{0})
+	h.Write(appsJSON)
+	fp := hex.EncodeToString(h.Sum(nil))
 	doc := obj{
-		"admin": admin,
+		"admin": json.RawMessage(adminJSON),
 		// The meta log never receives anything (no logger has that name); it only carries the
 		// identity of the config, readable at /id/sluice-meta.
 		"logging": obj{"logs": obj{"sluice-meta": obj{"@id": MetaID, "writer": obj{"output": "discard"}, "include": []string{Identity(fp)}}}},
-		"apps":    json.RawMessage(mustField(content, "apps")),
+		"apps":    json.RawMessage(appsJSON),
 	}
 	body, err := json.Marshal(doc)
 	return body, fp, err
-}
-
-// mustField returns one top-level field of a JSON object that was just marshalled.
-func mustField(doc []byte, name string) []byte {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(doc, &m); err != nil {
-		panic(fmt.Sprintf("caddy: re-reading rendered JSON: %v", err))
-	}
-	return m[name]
 }
 
 // orderedHosts puts the virtual hosts in the order requests try them (translate.HostLess);
