@@ -356,17 +356,7 @@ func TestAPIServerRestartAndCutConnectionConverge(t *testing.T) {
 	c := testenv.SharedCluster(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	proxy, err := testenv.NewTCPProxy(strings.TrimPrefix(c.Host, "https://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	cfg := c.AdminConfig()
-	cfg.Host, cfg.ServerName = "https://"+proxy.Addr(), "localhost"
-	kc, err := c.WriteKubeconfig(cfg, "via-proxy-"+testenv.RandSuffix())
-	if err != nil {
-		t.Fatal(err)
-	}
+	proxy, kc := c.ProxiedKubeconfig(t, "via-proxy")
 	createServices(t, c.Client, ns, "keep", 20)
 	w := startWatcher(t, kc, "--namespaces", ns, "--kinds", namespacedKinds)
 	f := follow(t, w.addr, &watchv1.WatchRequest{})

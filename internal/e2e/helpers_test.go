@@ -46,20 +46,27 @@ func newWorld(t *testing.T, start bool, cfg stack.Config) *world {
 	t.Helper()
 	c := testenv.SharedCluster(t)
 	w := &world{t: t, c: c, ns: c.Namespace(t), backends: map[string]*testenv.Backend{}}
-	n := testenv.SharedNet(t)
-	for _, name := range []string{"alpha", "beta"} {
-		b, err := n.StartBackend(name + "-" + w.ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.backends[name] = b
-		w.service(name)
-	}
+	w.startBackends()
 	ensureClass(t, c)
 	if start {
 		w.start(cfg)
 	}
 	return w
+}
+
+// startBackends starts the backends alpha and beta and creates their Services and
+// EndpointSlices.
+func (w *world) startBackends() {
+	w.t.Helper()
+	n := testenv.SharedNet(w.t)
+	for _, name := range []string{"alpha", "beta"} {
+		b, err := n.StartBackend(name + "-" + w.ns)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		w.backends[name] = b
+		w.service(name)
+	}
 }
 
 func ensureClass(t *testing.T, c *testenv.Cluster) {

@@ -118,15 +118,7 @@ func TestScenario3EmptyClusterThenRoutesAppear(t *testing.T) {
 	if got := w.answer("anything.example.com", "/"); got != "404" {
 		t.Fatalf("empty config answered %s, want 404", got)
 	}
-	n := testenv.SharedNet(t)
-	for _, name := range []string{"alpha", "beta"} {
-		b, err := n.StartBackend(name + "-" + w.ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.backends[name] = b
-		w.service(name)
-	}
+	w.startBackends()
 	w.createRoutes(0, 3)
 	w.waitServed(0, 3, time.Minute)
 	w.waitConverged(time.Minute)
@@ -216,18 +208,7 @@ func TestScenario5SIGTERMDuringInitialSyncPushesNothing(t *testing.T) {
 // restarted, and the apiserver connection cut and restored, under steady churn: no route
 // is lost, and the system converges to the cluster's state after.
 func TestScenario6RestartsAndCutsUnderChurnLoseNoRoute(t *testing.T) {
-	c := testenv.SharedCluster(t)
-	proxy, err := testenv.NewTCPProxy(strings.TrimPrefix(c.Host, "https://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	cfg := c.AdminConfig()
-	cfg.Host, cfg.ServerName = "https://"+proxy.Addr(), "localhost"
-	kc, err := c.WriteKubeconfig(cfg, "e2e-proxy-"+testenv.RandSuffix())
-	if err != nil {
-		t.Fatal(err)
-	}
+	proxy, kc := testenv.SharedCluster(t).ProxiedKubeconfig(t, "e2e-proxy")
 	w := newWorld(t, true, stack.Config{WatcherKubeconfig: kc})
 	w.createRoutes(0, 10)
 	w.waitServed(0, 10, time.Minute)

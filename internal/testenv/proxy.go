@@ -3,7 +3,9 @@ package testenv
 import (
 	"io"
 	"net"
+	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -125,4 +127,24 @@ func (p *TCPProxy) Restore() {
 func (p *TCPProxy) Close() {
 	p.lis.Close()
 	p.Cut()
+}
+
+// ProxiedKubeconfig starts a TCPProxy in front of the apiserver and writes an admin
+// kubeconfig that goes through it, so that a test can cut one process off the apiserver.
+// The proxy is closed when the test ends.
+func (c *Cluster) ProxiedKubeconfig(t testing.TB, name string) (*TCPProxy, string) {
+	t.Helper()
+	p, err := NewTCPProxy(strings.TrimPrefix(c.Host, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	cfg := c.AdminConfig()
+	// The serving certificate names localhost and 127.0.0.1, not the proxy's port.
+	cfg.Host, cfg.ServerName = "https://"+p.Addr(), "localhost"
+	kc, err := c.WriteKubeconfig(cfg, name+"-"+RandSuffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, kc
 }
