@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/testenv"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
@@ -124,7 +125,7 @@ func followB(b *testing.B, addr string) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		conn, err := grpcClient(addr)
+		conn, err := grpcx.Dial(addr, grpcx.ClientConfig{})
 		if err != nil {
 			b.Error(err)
 			return

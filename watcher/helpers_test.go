@@ -12,12 +12,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/testenv"
 	"github.com/sluice-io/sluice/internal/watchstream"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
@@ -56,8 +56,7 @@ type follower struct {
 // follow opens a stream (retrying while the watcher is not serving yet) and follows it.
 func follow(t *testing.T, addr string, req *watchv1.WatchRequest) *follower {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	conn, err := grpcx.Dial(addr, grpcx.ClientConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +236,3 @@ func unstructuredOf(m map[string]any) *unstructured.Unstructured {
 }
 
 var waitForReady = grpc.WaitForReady(true)
-
-func grpcClient(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
-}

@@ -10,13 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/testenv"
 	"github.com/sluice-io/sluice/internal/watchstream"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
@@ -405,7 +404,7 @@ func TestResumeSendsOnlyDeltas(t *testing.T) {
 	f.waitMarker(time.Minute)
 	epoch, rev := f.mirror.Epoch(), f.mirror.Revision()
 	createServices(t, c.Client, ns, "s", 2)
-	conn, err := grpc.NewClient(w.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpcx.Dial(w.addr, grpcx.ClientConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
