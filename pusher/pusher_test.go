@@ -151,22 +151,14 @@ func startPusher(t testing.TB, translatorAddr string, extra ...string) *env {
 	return &env{caddy: cd, pusher: p, httpAddr: a[1], target: target, args: args}
 }
 
-// caddyHash is the fingerprint of the config Caddy runs ("" for none of ours). Caddy restarts its
-// admin listener when a load changes the admin section, so a refused or cut request is
-// asked again for a while.
+// caddyHash is the fingerprint of the config Caddy runs ("" for none of ours).
 func (e *env) caddyHash(t *testing.T) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		h, err := e.target.Current(context.Background())
-		if err == nil {
-			return h
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	fp, err := e.target.CurrentWithin(context.Background(), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return fp
 }
 
 // fp is the fingerprint Caddy runs for cfg.

@@ -186,21 +186,14 @@ func (w *world) waitServed(from, n int, d time.Duration) {
 	}
 }
 
-// caddyHash is the fingerprint of the config Caddy runs, asking again while its admin
-// restarts.
+// caddyHash is the fingerprint of the config Caddy runs.
 func (w *world) caddyHash() string {
 	w.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		h, err := w.target.Current(context.Background())
-		if err == nil {
-			return h
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	fp, err := w.target.CurrentWithin(context.Background(), 10*time.Second)
+	if err != nil {
+		w.t.Fatal(err)
 	}
+	return fp
 }
 
 // expectedHash computes, independently of the watcher and translator, what Caddy must run

@@ -170,3 +170,21 @@ func (t *Target) Current(ctx context.Context) (string, error) {
 
 // Rejected marks the error as the data plane refusing the config (see gate.Rejection).
 func (e *RejectedError) Rejected() bool { return true }
+
+// CurrentWithin is Current, asked again for up to `within` while Caddy's admin API does not
+// answer: Caddy restarts its admin listener when a load changes the admin section, and a
+// restarted Caddy takes a moment to listen.
+func (t *Target) CurrentWithin(ctx context.Context, within time.Duration) (string, error) {
+	deadline := time.Now().Add(within)
+	for {
+		fp, err := t.Current(ctx)
+		if err == nil || time.Now().After(deadline) {
+			return fp, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
