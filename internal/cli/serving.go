@@ -21,6 +21,8 @@ type ServingConfig struct {
 	Listen     string
 	HTTPListen string
 	TLS        grpcx.TLSFiles
+	// CountSent counts the bytes the gRPC server sends (see grpcx.ServerConfig).
+	CountSent func(method string, bytes int)
 }
 
 // Serving holds a process's gRPC server, operational endpoint and metrics registry. Services
@@ -43,7 +45,7 @@ func NewServing(cfg ServingConfig) (*Serving, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := grpcx.NewServer(grpcx.ServerConfig{Logger: cfg.Logger.Named("grpc-server"), TLS: cfg.TLS, Address: cfg.Listen})
+	g, err := grpcx.NewServer(grpcx.ServerConfig{Logger: cfg.Logger.Named("grpc-server"), TLS: cfg.TLS, Address: cfg.Listen, CountSent: cfg.CountSent})
 	if err != nil {
 		return nil, err
 	}

@@ -2,10 +2,15 @@ package grpcx
 
 import (
 	"bytes"
+	"context"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // gRPC between components on a non-loopback address without TLS is logged as a warning, on
@@ -30,5 +35,40 @@ func TestPlaintextOffLoopbackWarns(t *testing.T) {
 		if c.warn && warned != 2 || !c.warn && warned != 0 {
 			t.Errorf("%s: %d warnings, want %v:\n%s", c.addr, warned, c.warn, buf.String())
 		}
+	}
+}
+
+// CountSent is told the size of every message the server sends, with its method: the bytes
+// gRPC serialized, counted without serializing again.
+func TestCountSentReportsEveryMessageWithItsMethod(t *testing.T) {
+	var mu sync.Mutex
+	sent := map[string]int{}
+	srv, err := NewServer(ServerConfig{Logger: hclog.NewNullLogger(), CountSent: func(method string, n int) {
+		mu.Lock()
+		sent[method] += n
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Server.Serve(lis)
+	defer srv.Stop()
+	conn, err := Dial(lis.Addr().String(), ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	resp, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got, want := sent[healthpb.Health_Check_FullMethodName], proto.Size(resp); got != want || len(sent) != 1 {
+		t.Fatalf("counted %v, want %d bytes for %s", sent, want, healthpb.Health_Check_FullMethodName)
 	}
 }

@@ -70,12 +70,18 @@ func (s *Settings) Validate() error {
 
 // Run runs the translator until ctx is done or it fails.
 func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
-	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files()})
+	var m *metrics // set below, before anything is served
+	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files(),
+		CountSent: func(method string, n int) {
+			if method == configv1.ConfigService_StreamConfig_FullMethodName {
+				m.sentBytes.Add(float64(n))
+			}
+		}})
 	if err != nil {
 		return err
 	}
 	srv.Ops.SetNotReady("no complete config yet")
-	m := newMetrics(srv.Registry)
+	m = newMetrics(srv.Registry)
 	cfgSrv, err := configserver.New(configserver.Config{Logger: log.Named("config"), Stopping: ctx.Done(), Metrics: m,
 		OnComplete: func() { srv.Ops.SetReady() }})
 	if err != nil {

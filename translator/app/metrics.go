@@ -32,7 +32,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		nacks:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_translator_nacks_total", Help: "Configs rejected, per pusher."}, []string{"pusher"}),
 		applied:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_translator_pusher_applied_version", Help: "Newest config version each pusher acknowledged."}, []string{"pusher"}),
 		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_configs_published_total", Help: "Configs published."}),
-		sentBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_config_bytes_total", Help: "Serialized bytes of configs sent to pushers."}),
+		sentBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_config_bytes_total", Help: "Serialized bytes sent on Config streams (configs, markers, heartbeats)."}),
 	}
 	reg.MustRegister(m.restarts, m.builds, m.objects, m.version, m.pushers, m.acks, m.nacks, m.applied, m.published, m.sentBytes)
 	return m
@@ -54,4 +54,3 @@ func (m *metrics) Ack(pusher string, v uint64) {
 	m.applied.WithLabelValues(pusher).Set(float64(v))
 }
 func (m *metrics) Published(v uint64) { m.published.Inc(); m.version.Set(float64(v)) }
-func (m *metrics) Sent(n int)         { m.sentBytes.Add(float64(n)) }

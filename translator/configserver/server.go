@@ -27,8 +27,6 @@ type Metrics interface {
 	Ack(pusher string, version uint64)
 	Nack(pusher string)
 	Published(version uint64)
-	// Sent counts the serialized bytes of one message sent to a pusher.
-	Sent(bytes int)
 }
 
 // Config configures a Server.
@@ -173,9 +171,7 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 				sentEpoch, sentVersion = epoch, 0
 			}
 			if latest.GetEpoch() == epoch && latest.GetVersion() > sentVersion {
-				msg := &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Config{Config: latest}}
-				s.cfg.Metrics.Sent(proto.Size(msg))
-				if err := stream.Send(msg); err != nil {
+				if err := stream.Send(&configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Config{Config: latest}}); err != nil {
 					return err
 				}
 				sentVersion = latest.GetVersion()
@@ -292,4 +288,3 @@ func (nopMetrics) SetPushers(int)     {}
 func (nopMetrics) Ack(string, uint64) {}
 func (nopMetrics) Nack(string)        {}
 func (nopMetrics) Published(uint64)   {}
-func (nopMetrics) Sent(int)           {}

@@ -116,12 +116,18 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes dynamic client: %w", err)
 	}
-	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files()})
+	var m *metrics // set below, before anything is served
+	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files(),
+		CountSent: func(method string, n int) {
+			if method == watchv1.WatchService_Watch_FullMethodName {
+				m.sentBytes.Add(float64(n))
+			}
+		}})
 	if err != nil {
 		return err
 	}
 	srv.Ops.SetNotReady("initial sync not complete")
-	m := newMetrics(srv.Registry)
+	m = newMetrics(srv.Registry)
 	watchSrv, err := server.New(server.Config{Logger: log.Named("watch"), Heartbeat: s.Heartbeat, Stopping: ctx.Done(), Metrics: m})
 	if err != nil {
 		return err

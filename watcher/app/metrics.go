@@ -37,4 +37,3 @@ func (m *metrics) SyncFailure(kind, cause string) { m.syncFailures.WithLabelValu
 func (m *metrics) StreamOpened()                  { m.streams.Inc() }
 func (m *metrics) StreamClosed()                  { m.streams.Dec() }
 func (m *metrics) ClientDropped()                 { m.dropped.Inc() }
-func (m *metrics) Sent(n int)                     { m.sentBytes.Add(float64(n)) }

@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 	"github.com/sluice-io/sluice/watcher/store"
@@ -31,8 +30,6 @@ type Metrics interface {
 	StreamOpened()
 	StreamClosed()
 	ClientDropped()
-	// Sent counts the serialized bytes of one message sent.
-	Sent(bytes int)
 }
 
 // Config configures a Server.
@@ -109,7 +106,6 @@ func (s *Server) Watch(req *watchv1.WatchRequest, stream watchv1.WatchService_Wa
 		if s.stopping() {
 			return errStopping
 		}
-		s.cfg.Metrics.Sent(proto.Size(m))
 		return stream.Send(m)
 	}
 	f := &framer{sub: sub}
@@ -148,4 +144,3 @@ type nopMetrics struct{}
 func (nopMetrics) StreamOpened()  {}
 func (nopMetrics) StreamClosed()  {}
 func (nopMetrics) ClientDropped() {}
-func (nopMetrics) Sent(int)       {}
