@@ -265,7 +265,7 @@ func (e *Engine) build(first bool) {
 	for k, why := range e.badObjs {
 		res.Findings = append(res.Findings, &configv1.Finding{
 			Object: &configv1.ObjectRef{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name},
-			Field:  "", Cause: "object does not decode: " + why, Severity: configv1.FindingSeverity_FINDING_SEVERITY_ERROR,
+			Field:  "", Cause: "object does not decode: " + why, Severity: configv1.FindingSeverity_FINDING_SEVERITY_ERROR, Reason: "Undecodable",
 		})
 	}
 	translate.SortFindings(res.Findings)

@@ -62,6 +62,11 @@ type Options struct {
 	WatchIngressWithoutClass bool
 	// Now is the time certificates are checked against; zero skips the expiry check.
 	Now time.Time
+	// PublishService ("namespace/name") is the Service whose status.loadBalancer and
+	// externalIPs are the proxy's addresses; PublishAddresses lists them instead. They only
+	// change the statuses (see Statuses), never the config.
+	PublishService   string
+	PublishAddresses []string
 }
 
 // Input is the set of objects to translate.
@@ -92,6 +97,8 @@ type routeKey struct {
 	path string
 }
 
+type certProblem struct{ reason, why string }
+
 type claimedRoute struct {
 	route *configv1.Route
 	owner *networkingv1.Ingress
@@ -108,7 +115,7 @@ type translator struct {
 	hostCert      map[string]string // host -> certificate name
 	hostCertOwner map[string]*networkingv1.Ingress
 	certs         map[string]*configv1.Certificate
-	certErr       map[string]string // certificate name -> why it is unusable
+	certErr       map[string]certProblem // certificate name -> why it is unusable
 	backends      map[string]*configv1.Backend
 	findings      []*configv1.Finding
 }
@@ -125,7 +132,7 @@ func Translate(in Input, opts Options) *configv1.Resources {
 		hostCert:      map[string]string{},
 		hostCertOwner: map[string]*networkingv1.Ingress{},
 		certs:         map[string]*configv1.Certificate{},
-		certErr:       map[string]string{},
+		certErr:       map[string]certProblem{},
 		backends:      map[string]*configv1.Backend{},
 	}
 	for _, s := range in.Services {
@@ -167,6 +174,15 @@ func older(a, b *networkingv1.Ingress) bool {
 	return a.Name < b.Name
 }
 
+// Served returns the Ingresses a translator with opts serves, in no particular order.
+func Served(in Input, opts Options) []*networkingv1.Ingress {
+	t := &translator{opts: opts, classes: map[string]*networkingv1.IngressClass{}}
+	for _, c := range in.IngressClasses {
+		t.classes[c.Name] = c
+	}
+	return t.ours(in.Ingresses)
+}
+
 // ours selects the Ingresses this translator serves.
 func (t *translator) ours(all []*networkingv1.Ingress) []*networkingv1.Ingress {
 	defaultClass := false
@@ -185,7 +201,7 @@ func (t *translator) ours(all []*networkingv1.Ingress) []*networkingv1.Ingress {
 			case ok && c.Spec.Controller == t.opts.ControllerName:
 				out = append(out, ing)
 			case !ok && name == t.opts.IngressClass:
-				t.finding(ing, "spec.ingressClassName", configv1.FindingSeverity_FINDING_SEVERITY_WARNING,
+				t.finding(ing, "spec.ingressClassName", sevWarn, "IngressClassNotFound",
 					fmt.Sprintf("IngressClass %q does not exist; served because it is this translator's class", name))
 				out = append(out, ing)
 			}
@@ -201,12 +217,12 @@ func (t *translator) ours(all []*networkingv1.Ingress) []*networkingv1.Ingress {
 }
 
 func ref(ing *networkingv1.Ingress) *configv1.ObjectRef {
-	return &configv1.ObjectRef{Group: "networking.k8s.io", Kind: "Ingress", Namespace: ing.Namespace, Name: ing.Name,
-		Uid: string(ing.UID), ResourceVersion: ing.ResourceVersion}
+	// No resourceVersion: a status write or a label change must not make a new config.
+	return &configv1.ObjectRef{Group: "networking.k8s.io", Kind: "Ingress", Namespace: ing.Namespace, Name: ing.Name, Uid: string(ing.UID)}
 }
 
-func (t *translator) finding(ing *networkingv1.Ingress, field string, sev configv1.FindingSeverity, cause string) {
-	t.findings = append(t.findings, &configv1.Finding{Object: ref(ing), Field: field, Cause: cause, Severity: sev})
+func (t *translator) finding(ing *networkingv1.Ingress, field string, sev configv1.FindingSeverity, reason, cause string) {
+	t.findings = append(t.findings, &configv1.Finding{Object: ref(ing), Field: field, Cause: cause, Severity: sev, Reason: reason})
 }
 
 const (
@@ -219,7 +235,7 @@ func (t *translator) ingress(ing *networkingv1.Ingress) {
 	if v, ok := ing.Annotations[AnnotationRequestTimeout]; ok {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			t.finding(ing, "metadata.annotations["+AnnotationRequestTimeout+"]", sevWarn,
+			t.finding(ing, "metadata.annotations["+AnnotationRequestTimeout+"]", sevWarn, "InvalidAnnotation",
 				fmt.Sprintf("invalid duration %q (want e.g. \"30s\"); the default timeout applies", v))
 		} else {
 			timeout = durationpb.New(d)
@@ -241,7 +257,7 @@ func (t *translator) ingress(ing *networkingv1.Ingress) {
 			hosts = ruleHosts
 		}
 		if entry.SecretName == "" {
-			t.finding(ing, field+".secretName", sevError, "no secretName: the hosts are not served over HTTPS")
+			t.finding(ing, field+".secretName", sevError, "SecretNotFound", "no secretName: the hosts are not served over HTTPS")
 			continue
 		}
 		name, cert := t.certificate(ing, entry.SecretName, field+".secretName")
@@ -250,11 +266,11 @@ func (t *translator) ingress(ing *networkingv1.Ingress) {
 			case cert == nil:
 				// certificate() already reported why.
 			case !covers(cert.GetDnsNames(), h):
-				t.finding(ing, field+".hosts", sevError, fmt.Sprintf("certificate %s does not cover host %q (it covers %s); the host is not served over HTTPS",
+				t.finding(ing, field+".hosts", sevError, "CertificateHostMismatch", fmt.Sprintf("certificate %s does not cover host %q (it covers %s); the host is not served over HTTPS",
 					name, h, strings.Join(cert.GetDnsNames(), ", ")))
 			default:
 				if cur, ok := t.hostCert[h]; ok && cur != name {
-					t.finding(ing, field+".hosts", sevError, fmt.Sprintf("host %q already has certificate %s from Ingress %s/%s, which takes precedence",
+					t.finding(ing, field+".hosts", sevError, "ConflictLost", fmt.Sprintf("host %q already has certificate %s from Ingress %s/%s, which takes precedence",
 						h, cur, t.hostCertOwner[h].Namespace, t.hostCertOwner[h].Name))
 					continue
 				}
@@ -268,7 +284,7 @@ func (t *translator) ingress(ing *networkingv1.Ingress) {
 		host := rule.Host
 		if host != "" {
 			if err := checkHost(host); err != "" {
-				t.finding(ing, field+".host", sevError, err+"; the rule is not served")
+				t.finding(ing, field+".host", sevError, "InvalidHost", err+"; the rule is not served")
 				continue
 			}
 		}
@@ -279,7 +295,7 @@ func (t *translator) ingress(ing *networkingv1.Ingress) {
 			pfield := fmt.Sprintf("%s.http.paths[%d]", field, pi)
 			pm, err := pathMatch(p, regexPaths)
 			if err != "" {
-				t.finding(ing, pfield, sevError, err+"; the path is not served")
+				t.finding(ing, pfield, sevError, "InvalidPath", err+"; the path is not served")
 				continue
 			}
 			route := &configv1.Route{
@@ -315,14 +331,14 @@ func (t *translator) defaultBackend(ing *networkingv1.Ingress) {
 func (t *translator) claim(ing *networkingv1.Ingress, k routeKey, r *configv1.Route, field string) {
 	if cur, ok := t.routes[k]; ok {
 		if cur.owner == ing {
-			t.finding(ing, field, sevWarn, fmt.Sprintf("duplicate of %s in the same Ingress; the first one is served", cur.route.Name))
+			t.finding(ing, field, sevWarn, "DuplicatePath", fmt.Sprintf("duplicate of %s in the same Ingress; the first one is served", cur.route.Name))
 			return
 		}
 		host := k.host
 		if host == "" {
 			host = "(any host)"
 		}
-		t.finding(ing, field, sevError, fmt.Sprintf("conflict: host %s, %s path %q is already served by Ingress %s/%s, which is older; this path is not served",
+		t.finding(ing, field, sevError, "ConflictLost", fmt.Sprintf("conflict: host %s, %s path %q is already served by Ingress %s/%s, which is older; this path is not served",
 			host, pathTypeName(k.typ), k.path, cur.owner.Namespace, cur.owner.Name))
 		return
 	}
@@ -399,20 +415,20 @@ func pathMatch(p networkingv1.HTTPIngressPath, regexPaths bool) (*configv1.PathM
 // route then has no endpoints and answers 503).
 func (t *translator) backend(ing *networkingv1.Ingress, b networkingv1.IngressBackend, field string) string {
 	if b.Resource != nil {
-		t.finding(ing, field+".resource", sevError, fmt.Sprintf("resource backends (%s %s) are not supported; the route answers 503", b.Resource.Kind, b.Resource.Name))
+		t.finding(ing, field+".resource", sevError, "UnsupportedBackend", fmt.Sprintf("resource backends (%s %s) are not supported; the route answers 503", b.Resource.Kind, b.Resource.Name))
 		return ""
 	}
 	if b.Service == nil {
-		t.finding(ing, field, sevError, "no service backend; the route answers 503")
+		t.finding(ing, field, sevError, "UnsupportedBackend", "no service backend; the route answers 503")
 		return ""
 	}
 	svc, ok := t.services[nsName{ing.Namespace, b.Service.Name}]
 	if !ok {
-		t.finding(ing, field+".service.name", sevError, fmt.Sprintf("Service %s/%s not found; the route answers 503", ing.Namespace, b.Service.Name))
+		t.finding(ing, field+".service.name", sevError, "ServiceNotFound", fmt.Sprintf("Service %s/%s not found; the route answers 503", ing.Namespace, b.Service.Name))
 		return ""
 	}
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		t.finding(ing, field+".service.name", sevError, fmt.Sprintf("Service %s/%s is of type ExternalName, which is not supported; the route answers 503", svc.Namespace, svc.Name))
+		t.finding(ing, field+".service.name", sevError, "UnsupportedBackend", fmt.Sprintf("Service %s/%s is of type ExternalName, which is not supported; the route answers 503", svc.Namespace, svc.Name))
 		return ""
 	}
 	var port *corev1.ServicePort
@@ -428,7 +444,7 @@ func (t *translator) backend(ing *networkingv1.Ingress, b networkingv1.IngressBa
 		if b.Service.Port.Name != "" {
 			want = strconv.Quote(b.Service.Port.Name)
 		}
-		t.finding(ing, field+".service.port", sevError, fmt.Sprintf("Service %s/%s has no port %s; the route answers 503", svc.Namespace, svc.Name, want))
+		t.finding(ing, field+".service.port", sevError, "ServicePortNotFound", fmt.Sprintf("Service %s/%s has no port %s; the route answers 503", svc.Namespace, svc.Name, want))
 		return ""
 	}
 	name := fmt.Sprintf("%s/%s:%d", svc.Namespace, svc.Name, port.Port)
@@ -490,7 +506,7 @@ func (t *translator) backend(ing *networkingv1.Ingress, b networkingv1.IngressBa
 		return a.Port < b.Port
 	})
 	if ready == 0 {
-		t.finding(ing, field+".service", sevWarn, fmt.Sprintf("Service %s/%s port %d has no ready endpoints; the route answers 503 until it has", svc.Namespace, svc.Name, port.Port))
+		t.finding(ing, field+".service", sevWarn, "NoReadyEndpoints", fmt.Sprintf("Service %s/%s port %d has no ready endpoints; the route answers 503 until it has", svc.Namespace, svc.Name, port.Port))
 	}
 	t.backends[name] = be
 	return name
@@ -502,34 +518,34 @@ func (t *translator) certificate(ing *networkingv1.Ingress, secretName, field st
 	if c, ok := t.certs[name]; ok {
 		return name, c
 	}
-	if why, ok := t.certErr[name]; ok {
-		t.finding(ing, field, sevError, why)
+	if p, ok := t.certErr[name]; ok {
+		t.finding(ing, field, sevError, p.reason, p.why)
 		return name, nil
 	}
-	fail := func(why string) (string, *configv1.Certificate) {
-		why = fmt.Sprintf("TLS Secret %s %s; its hosts are not served over HTTPS", name, why)
-		t.certErr[name] = why
-		t.finding(ing, field, sevError, why)
+	fail := func(reason, why string) (string, *configv1.Certificate) {
+		p := certProblem{reason: reason, why: fmt.Sprintf("TLS Secret %s %s; its hosts are not served over HTTPS", name, why)}
+		t.certErr[name] = p
+		t.finding(ing, field, sevError, p.reason, p.why)
 		return name, nil
 	}
 	s, ok := t.secrets[nsName{ing.Namespace, secretName}]
 	if !ok {
-		return fail("not found (only Secrets of type kubernetes.io/tls are read)")
+		return fail("SecretNotFound", "not found (only Secrets of type kubernetes.io/tls are read)")
 	}
 	if s.Type != corev1.SecretTypeTLS {
-		return fail(fmt.Sprintf("is of type %q, not kubernetes.io/tls", s.Type))
+		return fail("SecretNotFound", fmt.Sprintf("is of type %q, not kubernetes.io/tls", s.Type))
 	}
 	crt, key := s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
 	pair, err := tls.X509KeyPair(crt, key)
 	if err != nil {
-		return fail("holds no valid certificate and key: " + err.Error())
+		return fail("InvalidCertificate", "holds no valid certificate and key: " + err.Error())
 	}
 	leaf, err := x509.ParseCertificate(pair.Certificate[0])
 	if err != nil {
-		return fail("holds an unparsable certificate: " + err.Error())
+		return fail("InvalidCertificate", "holds an unparsable certificate: " + err.Error())
 	}
 	if !t.opts.Now.IsZero() && t.opts.Now.After(leaf.NotAfter) {
-		return fail(fmt.Sprintf("holds a certificate that expired at %s", leaf.NotAfter.UTC().Format(time.RFC3339)))
+		return fail("InvalidCertificate", fmt.Sprintf("holds a certificate that expired at %s", leaf.NotAfter.UTC().Format(time.RFC3339)))
 	}
 	names := append([]string(nil), leaf.DNSNames...)
 	sort.Strings(names)

@@ -1504,9 +1504,12 @@ type Finding struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Object *ObjectRef             `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
 	// Field is the path of the field at fault, such as "spec.rules[0].http.paths[1].pathType".
-	Field         string          `protobuf:"bytes,2,opt,name=field,proto3" json:"field,omitempty"`
-	Cause         string          `protobuf:"bytes,3,opt,name=cause,proto3" json:"cause,omitempty"`
-	Severity      FindingSeverity `protobuf:"varint,4,opt,name=severity,proto3,enum=sluice.config.v1.FindingSeverity" json:"severity,omitempty"`
+	Field    string          `protobuf:"bytes,2,opt,name=field,proto3" json:"field,omitempty"`
+	Cause    string          `protobuf:"bytes,3,opt,name=cause,proto3" json:"cause,omitempty"`
+	Severity FindingSeverity `protobuf:"varint,4,opt,name=severity,proto3,enum=sluice.config.v1.FindingSeverity" json:"severity,omitempty"`
+	// Reason is a short CamelCase category of the cause, such as "ServiceNotFound"; the
+	// watcher uses it as the reason of the Kubernetes Event it records.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1567,6 +1570,13 @@ func (x *Finding) GetSeverity() FindingSeverity {
 		return x.Severity
 	}
 	return FindingSeverity_FINDING_SEVERITY_UNSPECIFIED
+}
+
+func (x *Finding) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 // ObjectRef names a Kubernetes object.
@@ -1961,12 +1971,13 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\x0fcertificate_pem\x18\x03 \x01(\fR\x0ecertificatePem\x12&\n" +
 	"\x0fprivate_key_pem\x18\x04 \x01(\fR\rprivateKeyPem\x12\x1b\n" +
 	"\tdns_names\x18\x05 \x03(\tR\bdnsNames\x127\n" +
-	"\tnot_after\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\xa9\x01\n" +
+	"\tnot_after\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\xc1\x01\n" +
 	"\aFinding\x123\n" +
 	"\x06object\x18\x01 \x01(\v2\x1b.sluice.config.v1.ObjectRefR\x06object\x12\x14\n" +
 	"\x05field\x18\x02 \x01(\tR\x05field\x12\x14\n" +
 	"\x05cause\x18\x03 \x01(\tR\x05cause\x12=\n" +
-	"\bseverity\x18\x04 \x01(\x0e2!.sluice.config.v1.FindingSeverityR\bseverity\"\xa4\x01\n" +
+	"\bseverity\x18\x04 \x01(\x0e2!.sluice.config.v1.FindingSeverityR\bseverity\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xa4\x01\n" +
 	"\tObjectRef\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1c\n" +

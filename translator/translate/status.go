@@ -1,0 +1,121 @@
+package translate
+
+import (
+	"net"
+	"sort"
+	"strings"
+
+	networkingv1 "k8s.io/api/networking/v1"
+
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+)
+
+// Statuses returns what every Ingress the translator serves should show, sorted by
+// namespace and name: the proxy's addresses (when Options.PublishService or
+// Options.PublishAddresses give them) and the Ingress's findings in res. Like Translate, it is
+// pure.
+func Statuses(in Input, opts Options, res *configv1.Resources) []*watchv1.IngressStatus {
+	lb, manage := PublishedAddresses(in, opts)
+	byObject := map[nsName][]*watchv1.StatusFinding{}
+	for _, f := range res.GetFindings() {
+		o := f.GetObject()
+		if o.GetKind() != "Ingress" {
+			continue
+		}
+		k := nsName{o.GetNamespace(), o.GetName()}
+		byObject[k] = append(byObject[k], &watchv1.StatusFinding{
+			Reason: f.GetReason(), Field: f.GetField(), Message: f.GetCause(),
+			Warning: f.GetSeverity() != configv1.FindingSeverity_FINDING_SEVERITY_UNSPECIFIED,
+		})
+	}
+	served := Served(in, opts)
+	out := make([]*watchv1.IngressStatus, 0, len(served))
+	for _, ing := range served {
+		st := &watchv1.IngressStatus{
+			Key: &watchv1.IngressKey{Namespace: ing.Namespace, Name: ing.Name}, Uid: string(ing.UID),
+			ManageLoadBalancer: manage, Findings: byObject[nsName{ing.Namespace, ing.Name}],
+		}
+		if manage {
+			st.LoadBalancer = lb
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].GetKey(), out[j].GetKey()
+		if a.GetNamespace() != b.GetNamespace() {
+			return a.GetNamespace() < b.GetNamespace()
+		}
+		return a.GetName() < b.GetName()
+	})
+	return out
+}
+
+// PublishedAddresses returns the proxy's addresses, sorted, and whether they are known:
+// Options.PublishAddresses as given, or the status.loadBalancer and spec.externalIPs of
+// Options.PublishService. An absent publish Service means unknown (the statuses are then
+// left alone rather than emptied); neither option set means unknown too.
+func PublishedAddresses(in Input, opts Options) ([]*watchv1.LoadBalancerIngress, bool) {
+	var raw []string
+	switch {
+	case len(opts.PublishAddresses) > 0:
+		raw = opts.PublishAddresses
+	case opts.PublishService != "":
+		ns, name, _ := strings.Cut(opts.PublishService, "/")
+		found := false
+		for _, s := range in.Services {
+			if s.Namespace == ns && s.Name == name {
+				found = true
+				for _, i := range s.Status.LoadBalancer.Ingress {
+					if i.IP != "" {
+						raw = append(raw, i.IP)
+					} else if i.Hostname != "" {
+						raw = append(raw, i.Hostname)
+					}
+				}
+				raw = append(raw, s.Spec.ExternalIPs...)
+			}
+		}
+		if !found {
+			return nil, false
+		}
+	default:
+		return nil, false
+	}
+	seen := map[string]bool{}
+	var out []*watchv1.LoadBalancerIngress
+	for _, a := range raw {
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		if ip := net.ParseIP(a); ip != nil {
+			out = append(out, &watchv1.LoadBalancerIngress{Ip: ip.String()})
+		} else {
+			out = append(out, &watchv1.LoadBalancerIngress{Hostname: a})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Ip != out[j].Ip {
+			return out[i].Ip < out[j].Ip
+		}
+		return out[i].Hostname < out[j].Hostname
+	})
+	return out, true
+}
+
+// LoadBalancerOf returns an Ingress's status.loadBalancer.ingress in the form Statuses uses,
+// sorted, so that the two compare.
+func LoadBalancerOf(ing *networkingv1.Ingress) []*watchv1.LoadBalancerIngress {
+	var out []*watchv1.LoadBalancerIngress
+	for _, i := range ing.Status.LoadBalancer.Ingress {
+		out = append(out, &watchv1.LoadBalancerIngress{Ip: i.IP, Hostname: i.Hostname})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Ip != out[j].Ip {
+			return out[i].Ip < out[j].Ip
+		}
+		return out[i].Hostname < out[j].Hostname
+	})
+	return out
+}
