@@ -538,11 +538,11 @@ func (t *translator) certificate(ing *networkingv1.Ingress, secretName, field st
 	crt, key := s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
 	pair, err := tls.X509KeyPair(crt, key)
 	if err != nil {
-		return fail("InvalidCertificate", "holds no valid certificate and key: " + err.Error())
+		return fail("InvalidCertificate", "holds no valid certificate and key: "+err.Error())
 	}
 	leaf, err := x509.ParseCertificate(pair.Certificate[0])
 	if err != nil {
-		return fail("InvalidCertificate", "holds an unparsable certificate: " + err.Error())
+		return fail("InvalidCertificate", "holds an unparsable certificate: "+err.Error())
 	}
 	if !t.opts.Now.IsZero() && t.opts.Now.After(leaf.NotAfter) {
 		return fail("InvalidCertificate", fmt.Sprintf("holds a certificate that expired at %s", leaf.NotAfter.UTC().Format(time.RFC3339)))
