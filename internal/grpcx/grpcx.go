@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -22,6 +23,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/stats"
 )
 
@@ -189,8 +192,9 @@ type ClientConfig struct {
 	MaxMessageSize int
 }
 
-// Dial returns a client connection to target ("host:port"). It does not block: the connection
-// is made on first use and re-made after failures.
+// Dial returns a client connection to target ("host:port", or a comma-separated list of
+// them: replicas, tried in order, the connection moving to the next when one fails). It does
+// not block: the connection is made on first use and re-made after failures.
 func Dial(target string, cfg ClientConfig) (*grpc.ClientConn, error) {
 	size := cfg.MaxMessageSize
 	if size == 0 {
@@ -200,13 +204,31 @@ func Dial(target string, cfg ClientConfig) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	addrs := strings.Split(target, ",")
 	creds := insecure.NewCredentials()
 	if tlsCfg != nil {
 		creds = credentials.NewTLS(tlsCfg)
-	} else if cfg.Logger != nil && !IsLoopback(target) {
-		cfg.Logger.Warn("grpc connection to a non-loopback address without TLS", "target", target)
+	} else if cfg.Logger != nil {
+		for _, a := range addrs {
+			if !IsLoopback(a) {
+				cfg.Logger.Warn("grpc connection to a non-loopback address without TLS", "target", a)
+			}
+		}
 	}
-	return grpc.NewClient(target,
+	var extra []grpc.DialOption
+	if len(addrs) > 1 {
+		// A fixed list of replicas: pick_first (the default) uses them in order and moves on
+		// when the connected one fails.
+		r := manual.NewBuilderWithScheme("sluice-replicas")
+		state := resolver.State{}
+		for _, a := range addrs {
+			state.Endpoints = append(state.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
+		}
+		r.InitialState(state)
+		extra = append(extra, grpc.WithResolvers(r))
+		target = r.Scheme() + ":///" + strings.Join(addrs, ",")
+	}
+	return grpc.NewClient(target, append(extra,
 		grpc.WithTransportCredentials(creds),
 		// grpc-go's default reconnect backoff starts at one second; the components start
 		// together and their peers come up within milliseconds, so retry sooner.
@@ -216,7 +238,7 @@ func Dial(target string, cfg ClientConfig) (*grpc.ClientConn, error) {
 		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(size), grpc.MaxCallSendMsgSize(size)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
-	)
+	)...)
 }
 
 // IsLoopback reports whether a host:port address is on a loopback interface.
