@@ -4,10 +4,13 @@ package app
 
 import (
 	"context"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/sluice-io/sluice/internal/cli"
 	"github.com/sluice-io/sluice/internal/config"
@@ -17,6 +20,7 @@ import (
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 	"github.com/sluice-io/sluice/translator/configserver"
 	"github.com/sluice-io/sluice/translator/engine"
+	"github.com/sluice-io/sluice/translator/statusreport"
 	"github.com/sluice-io/sluice/translator/translate"
 )
 
@@ -30,12 +34,15 @@ type Settings struct {
 	WatchIngressWithoutClass bool
 	Holdoff                  time.Duration
 	MaxDelay                 time.Duration
+	PublishService           string
+	PublishAddresses         []string
+	ReportStatus             bool
 	TLS                      cli.TLSSettings
 }
 
 // Register adds the settings to fs.
 func (s *Settings) Register(fs *pflag.FlagSet) {
-	fs.StringVar(&s.WatcherAddr, "watcher-addr", "127.0.0.1:18000", "gRPC address of the watcher")
+	fs.StringVar(&s.WatcherAddr, "watcher-addr", "127.0.0.1:18000", "gRPC address of the watcher; a comma-separated list names replicas, tried in order")
 	fs.StringVar(&s.Listen, "listen", "127.0.0.1:18010", "gRPC address of the Config service")
 	fs.StringVar(&s.HTTPListen, "http-listen", "127.0.0.1:18011", "address of /healthz, /readyz and /metrics")
 	fs.StringVar(&s.IngressClass, "ingress-class", "sluice", "name of the IngressClass this translator serves")
@@ -43,14 +50,36 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.BoolVar(&s.WatchIngressWithoutClass, "watch-ingress-without-class", false, "also serve Ingresses without a class when no IngressClass is the default")
 	fs.DurationVar(&s.Holdoff, "holdoff", 50*time.Millisecond, "quiet time after a change before a config is built (coalesces bursts)")
 	fs.DurationVar(&s.MaxDelay, "max-delay", 500*time.Millisecond, "longest a change waits for a config while changes keep coming")
+	fs.StringVar(&s.PublishService, "publish-service", "", "namespace/name of the proxy's Service: its status.loadBalancer and externalIPs become every served Ingress's status.loadBalancer")
+	fs.StringSliceVar(&s.PublishAddresses, "publish-address", nil, "the proxy's addresses (IPs or hostnames) to put in every served Ingress's status.loadBalancer, instead of --publish-service")
+	fs.BoolVar(&s.ReportStatus, "report-status", true, "report the served Ingresses' statuses and findings to the watcher, which writes them")
 	s.TLS.Register(fs, true)
 }
 
 // Validate checks the settings.
 func (s *Settings) Validate() error {
-	for _, a := range []struct{ name, v string }{{"watcher-addr", s.WatcherAddr}, {"listen", s.Listen}, {"http-listen", s.HTTPListen}} {
+	for _, a := range []struct{ name, v string }{{"listen", s.Listen}, {"http-listen", s.HTTPListen}} {
 		if err := config.CheckHostPort(a.name, a.v, false); err != nil {
 			return err
+		}
+	}
+	for _, a := range strings.Split(s.WatcherAddr, ",") {
+		if err := config.CheckHostPort("watcher-addr", a, false); err != nil {
+			return err
+		}
+	}
+	if s.PublishService != "" {
+		if len(s.PublishAddresses) > 0 {
+			return config.Errorf("publish-address", strings.Join(s.PublishAddresses, ","), "cannot be used with --publish-service")
+		}
+		ns, name, ok := strings.Cut(s.PublishService, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return config.Errorf("publish-service", s.PublishService, "must be namespace/name")
+		}
+	}
+	for _, a := range s.PublishAddresses {
+		if a == "" || (net.ParseIP(a) == nil && len(validation.IsDNS1123Subdomain(a)) > 0) {
+			return config.Errorf("publish-address", a, "must be an IP address or a DNS name")
 		}
 	}
 	if s.IngressClass == "" {
@@ -93,16 +122,27 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 		return &config.Error{Setting: "watcher-addr", Value: s.WatcherAddr, Cause: err}
 	}
 	defer conn.Close()
+	var g run.Group
+	srv.Add(&g)
+	var sink engine.StatusSink
+	if s.ReportStatus {
+		rep, err := statusreport.New(statusreport.Config{Logger: log.Named("status"), Client: watchv1.NewStatusServiceClient(conn),
+			Source: s.ControllerName + "/" + s.IngressClass, Metrics: m})
+		if err != nil {
+			return err
+		}
+		sink = rep
+		g.Add("status", rep.Run)
+	}
 	eng, err := engine.New(engine.Config{
-		Logger: log.Named("engine"), Client: watchv1.NewWatchServiceClient(conn), Publisher: cfgSrv, Metrics: m,
-		Options: translate.Options{IngressClass: s.IngressClass, ControllerName: s.ControllerName, WatchIngressWithoutClass: s.WatchIngressWithoutClass},
+		Logger: log.Named("engine"), Client: watchv1.NewWatchServiceClient(conn), Publisher: cfgSrv, Metrics: m, Status: sink,
+		Options: translate.Options{IngressClass: s.IngressClass, ControllerName: s.ControllerName, WatchIngressWithoutClass: s.WatchIngressWithoutClass,
+			PublishService: s.PublishService, PublishAddresses: s.PublishAddresses},
 		Holdoff: s.Holdoff, MaxDelay: s.MaxDelay,
 	})
 	if err != nil {
 		return err
 	}
-	var g run.Group
-	srv.Add(&g)
 	g.Add("engine", eng.Run)
 	return g.Run(ctx)
 }

@@ -18,6 +18,10 @@ type metrics struct {
 	applied   *prometheus.GaugeVec
 	published prometheus.Counter
 	sentBytes prometheus.Counter
+
+	statusReports   *prometheus.CounterVec
+	statusEntries   prometheus.Counter
+	statusConnected prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -25,15 +29,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_translator_watch_restarts_total", Help: "Upstream watch streams restarted, by reason."}, []string{"reason"}),
 		builds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_translator_build_seconds", Help: "Time to translate and hash a config.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"published"}),
-		objects:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_translator_objects", Help: "Objects held from the watch stream."}),
-		version:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_translator_config_version", Help: "Version of the newest published config."}),
-		pushers:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_translator_pushers", Help: "Connected pushers."}),
-		acks:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_translator_acks_total", Help: "Configs acknowledged, per pusher."}, []string{"pusher"}),
-		nacks:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_translator_nacks_total", Help: "Configs rejected, per pusher."}, []string{"pusher"}),
-		applied:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_translator_pusher_applied_version", Help: "Newest config version each pusher acknowledged."}, []string{"pusher"}),
-		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_configs_published_total", Help: "Configs published."}),
-		sentBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_config_bytes_total", Help: "Serialized bytes sent on Config streams (configs, markers, heartbeats)."}),
+		objects:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_translator_objects", Help: "Objects held from the watch stream."}),
+		version:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_translator_config_version", Help: "Version of the newest published config."}),
+		pushers:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_translator_pushers", Help: "Connected pushers."}),
+		acks:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_translator_acks_total", Help: "Configs acknowledged, per pusher."}, []string{"pusher"}),
+		nacks:           prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_translator_nacks_total", Help: "Configs rejected, per pusher."}, []string{"pusher"}),
+		applied:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_translator_pusher_applied_version", Help: "Newest config version each pusher acknowledged."}, []string{"pusher"}),
+		published:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_configs_published_total", Help: "Configs published."}),
+		sentBytes:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_config_bytes_total", Help: "Serialized bytes sent on Config streams (configs, markers, heartbeats)."}),
+		statusReports:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_translator_status_reports_total", Help: "Status reports sent to the watcher, by kind (full or delta)."}, []string{"kind"}),
+		statusEntries:   prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_status_entries_total", Help: "Ingress statuses (and removals) sent to the watcher."}),
+		statusConnected: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_translator_status_connected", Help: "1 while a status stream to the watcher is accepted."}),
 	}
+	reg.MustRegister(m.statusReports, m.statusEntries, m.statusConnected)
 	reg.MustRegister(m.restarts, m.builds, m.objects, m.version, m.pushers, m.acks, m.nacks, m.applied, m.published, m.sentBytes)
 	return m
 }
@@ -54,3 +62,20 @@ func (m *metrics) Ack(pusher string, v uint64) {
 	m.applied.WithLabelValues(pusher).Set(float64(v))
 }
 func (m *metrics) Published(v uint64) { m.published.Inc(); m.version.Set(float64(v)) }
+
+func (m *metrics) StatusReported(full bool, n int) {
+	kind := "delta"
+	if full {
+		kind = "full"
+	}
+	m.statusReports.WithLabelValues(kind).Inc()
+	m.statusEntries.Add(float64(n))
+}
+
+func (m *metrics) SetStatusConnected(ok bool) {
+	v := 0.0
+	if ok {
+		v = 1
+	}
+	m.statusConnected.Set(v)
+}

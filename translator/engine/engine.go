@@ -40,6 +40,12 @@ type Publisher interface {
 	Publish(cfg *configv1.Config, first bool)
 }
 
+// StatusSink takes the desired statuses of the served Ingresses after every build; it must
+// not block (the status reporter keeps only the newest).
+type StatusSink interface {
+	Offer(sts []*watchv1.IngressStatus)
+}
+
 // Metrics receives the engine's measurements.
 type Metrics interface {
 	StreamRestarted(reason string)
@@ -59,6 +65,8 @@ type Config struct {
 	// Backoff bounds reconnect delays (first, max).
 	BackoffMin, BackoffMax time.Duration
 	Metrics                Metrics
+	// Status, when set, gets the desired statuses after every build of a complete view.
+	Status StatusSink
 	// NewEpoch names epochs (random in production).
 	NewEpoch func() string
 	// Now is the clock for certificate expiry checks.
@@ -269,6 +277,11 @@ func (e *Engine) build(first bool) {
 		})
 	}
 	translate.SortFindings(res.Findings)
+	if e.cfg.Status != nil {
+		// Offered on every build, not only on new configs: the publish Service's addresses
+		// and the set of served Ingresses can change without changing the config.
+		e.cfg.Status.Offer(translate.Statuses(in, opts, res))
+	}
 	hash := translate.Hash(res)
 	if !first && hash == e.lastHash {
 		e.cfg.Metrics.ConfigBuilt(time.Since(start), false)
