@@ -6,7 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -23,6 +26,7 @@ import (
 	"github.com/sluice-io/sluice/watcher/controller"
 	"github.com/sluice-io/sluice/watcher/kinds"
 	"github.com/sluice-io/sluice/watcher/server"
+	"github.com/sluice-io/sluice/watcher/status"
 	"github.com/sluice-io/sluice/watcher/store"
 )
 
@@ -42,6 +46,20 @@ type Settings struct {
 	KubeBurst     int
 	TLS           cli.TLSSettings
 
+	StatusWrites       bool
+	StatusQPS          float32
+	StatusBurst        int
+	StatusWorkers      int
+	ID                 string
+	AdvertiseAddr      string
+	PeerTLSServerName  string
+	LeaderElect        bool
+	LeaseNamespace     string
+	LeaseName          string
+	LeaseDuration      time.Duration
+	LeaseRenewDeadline time.Duration
+	LeaseRetryPeriod   time.Duration
+
 	specs []kinds.Spec
 }
 
@@ -60,6 +78,27 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.Float32Var(&s.KubeQPS, "kube-qps", 50, "client-side queries per second to the apiserver")
 	fs.IntVar(&s.KubeBurst, "kube-burst", 100, "client-side burst to the apiserver")
 	s.TLS.Register(fs, false)
+	host, _ := os.Hostname()
+	fs.BoolVar(&s.StatusWrites, "status-writes", true, "write the statuses and Events that translators report (only the leader writes when --leader-elect is on)")
+	fs.Float32Var(&s.StatusQPS, "status-qps", 10, "client-side queries per second for status writes and Events, apart from --kube-qps")
+	fs.IntVar(&s.StatusBurst, "status-burst", 20, "client-side burst for status writes and Events")
+	fs.IntVar(&s.StatusWorkers, "status-workers", 2, "concurrent status writes")
+	fs.StringVar(&s.ID, "id", host, "this replica's name in the Lease")
+	fs.StringVar(&s.AdvertiseAddr, "advertise-addr", "", "address where the other replicas reach this one's gRPC to relay status streams (default: --listen, or $POD_IP with --listen's port when --listen is 0.0.0.0)")
+	fs.StringVar(&s.PeerTLSServerName, "peer-tls-server-name", "", "name to verify in the leader's certificate when relaying to it (default: the dialled host)")
+	fs.BoolVar(&s.LeaderElect, "leader-elect", false, "elect one replica with a Lease to write statuses; every replica serves Watch streams")
+	fs.StringVar(&s.LeaseNamespace, "leader-elect-namespace", envOr("POD_NAMESPACE", "sluice-system"), "namespace of the Lease")
+	fs.StringVar(&s.LeaseName, "leader-elect-lease-name", "sluice-watcher", "name of the Lease")
+	fs.DurationVar(&s.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long followers wait before taking a lease that is not renewed")
+	fs.DurationVar(&s.LeaseRenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops writing")
+	fs.DurationVar(&s.LeaseRetryPeriod, "leader-elect-retry-period", 2*time.Second, "interval between attempts to acquire or renew the lease")
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // Validate checks the settings.
@@ -98,6 +137,47 @@ func (s *Settings) Validate() error {
 	if s.KubeQPS <= 0 {
 		return config.Errorf("kube-qps", fmt.Sprint(s.KubeQPS), "must be positive")
 	}
+	if s.StatusQPS <= 0 {
+		return config.Errorf("status-qps", fmt.Sprint(s.StatusQPS), "must be positive")
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"status-burst", s.StatusBurst}, {"status-workers", s.StatusWorkers}} {
+		if n.v <= 0 {
+			return config.Errorf(n.name, fmt.Sprint(n.v), "must be positive")
+		}
+	}
+	if s.AdvertiseAddr == "" {
+		host, port, _ := net.SplitHostPort(s.Listen)
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			if pod := os.Getenv("POD_IP"); pod != "" {
+				host = pod
+			}
+		}
+		s.AdvertiseAddr = net.JoinHostPort(host, port)
+	}
+	if err := config.CheckHostPort("advertise-addr", s.AdvertiseAddr, false); err != nil {
+		return err
+	}
+	if s.LeaderElect {
+		if s.ID == "" || strings.Contains(s.ID, "@") {
+			return config.Errorf("id", s.ID, "must be set and must not contain @")
+		}
+		if ip := net.ParseIP(strings.Trim(hostOf(s.AdvertiseAddr), "[]")); ip != nil && ip.IsUnspecified() {
+			return config.Errorf("advertise-addr", s.AdvertiseAddr, "must be an address the other replicas can reach (set it, or $POD_IP)")
+		}
+		if s.LeaseNamespace == "" || s.LeaseName == "" {
+			return config.Errorf("leader-elect-lease-name", s.LeaseNamespace+"/"+s.LeaseName, "namespace and name must be set")
+		}
+		// client-go's own rule: renewals must fail before followers may take over.
+		if s.LeaseDuration <= s.LeaseRenewDeadline {
+			return config.Errorf("leader-elect-lease-duration", s.LeaseDuration.String(), "must be longer than --leader-elect-renew-deadline (%s)", s.LeaseRenewDeadline)
+		}
+		if s.LeaseRetryPeriod <= 0 || float64(s.LeaseRenewDeadline) <= 1.2*float64(s.LeaseRetryPeriod) {
+			return config.Errorf("leader-elect-renew-deadline", s.LeaseRenewDeadline.String(), "must be longer than 1.2 x --leader-elect-retry-period (%s)", s.LeaseRetryPeriod)
+		}
+	}
 	return s.TLS.Validate()
 }
 
@@ -133,11 +213,27 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 		return err
 	}
 	watchv1.RegisterWatchServiceServer(srv.GRPC.Server, watchSrv)
+	peers := newPeers(log, s.TLS.Files(), s.PeerTLSServerName)
+	defer peers.close()
+	statusSrv, err := status.NewService(status.ServiceConfig{Logger: log.Named("status"), Dial: peers.dial, Stopping: ctx.Done()})
+	if err != nil {
+		return err
+	}
+	watchv1.RegisterStatusServiceServer(srv.GRPC.Server, statusSrv)
 
 	var g run.Group
 	srv.Add(&g)
 	g.Add("sync", func(ctx context.Context) error {
-		return s.watch(ctx, log, started, cs, dyn, m, watchSrv, func() { srv.Ops.SetReady() })
+		return s.watch(ctx, log, started, cs, dyn, m, watchSrv, func() { srv.Ops.SetReady() }, func(ctx context.Context, ctrl *controller.Controller, resolved []*kinds.Kind) {
+			if !s.StatusWrites {
+				log.Info("status writing is off (--status-writes=false)")
+				return
+			}
+			// A failure here is logged, never fatal: the watch path does not depend on it.
+			if err := s.writeStatus(ctx, log.Named("status"), restCfg, ctrl, resolved, m, statusSrv); err != nil {
+				log.Error("status writing stopped", "error", err)
+			}
+		})
 	})
 	return g.Run(ctx)
 }
@@ -145,7 +241,7 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 // watch resolves the kinds, starts the informers and owns the store until ctx ends. The
 // whole of discovery and the initial sync must fit in SyncTimeout.
 func (s *Settings) watch(ctx context.Context, log hclog.Logger, started time.Time, cs kubernetes.Interface, dyn dynamic.Interface,
-	m *metrics, watchSrv *server.Server, ready func()) error {
+	m *metrics, watchSrv *server.Server, ready func(), writeStatus func(context.Context, *controller.Controller, []*kinds.Kind)) error {
 	causes := &kinds.Causes{}
 	dctx, cancel := context.WithTimeout(ctx, s.SyncTimeout)
 	resolved, err := kinds.Resolve(dctx, log.Named("discovery"), cs.Discovery(), s.specs, causes)
@@ -180,6 +276,13 @@ func (s *Settings) watch(ctx context.Context, log hclog.Logger, started time.Tim
 	}
 	log.Info("store ready", "epoch", ctrl.Epoch())
 	watchSrv.SetSource(ctrl)
+	sctx, stopStatus := context.WithCancel(ctx)
+	statusDone := make(chan struct{})
+	go func() {
+		defer close(statusDone)
+		writeStatus(sctx, ctrl, resolved)
+	}()
+	defer func() { stopStatus(); <-statusDone }()
 	go func() {
 		select {
 		case <-ctrl.Synced():
@@ -196,6 +299,11 @@ func (s *Settings) watch(ctx context.Context, log hclog.Logger, started time.Tim
 		}
 	}
 	return err
+}
+
+func hostOf(addr string) string {
+	h, _, _ := net.SplitHostPort(addr)
+	return h
 }
 
 func (s *Settings) discoveryTimeout(causes *kinds.Causes) error {

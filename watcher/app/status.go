@@ -1,0 +1,134 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/sluice-io/sluice/internal/grpcx"
+	"github.com/sluice-io/sluice/watcher/controller"
+	"github.com/sluice-io/sluice/watcher/kinds"
+	"github.com/sluice-io/sluice/watcher/status"
+)
+
+// writeStatus runs status writing: it waits for this replica's own barrier, then leads
+// (alone, or through the Lease) and writes until ctx ends.
+func (s *Settings) writeStatus(ctx context.Context, log hclog.Logger, restCfg *rest.Config, ctrl *controller.Controller, resolved []*kinds.Kind,
+	m *metrics, svc *status.Service) error {
+	var ingress *kinds.Kind
+	for _, k := range resolved {
+		if k.GVK.Group == "networking.k8s.io" && k.GVK.Kind == "Ingress" && k.Served {
+			ingress = k
+		}
+	}
+	if ingress == nil {
+		log.Warn("ingresses are not watched; no status is written")
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-ctrl.Synced():
+	}
+	// Own clients, own rate limits: status writes and Events never take the informers' share,
+	// and nothing delays a Lease renewal.
+	statusCS, err := clientFor(restCfg, "status", s.StatusQPS, s.StatusBurst)
+	if err != nil {
+		return err
+	}
+	w, err := status.New(status.Config{Logger: log, Source: ctrl, Client: statusCS, Ingress: ingress.Wire(),
+		Workers: s.StatusWorkers, Component: "sluice-watcher", Metrics: m})
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := w.Run(wctx); err != nil {
+			log.Error("status writer stopped", "error", err)
+		}
+	}()
+	if !s.LeaderElect {
+		lead := status.NewStatic(w, s.ID, s.AdvertiseAddr)
+		lead.Begin(wctx)
+		m.SetLeader(true)
+		m.LeaderTransition()
+		svc.SetLeadership(lead, w)
+		log.Info("writing statuses without leader election (--leader-elect=false)")
+		<-ctx.Done()
+		return nil
+	}
+	leCS, err := clientFor(restCfg, "leader-election", 5, 10)
+	if err != nil {
+		return err
+	}
+	el, err := status.NewElector(status.ElectorConfig{Logger: log.Named("election"), Client: leCS, Namespace: s.LeaseNamespace, Name: s.LeaseName,
+		ID: s.ID, Address: s.AdvertiseAddr, LeaseDuration: s.LeaseDuration, RenewDeadline: s.LeaseRenewDeadline, RetryPeriod: s.LeaseRetryPeriod,
+		Writer: w, Metrics: m})
+	if err != nil {
+		return err
+	}
+	svc.SetLeadership(el, w)
+	log.Info("campaigning for the lease", "lease", s.LeaseNamespace+"/"+s.LeaseName, "identity", status.Identity(s.ID, s.AdvertiseAddr))
+	return el.Run(wctx)
+}
+
+func clientFor(base *rest.Config, purpose string, qps float32, burst int) (kubernetes.Interface, error) {
+	cfg := rest.CopyConfig(base)
+	cfg.QPS, cfg.Burst = qps, burst
+	cfg.UserAgent = "sluice-watcher/" + purpose
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client for %s: %w", purpose, err)
+	}
+	return cs, nil
+}
+
+// peers holds the connections to other replicas, for relaying status streams to the leader.
+type peers struct {
+	log   hclog.Logger
+	tls   grpcx.TLSFiles
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+func newPeers(log hclog.Logger, tls grpcx.TLSFiles, serverName string) *peers {
+	tls.ServerName = serverName
+	return &peers{log: log, tls: tls, conns: map[string]*grpc.ClientConn{}}
+}
+
+func (p *peers) dial(addr string) (grpc.ClientConnInterface, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.conns[addr]; ok {
+		return c, nil
+	}
+	if p.conns == nil {
+		return nil, errors.New("shutting down")
+	}
+	c, err := grpcx.Dial(addr, grpcx.ClientConfig{Logger: p.log, TLS: p.tls})
+	if err != nil {
+		return nil, err
+	}
+	p.conns[addr] = c
+	return c, nil
+}
+
+func (p *peers) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+}

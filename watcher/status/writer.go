@@ -1,0 +1,532 @@
+// Package status owns what the watcher writes back to Kubernetes: the status.loadBalancer of
+// the Ingresses that translators serve, and Events for their findings. Translators report
+// what they want over the StatusService stream (Service); the Writer keeps those reports and
+// its own view of the Ingresses (a subscription to the store, like any Watch client), and
+// writes only the differences, latest-wins per Ingress, through its own rate-limited client,
+// and only while its replica holds the lease (Elector). Nothing on the watch or config path
+// waits for it.
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/sluice-io/sluice/internal/watchstream"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+	"github.com/sluice-io/sluice/translator/translate"
+	"github.com/sluice-io/sluice/watcher/store"
+)
+
+// FieldManager is the field manager of every status write.
+const FieldManager = "sluice-watcher"
+
+// Source is the watcher's store, as the Writer follows it; the controller is one.
+type Source interface {
+	Subscribe(ctx context.Context, req store.Request) (*store.Subscription, error)
+	Unsubscribe(sub *store.Subscription)
+}
+
+// Metrics receives the Writer's measurements.
+type Metrics interface {
+	SetStatusPending(n int)
+	// StatusWrite counts one outcome: done, conflict, failed, skipped or gone.
+	StatusWrite(result string)
+	// Event counts one Event: its type, and whether it was sent or failed.
+	Event(typ, result string)
+}
+
+// Config configures a Writer.
+type Config struct {
+	Logger hclog.Logger
+	Source Source
+	// Client writes statuses and Events; give it its own QPS and burst, so that status
+	// writes never take the informers' share of the apiserver.
+	Client kubernetes.Interface
+	// Ingress is the Ingress kind as the store holds it.
+	Ingress *watchv1.GroupVersionKind
+	// Workers write concurrently (the client's rate limit still applies).
+	Workers int
+	// Component names the Events' source.
+	Component string
+	Metrics   Metrics
+}
+
+type key struct{ ns, name string }
+
+func (k key) String() string { return k.ns + "/" + k.name }
+
+// intent is one pending write: set the Ingress's status.loadBalancer.ingress to lb, from
+// base (the version the decision was made on).
+type intent struct {
+	base *networkingv1.Ingress
+	lb   []*watchv1.LoadBalancerIngress
+}
+
+// Writer writes Ingress statuses and Events. One goroutine (Run) owns the reports and the
+// view of the Ingresses; the workers of the current term take pending intents.
+type Writer struct {
+	cfg Config
+	log hclog.Logger
+
+	inbox inbox
+
+	// Owned by Run.
+	sources  map[string]map[key]*watchv1.IngressStatus
+	actual   map[key]*networkingv1.Ingress
+	released map[key][]*watchv1.LoadBalancerIngress // addresses a source set and then let go of
+	said     map[key]announced
+	term     *term
+
+	mu      sync.Mutex
+	pending map[key]intent
+}
+
+type announced struct {
+	uid      types.UID
+	findings map[string]bool
+}
+
+// term is one period of leadership: its context ends the moment the lease is lost.
+type term struct {
+	ctx      context.Context
+	queue    workqueue.TypedRateLimitingInterface[key]
+	recorder *recorder
+	done     sync.WaitGroup
+}
+
+// New returns a Writer; Run starts it.
+func New(cfg Config) (*Writer, error) {
+	if cfg.Logger == nil || cfg.Source == nil || cfg.Client == nil || cfg.Ingress == nil {
+		return nil, errors.New("status: Logger, Source, Client and Ingress are required")
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 1
+	}
+	if cfg.Component == "" {
+		cfg.Component = "sluice-watcher"
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = nopMetrics{}
+	}
+	return &Writer{cfg: cfg, log: cfg.Logger, inbox: newInbox(), sources: map[string]map[key]*watchv1.IngressStatus{},
+		actual: map[key]*networkingv1.Ingress{}, released: map[key][]*watchv1.LoadBalancerIngress{}, said: map[key]announced{},
+		pending: map[key]intent{}}, nil
+}
+
+// Report hands a translator's report to the Writer. It never blocks.
+func (w *Writer) Report(req *watchv1.ReportStatusRequest) { w.inbox.push(item{report: req}) }
+
+// BeginTerm starts writing: ctx is the term of leadership and ends when the lease is lost.
+// Reports that arrive after BeginTerm are applied after the term began.
+func (w *Writer) BeginTerm(ctx context.Context) { w.inbox.push(item{begin: ctx}) }
+
+// EndTerm stops writing at once; in-flight requests are cancelled with the term's context.
+func (w *Writer) EndTerm() { w.inbox.push(item{end: true}) }
+
+// Run owns the Writer's state until ctx ends.
+func (w *Writer) Run(ctx context.Context) error {
+	defer w.endTerm()
+	for ctx.Err() == nil {
+		sub, err := w.cfg.Source.Subscribe(ctx, store.Request{Kinds: []*watchv1.GroupVersionKind{w.cfg.Ingress}})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("status writer: subscribe to the store: %w", err)
+		}
+		w.resync(sub.Snapshot, sub.Replay)
+		err = w.follow(ctx, sub)
+		w.cfg.Source.Unsubscribe(sub)
+		if ctx.Err() != nil {
+			return nil
+		}
+		w.log.Warn("store subscription ended; subscribing again", "error", err)
+	}
+	return nil
+}
+
+func (w *Writer) follow(ctx context.Context, sub *store.Subscription) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sub.Done():
+			return sub.Err()
+		case ev := <-sub.Events():
+			w.storeEvent(ev)
+		case <-w.inbox.notify:
+			for _, it := range w.inbox.popAll() {
+				switch {
+				case it.report != nil:
+					w.report(it.report)
+				case it.begin != nil:
+					w.beginTerm(it.begin)
+				case it.end:
+					w.endTerm()
+				}
+			}
+		}
+	}
+}
+
+// resync replaces the view of the Ingresses with a subscription's start.
+func (w *Writer) resync(snapshot []*watchv1.Object, replay []store.Event) {
+	old := w.actual
+	w.actual = map[key]*networkingv1.Ingress{}
+	for _, o := range snapshot {
+		w.upsert(o)
+	}
+	for _, ev := range replay {
+		w.storeEvent(ev)
+	}
+	for k := range old {
+		w.evaluate(k, false)
+	}
+	for k := range w.actual {
+		w.evaluate(k, false)
+	}
+}
+
+func (w *Writer) storeEvent(ev store.Event) {
+	switch ev.Type {
+	case store.EventUpsert:
+		if k, ok := w.upsert(ev.Object); ok {
+			w.evaluate(k, false)
+		}
+	case store.EventDelete:
+		k := key{ev.Object.GetNamespace(), ev.Object.GetName()}
+		delete(w.actual, k)
+		delete(w.said, k)
+		delete(w.released, k)
+		w.evaluate(k, false)
+	}
+}
+
+func (w *Writer) upsert(o *watchv1.Object) (key, bool) {
+	k := key{o.GetNamespace(), o.GetName()}
+	obj, err := watchstream.Decode(o)
+	if err != nil {
+		w.log.Error("ingress does not decode; its status is not written", "ingress", k.String(), "error", err)
+		delete(w.actual, k)
+		return k, true
+	}
+	ing, ok := obj.(*networkingv1.Ingress)
+	if !ok {
+		return k, false
+	}
+	w.actual[k] = ing
+	return k, true
+}
+
+// report applies a translator's report.
+func (w *Writer) report(req *watchv1.ReportStatusRequest) {
+	src := req.GetSource()
+	cur := w.sources[src]
+	if cur == nil || req.GetFull() {
+		next := make(map[key]*watchv1.IngressStatus, len(req.GetStatuses()))
+		for _, st := range req.GetStatuses() {
+			next[key{st.GetKey().GetNamespace(), st.GetKey().GetName()}] = st
+		}
+		w.sources[src] = next
+		for k, st := range cur {
+			if _, ok := next[k]; !ok {
+				w.release(k, st)
+			}
+		}
+		for k, st := range next {
+			if old, ok := cur[k]; !ok || !proto.Equal(old, st) {
+				w.evaluate(k, true)
+			}
+		}
+		return
+	}
+	for _, st := range req.GetStatuses() {
+		k := key{st.GetKey().GetNamespace(), st.GetKey().GetName()}
+		cur[k] = st
+		w.evaluate(k, true)
+	}
+	for _, r := range req.GetRemoved() {
+		k := key{r.GetNamespace(), r.GetName()}
+		if st, ok := cur[k]; ok {
+			delete(cur, k)
+			w.release(k, st)
+		}
+	}
+}
+
+// release notes that a source no longer serves an Ingress: the addresses it set are taken
+// back, unless another source serves it.
+func (w *Writer) release(k key, st *watchv1.IngressStatus) {
+	if st.GetManageLoadBalancer() && len(st.GetLoadBalancer()) > 0 {
+		w.released[k] = st.GetLoadBalancer()
+	}
+	delete(w.said, k)
+	w.evaluate(k, true)
+}
+
+// desired is the report that decides an Ingress: the smallest source name that serves it.
+func (w *Writer) desired(k key) *watchv1.IngressStatus {
+	var best *watchv1.IngressStatus
+	bestSrc := ""
+	for src, m := range w.sources {
+		if st, ok := m[k]; ok && (best == nil || src < bestSrc) {
+			best, bestSrc = st, src
+		}
+	}
+	return best
+}
+
+// evaluate decides what one Ingress needs: a status write (queued, latest wins), Events, or
+// nothing. fromReport says a report asked, for the skipped count.
+func (w *Writer) evaluate(k key, fromReport bool) {
+	if w.term == nil {
+		return // beginTerm evaluates every Ingress again
+	}
+	ing := w.actual[k]
+	d := w.desired(k)
+	var want []*watchv1.LoadBalancerIngress
+	write := false
+	switch {
+	case ing == nil:
+	case d != nil:
+		delete(w.released, k)
+		if string(ing.UID) != d.GetUid() {
+			break // the report is about an earlier object of that name: wait for a new one
+		}
+		w.announce(k, ing, d.GetFindings())
+		if d.GetManageLoadBalancer() && !sameAddresses(translate.LoadBalancerOf(ing), d.GetLoadBalancer()) {
+			want, write = d.GetLoadBalancer(), true
+		}
+	default:
+		if rel, ok := w.released[k]; ok {
+			if sameAddresses(translate.LoadBalancerOf(ing), rel) {
+				want, write = nil, true
+			} else {
+				delete(w.released, k)
+			}
+		}
+	}
+	w.mu.Lock()
+	if write {
+		w.pending[k] = intent{base: ing, lb: want}
+	} else {
+		delete(w.pending, k)
+	}
+	n := len(w.pending)
+	w.mu.Unlock()
+	w.cfg.Metrics.SetStatusPending(n)
+	if write {
+		w.term.queue.Add(k)
+	} else if fromReport && ing != nil && d != nil && d.GetManageLoadBalancer() {
+		w.cfg.Metrics.StatusWrite("skipped")
+	}
+}
+
+// announce records Warning Events for findings the object has not been told about, and one
+// Normal Event when its last finding went away. Only in a term: a replica that is not the
+// leader says nothing.
+func (w *Writer) announce(k key, ing *networkingv1.Ingress, findings []*watchv1.StatusFinding) {
+	prev := w.said[k]
+	if prev.uid != ing.UID {
+		prev = announced{uid: ing.UID}
+	}
+	next := announced{uid: ing.UID, findings: make(map[string]bool, len(findings))}
+	for _, f := range findings {
+		sig := f.GetReason() + "\x00" + f.GetField() + "\x00" + f.GetMessage()
+		next.findings[sig] = true
+		if !prev.findings[sig] {
+			typ := corev1.EventTypeWarning
+			if !f.GetWarning() {
+				typ = corev1.EventTypeNormal
+			}
+			msg := f.GetMessage()
+			if f.GetField() != "" {
+				msg = f.GetField() + ": " + msg
+			}
+			w.term.recorder.event(ing, typ, f.GetReason(), msg)
+		}
+	}
+	if len(findings) == 0 && len(prev.findings) > 0 {
+		w.term.recorder.event(ing, corev1.EventTypeNormal, "FindingsResolved", "every finding was resolved; the Ingress is served as written")
+	}
+	w.said[k] = next
+}
+
+func (w *Writer) beginTerm(ctx context.Context) {
+	w.endTerm()
+	// Reports from an earlier term may be stale: translators report in full again to
+	// whichever replica leads, so start from nothing.
+	w.sources = map[string]map[key]*watchv1.IngressStatus{}
+	w.released = map[key][]*watchv1.LoadBalancerIngress{}
+	w.said = map[key]announced{}
+	t := &term{ctx: ctx, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, 30*time.Second),
+		workqueue.TypedRateLimitingQueueConfig[key]{Name: "status"})}
+	t.recorder = newRecorder(ctx, w.cfg.Client, w.cfg.Component, w.cfg.Metrics, w.log)
+	w.term = t
+	for i := 0; i < w.cfg.Workers; i++ {
+		t.done.Add(1)
+		go func() {
+			defer t.done.Done()
+			for w.work(t) {
+			}
+		}()
+	}
+	go func() {
+		<-ctx.Done()
+		t.queue.ShutDown()
+	}()
+	w.mu.Lock()
+	w.pending = map[key]intent{}
+	w.mu.Unlock()
+	for k := range w.actual {
+		w.evaluate(k, false)
+	}
+	w.log.Info("status writing started")
+}
+
+func (w *Writer) endTerm() {
+	t := w.term
+	if t == nil {
+		return
+	}
+	w.term = nil
+	t.queue.ShutDown()
+	t.recorder.shutdown()
+	w.mu.Lock()
+	w.pending = map[key]intent{}
+	w.mu.Unlock()
+	w.cfg.Metrics.SetStatusPending(0)
+	w.log.Info("status writing stopped")
+}
+
+// work takes one key and writes its newest intent; false when the term is over.
+func (w *Writer) work(t *term) bool {
+	k, shutdown := t.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer t.queue.Done(k)
+	w.mu.Lock()
+	in, ok := w.pending[k]
+	delete(w.pending, k)
+	n := len(w.pending)
+	w.mu.Unlock()
+	if !ok {
+		return true
+	}
+	err := w.write(t.ctx, k, in)
+	switch {
+	case err == nil:
+		t.queue.Forget(k)
+	case t.ctx.Err() != nil:
+		return false // the lease is gone: this replica writes nothing more
+	default:
+		w.log.Warn("status write failed; retrying", "ingress", k.String(), "error", err)
+		w.mu.Lock()
+		if _, newer := w.pending[k]; !newer {
+			w.pending[k] = in
+		}
+		n = len(w.pending)
+		w.mu.Unlock()
+		t.queue.AddRateLimited(k)
+	}
+	w.cfg.Metrics.SetStatusPending(n)
+	return true
+}
+
+// write sets one Ingress's status.loadBalancer.ingress. The patch names the resourceVersion
+// the decision was made on, so a concurrent change is a conflict, and a conflict is decided
+// again on a fresh read.
+func (w *Writer) write(ctx context.Context, k key, in intent) error {
+	base := in.base
+	for attempt := 0; ; attempt++ {
+		body, err := statusPatch(base.ResourceVersion, in.lb)
+		if err != nil {
+			return err
+		}
+		_, err = w.cfg.Client.NetworkingV1().Ingresses(k.ns).Patch(ctx, k.name, types.MergePatchType, body,
+			metav1.PatchOptions{FieldManager: FieldManager}, "status")
+		switch {
+		case err == nil:
+			w.cfg.Metrics.StatusWrite("done")
+			return nil
+		case apierrors.IsNotFound(err):
+			w.cfg.Metrics.StatusWrite("gone")
+			return nil
+		case !apierrors.IsConflict(err) || attempt >= 4:
+			w.cfg.Metrics.StatusWrite("failed")
+			return fmt.Errorf("patch status of ingress %s: %w", k, err)
+		}
+		w.cfg.Metrics.StatusWrite("conflict")
+		fresh, gerr := w.cfg.Client.NetworkingV1().Ingresses(k.ns).Get(ctx, k.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(gerr) {
+			w.cfg.Metrics.StatusWrite("gone")
+			return nil
+		}
+		if gerr != nil {
+			w.cfg.Metrics.StatusWrite("failed")
+			return fmt.Errorf("read ingress %s after a conflict: %w", k, gerr)
+		}
+		if fresh.UID != base.UID {
+			w.cfg.Metrics.StatusWrite("gone")
+			return nil
+		}
+		if sameAddresses(translate.LoadBalancerOf(fresh), in.lb) {
+			w.cfg.Metrics.StatusWrite("skipped")
+			return nil
+		}
+		base = fresh
+	}
+}
+
+func statusPatch(resourceVersion string, lb []*watchv1.LoadBalancerIngress) ([]byte, error) {
+	type lbIngress struct {
+		IP       string `json:"ip,omitempty"`
+		Hostname string `json:"hostname,omitempty"`
+	}
+	var list any // null removes the field
+	if len(lb) > 0 {
+		l := make([]lbIngress, 0, len(lb))
+		for _, a := range lb {
+			l = append(l, lbIngress{IP: a.GetIp(), Hostname: a.GetHostname()})
+		}
+		list = l
+	}
+	return json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": resourceVersion},
+		"status":   map[string]any{"loadBalancer": map[string]any{"ingress": list}},
+	})
+}
+
+func sameAddresses(a, b []*watchv1.LoadBalancerIngress) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].GetIp() != b[i].GetIp() || a[i].GetHostname() != b[i].GetHostname() {
+			return false
+		}
+	}
+	return true
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) SetStatusPending(int)     {}
+func (nopMetrics) StatusWrite(string)       {}
+func (nopMetrics) Event(typ, result string) {}
