@@ -312,11 +312,14 @@ func (w *Writer) evaluate(k key, fromReport bool) {
 			want, write = d.GetLoadBalancer(), true
 		}
 	default:
+		// Kept until the Ingress shows exactly those addresses (the store may not have seen
+		// the write that set them yet) or shows none; addresses others set are left alone.
 		if rel, ok := w.released[k]; ok {
-			if sameAddresses(translate.LoadBalancerOf(ing), rel) {
-				want, write = nil, true
-			} else {
+			switch cur := translate.LoadBalancerOf(ing); {
+			case len(cur) == 0:
 				delete(w.released, k)
+			case sameAddresses(cur, rel):
+				want, write = nil, true
 			}
 		}
 	}

@@ -1,0 +1,370 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/sluice-io/sluice/internal/watchstream"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+	"github.com/sluice-io/sluice/watcher/store"
+)
+
+var ingressKind = &watchv1.GroupVersionKind{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}
+
+// fakeSource is the watcher's store behind a lock, as the controller serves it.
+type fakeSource struct {
+	mu sync.Mutex
+	st *store.Store
+}
+
+func newFakeSource(t *testing.T) *fakeSource {
+	t.Helper()
+	st, err := store.New(store.Config{Kinds: []*watchv1.GroupVersionKind{ingressKind}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fakeSource{st: st}
+}
+
+func (s *fakeSource) Subscribe(_ context.Context, req store.Request) (*store.Subscription, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.Subscribe(req)
+}
+
+func (s *fakeSource) Unsubscribe(sub *store.Subscription) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.Unsubscribe(sub)
+}
+
+func (s *fakeSource) upsert(t *testing.T, ing *networkingv1.Ingress) {
+	t.Helper()
+	c := ing.DeepCopy()
+	c.APIVersion, c.Kind = "networking.k8s.io/v1", "Ingress"
+	raw, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.st.Upsert(&watchv1.Object{Kind: ingressKind, Namespace: ing.Namespace, Name: ing.Name, Uid: string(ing.UID),
+		ResourceVersion: ing.ResourceVersion, ContentType: watchstream.ContentTypeJSON, Raw: raw}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fakeMetrics counts the Writer's outcomes.
+type fakeMetrics struct {
+	mu      sync.Mutex
+	writes  map[string]int
+	events  map[string]int
+	pending int
+}
+
+func newFakeMetrics() *fakeMetrics {
+	return &fakeMetrics{writes: map[string]int{}, events: map[string]int{}}
+}
+
+func (m *fakeMetrics) SetStatusPending(n int) { m.mu.Lock(); m.pending = n; m.mu.Unlock() }
+func (m *fakeMetrics) StatusWrite(r string)   { m.mu.Lock(); m.writes[r]++; m.mu.Unlock() }
+func (m *fakeMetrics) Event(typ, r string)    { m.mu.Lock(); m.events[typ+"/"+r]++; m.mu.Unlock() }
+
+func (m *fakeMetrics) write(r string) int { m.mu.Lock(); defer m.mu.Unlock(); return m.writes[r] }
+
+// eventually waits for cond, failing the test after a generous deadline. It polls: the
+// Writer's outcomes reach the fake clientset on worker goroutines.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func ingress(name, uid, rv string, ips ...string) *networkingv1.Ingress {
+	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid), ResourceVersion: rv}}
+	for _, ip := range ips {
+		ing.Status.LoadBalancer.Ingress = append(ing.Status.LoadBalancer.Ingress, networkingv1.IngressLoadBalancerIngress{IP: ip})
+	}
+	return ing
+}
+
+func desired(name, uid string, ips ...string) *watchv1.IngressStatus {
+	st := &watchv1.IngressStatus{Key: &watchv1.IngressKey{Namespace: "ns", Name: name}, Uid: uid, ManageLoadBalancer: true}
+	for _, ip := range ips {
+		st.LoadBalancer = append(st.LoadBalancer, &watchv1.LoadBalancerIngress{Ip: ip})
+	}
+	return st
+}
+
+// patches records the status patches the Writer sent, and answers them like the apiserver:
+// a patch that names a resourceVersion other than the object's is a conflict.
+type patches struct {
+	mu   sync.Mutex
+	seen []recordedPatch
+}
+
+type recordedPatch struct {
+	name, resourceVersion string
+	ips                   []string
+}
+
+func (p *patches) install(cs *fake.Clientset) {
+	gvr := schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}
+	cs.PrependReactor("patch", "ingresses", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		pa := a.(k8stesting.PatchAction)
+		var body struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+			Status struct {
+				LoadBalancer struct {
+					Ingress []struct {
+						IP string `json:"ip"`
+					} `json:"ingress"`
+				} `json:"loadBalancer"`
+			} `json:"status"`
+		}
+		if err := json.Unmarshal(pa.GetPatch(), &body); err != nil {
+			return true, nil, err
+		}
+		rec := recordedPatch{name: pa.GetName(), resourceVersion: body.Metadata.ResourceVersion}
+		for _, i := range body.Status.LoadBalancer.Ingress {
+			rec.ips = append(rec.ips, i.IP)
+		}
+		p.mu.Lock()
+		p.seen = append(p.seen, rec)
+		p.mu.Unlock()
+		if pa.GetSubresource() != "status" {
+			return true, nil, fmt.Errorf("patch of %q, not of the status subresource", pa.GetSubresource())
+		}
+		cur, err := cs.Tracker().Get(gvr, pa.GetNamespace(), pa.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		if rv := cur.(*networkingv1.Ingress).ResourceVersion; rv != rec.resourceVersion {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), pa.GetName(), fmt.Errorf("at %s, not %s", rv, rec.resourceVersion))
+		}
+		return false, nil, nil // the tracker applies it
+	})
+}
+
+func (p *patches) all() []recordedPatch {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]recordedPatch(nil), p.seen...)
+}
+
+type writerFixture struct {
+	src *fakeSource
+	cs  *fake.Clientset
+	m   *fakeMetrics
+	p   *patches
+	w   *Writer
+}
+
+func startWriter(t *testing.T, objs ...*networkingv1.Ingress) *writerFixture {
+	t.Helper()
+	f := &writerFixture{src: newFakeSource(t), cs: fake.NewClientset(), m: newFakeMetrics(), p: &patches{}}
+	for _, o := range objs {
+		f.src.upsert(t, o)
+		if err := f.cs.Tracker().Add(o.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.p.install(f.cs)
+	w, err := New(Config{Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testWriter{t}}), Source: f.src, Client: f.cs, Ingress: ingressKind, Workers: 2, Metrics: f.m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.w = w
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return f
+}
+
+func (f *writerFixture) statusOf(t *testing.T, name string) []string {
+	t.Helper()
+	ing, err := f.cs.NetworkingV1().Ingresses("ns").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ips []string
+	for _, i := range ing.Status.LoadBalancer.Ingress {
+		ips = append(ips, i.IP)
+	}
+	return ips
+}
+
+func TestNewRejectsMissingDependencies(t *testing.T) {
+	if _, err := New(Config{Logger: hclog.NewNullLogger()}); err == nil {
+		t.Fatal("New accepted a Config without Source, Client and Ingress")
+	}
+}
+
+// Issue 10: statuses are written only in a term of leadership, only where they differ, and
+// a term starts from nothing: a report that arrived while this replica did not lead is
+// never written.
+func TestWriterWritesOnlyDifferencesAndOnlyInATerm(t *testing.T) {
+	f := startWriter(t, ingress("a", "ua", "1"), ingress("b", "ub", "1", "10.0.0.1"))
+	ctx1, end1 := context.WithCancel(context.Background())
+	f.w.BeginTerm(ctx1)
+	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{
+		desired("a", "ua", "10.0.0.1"), desired("b", "ub", "10.0.0.1")}})
+	eventually(t, "a's status written", func() bool { return f.m.write("done") == 1 })
+	if got := f.statusOf(t, "a"); len(got) != 1 || got[0] != "10.0.0.1" {
+		t.Fatalf("a's status = %v, want [10.0.0.1]", got)
+	}
+	ps := f.p.all()
+	if len(ps) != 1 || ps[0].name != "a" || ps[0].resourceVersion != "1" {
+		t.Fatalf("patches = %+v, want one of a at resourceVersion 1 (b already had the address)", ps)
+	}
+
+	// The lease is lost: a report now is not written, not even once a new term begins.
+	end1()
+	f.w.EndTerm()
+	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Statuses: []*watchv1.IngressStatus{desired("b", "ub", "10.0.0.2")}})
+	ctx2, end2 := context.WithCancel(context.Background())
+	defer end2()
+	f.w.BeginTerm(ctx2)
+	// The translator reports in full to the new leader; only that is written.
+	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{
+		desired("a", "ua", "10.0.0.1"), desired("b", "ub", "10.0.0.3")}})
+	eventually(t, "b's status written", func() bool {
+		got := f.statusOf(t, "b")
+		return len(got) == 1 && got[0] == "10.0.0.3"
+	})
+	for _, p := range f.p.all() {
+		if len(p.ips) == 1 && p.ips[0] == "10.0.0.2" {
+			t.Fatalf("patches = %+v: the report made outside a term was written", f.p.all())
+		}
+	}
+}
+
+// Issue 10: a conflict is decided again on a fresh read: the write is retried on the new
+// resourceVersion, or skipped when the object already has the wanted status.
+func TestWriterRetriesConflictsOnAFreshRead(t *testing.T) {
+	f := startWriter(t, ingress("a", "ua", "4"), ingress("b", "ub", "4"))
+	// The apiserver moved on (resourceVersion 5) while the store still holds 4; b meanwhile
+	// got the wanted address from someone else.
+	for _, ing := range []*networkingv1.Ingress{ingress("a", "ua", "5"), ingress("b", "ub", "5", "10.0.0.9")} {
+		if _, err := f.cs.NetworkingV1().Ingresses("ns").UpdateStatus(context.Background(), ing, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, end := context.WithCancel(context.Background())
+	defer end()
+	f.w.BeginTerm(ctx)
+	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{
+		desired("a", "ua", "10.0.0.9"), desired("b", "ub", "10.0.0.9")}})
+	eventually(t, "a written and b skipped", func() bool { return f.m.write("done") == 1 && f.m.write("skipped") == 1 })
+	if got := f.statusOf(t, "a"); len(got) != 1 || got[0] != "10.0.0.9" {
+		t.Fatalf("a's status = %v, want [10.0.0.9]", got)
+	}
+	var rvs []string
+	for _, p := range f.p.all() {
+		rvs = append(rvs, p.name+"@"+p.resourceVersion)
+	}
+	if f.m.write("conflict") != 2 || len(rvs) != 3 {
+		t.Fatalf("patches %v, conflicts %d; want a@4 and b@4 conflicting, then a@5 alone", rvs, f.m.write("conflict"))
+	}
+	if f.m.write("failed") != 0 {
+		t.Fatalf("%d writes failed", f.m.write("failed"))
+	}
+}
+
+// Issue 10: when no translator serves an Ingress any more, the address it published is
+// taken back; an address someone else set is left alone.
+func TestWriterTakesBackReleasedAddresses(t *testing.T) {
+	f := startWriter(t, ingress("a", "ua", "1"), ingress("b", "ub", "1", "192.0.2.7"))
+	ctx, end := context.WithCancel(context.Background())
+	defer end()
+	f.w.BeginTerm(ctx)
+	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{desired("a", "ua", "10.0.0.1")}})
+	eventually(t, "a's status written", func() bool { return f.m.write("done") == 1 })
+	// The store sees the write, as the informer would.
+	written, err := f.cs.NetworkingV1().Ingresses("ns").Get(context.Background(), "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	written.ResourceVersion = "2"
+	if _, err := f.cs.NetworkingV1().Ingresses("ns").UpdateStatus(context.Background(), written, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.src.upsert(t, written)
+	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Removed: []*watchv1.IngressKey{{Namespace: "ns", Name: "a"}}})
+	eventually(t, "a's status cleared", func() bool { return f.m.write("done") == 2 })
+	if got := f.statusOf(t, "a"); len(got) != 0 {
+		t.Fatalf("a's status = %v after its translator let go of it, want none", got)
+	}
+	if got := f.statusOf(t, "b"); len(got) != 1 || got[0] != "192.0.2.7" {
+		t.Fatalf("b's status = %v, want the address nobody here set, [192.0.2.7]", got)
+	}
+}
+
+// Issue 10: a finding becomes one Warning Event naming the cause; a repeat of the same
+// report says nothing again; fixing it is announced once.
+func TestWriterAnnouncesFindingsOnce(t *testing.T) {
+	f := startWriter(t, ingress("a", "ua", "1"))
+	ctx, end := context.WithCancel(context.Background())
+	defer end()
+	f.w.BeginTerm(ctx)
+	bad := desired("a", "ua")
+	bad.ManageLoadBalancer = false
+	bad.Findings = []*watchv1.StatusFinding{{Reason: "ServiceNotFound", Field: "spec.rules[0].http.paths[0].backend", Message: `service "web" not found`, Warning: true}}
+	for range 3 {
+		f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{bad}})
+	}
+	events := func() []corev1.Event {
+		l, err := f.cs.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Items
+	}
+	eventually(t, "a Warning Event", func() bool { return len(events()) == 1 })
+	e := events()[0]
+	if e.Type != corev1.EventTypeWarning || e.Reason != "ServiceNotFound" || e.InvolvedObject.Name != "a" || e.InvolvedObject.UID != "ua" ||
+		e.Message != `spec.rules[0].http.paths[0].backend: service "web" not found` || e.Count != 1 {
+		t.Fatalf("event = %s %s on %s (%s) x%d: %q", e.Type, e.Reason, e.InvolvedObject.Name, e.InvolvedObject.UID, e.Count, e.Message)
+	}
+	fixed := desired("a", "ua")
+	fixed.ManageLoadBalancer = false
+	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Statuses: []*watchv1.IngressStatus{fixed}})
+	eventually(t, "a FindingsResolved Event", func() bool {
+		for _, e := range events() {
+			if e.Reason == "FindingsResolved" && e.Type == corev1.EventTypeNormal {
+				return true
+			}
+		}
+		return false
+	})
+	if n := len(events()); n != 2 {
+		t.Fatalf("%d events, want the Warning and the FindingsResolved", n)
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
