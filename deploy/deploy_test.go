@@ -11,18 +11,22 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/testenv"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }
@@ -97,18 +101,54 @@ func watcherRole(t *testing.T) *rbacv1.ClusterRole {
 	}
 }
 
-// runWatcher runs the watcher with a ServiceAccount bound to rules, and reports whether a
-// client got the marker.
-func runWatcher(t *testing.T, c *testenv.Cluster, ns, sa string, rules []rbacv1.PolicyRule) (bool, string) {
+// leaseRole is the Role of deploy/base/rbac.yaml that lets watcher replicas elect a leader.
+func leaseRole(t *testing.T) *rbacv1.Role {
+	t.Helper()
+	data, err := os.ReadFile("base/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := utilyaml.NewYAMLReader(bufioReader(data))
+	for {
+		doc, err := r.Read()
+		if err != nil {
+			t.Fatalf("no Role sluice-watcher-leader-election in base/rbac.yaml: %v", err)
+		}
+		var role rbacv1.Role
+		if err := yaml.Unmarshal(doc, &role); err == nil && role.Kind == "Role" && role.Name == "sluice-watcher-leader-election" {
+			return &role
+		}
+	}
+}
+
+// rbacRun is one watcher, with --leader-elect, run with a ServiceAccount bound to exactly
+// clusterRules (cluster-wide) and leaseRules (in its namespace, where its Lease is).
+type rbacRun struct {
+	c      *testenv.Cluster
+	ns, sa string
+	addr   string
+	w      *testenv.Process
+	synced bool
+}
+
+func runWatcher(t *testing.T, c *testenv.Cluster, sa string, clusterRules, leaseRules []rbacv1.PolicyRule) *rbacRun {
 	t.Helper()
 	ctx := context.Background()
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "deploy-test-" + sa}, Rules: rules}
+	ns := c.Namespace(t)
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "deploy-test-" + ns}, Rules: clusterRules}
 	if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}
 	if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}, Subjects: subjects}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "lease"}, Rules: leaseRules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "lease"},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "lease"}, Subjects: subjects}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := c.ServiceAccountConfig(ctx, ns, sa)
@@ -120,51 +160,183 @@ func runWatcher(t *testing.T, c *testenv.Cluster, ns, sa string, rules []rbacv1.
 		t.Fatal(err)
 	}
 	a := testenv.Addrs(t, 2)
-	w := testenv.StartBinary(t, "watcher", "--kubeconfig", kc, "--listen", a[0], "--http-listen", a[1], "--sync-timeout", "8s")
+	r := &rbacRun{c: c, ns: ns, sa: sa, addr: a[0]}
+	r.w = testenv.StartBinary(t, "watcher", "--kubeconfig", kc, "--listen", a[0], "--http-listen", a[1], "--sync-timeout", "8s",
+		"--leader-elect", "--id", sa, "--leader-elect-namespace", ns, "--leader-elect-lease-duration", "3s",
+		"--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "500ms")
 	ctl := testenv.StartBinary(t, "sluicectl", "watch", "--addr", a[0], "--until-synced", "--quiet")
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	select {
 	case <-ctl.Done():
-	case <-w.Done():
+	case <-r.w.Done():
 	case <-wctx.Done():
 	}
-	ok := ctl.Exited() && ctl.ExitCode() == 0 && strings.Contains(ctl.Logs(), "initial-sync-complete")
-	if !ok {
+	r.synced = ctl.Exited() && ctl.ExitCode() == 0 && strings.Contains(ctl.Logs(), "initial-sync-complete")
+	if !r.synced {
 		// Without a marker the watcher must give up after its sync timeout; wait for it.
-		if _, err := w.Wait(wctx); err != nil {
+		if _, err := r.w.Wait(wctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return ok, w.Logs()
+	return r
 }
 
-// The watcher, with the token of a ServiceAccount bound only by deploy/'s ClusterRole,
-// reaches the marker; with any one of its rules removed it does not, and says which kind.
+const probeAddress = "192.0.2.44"
+
+// report creates an Ingress and reports, as a translator would, an address and a finding
+// for it; it returns once a replica that leads has accepted the report, or when d passed.
+func (r *rbacRun) report(t *testing.T, d time.Duration) (accepted bool) {
+	t.Helper()
+	ctx := context.Background()
+	ing, err := r.c.Client.NetworkingV1().Ingresses(r.ns).Create(ctx, &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+		Spec: networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+			Name: "missing", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpcx.Dial(r.addr, grpcx.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req := &watchv1.ReportStatusRequest{Source: "deploy-test", Full: true, Statuses: []*watchv1.IngressStatus{{
+		Key: &watchv1.IngressKey{Namespace: r.ns, Name: "probe"}, Uid: string(ing.UID), ManageLoadBalancer: true,
+		LoadBalancer: []*watchv1.LoadBalancerIngress{{Ip: probeAddress}},
+		Findings:     []*watchv1.StatusFinding{{Reason: "ServiceNotFound", Field: "spec.defaultBackend", Message: "Service " + r.ns + "/missing not found", Warning: true}},
+	}}}
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		sctx, cancel := context.WithDeadline(ctx, deadline)
+		s, err := watchv1.NewStatusServiceClient(conn).ReportStatus(sctx)
+		if err == nil {
+			if err = s.Send(req); err == nil {
+				_, err = s.Recv() // the leader answers first; a replica that cannot write refuses
+			}
+		}
+		if err == nil {
+			// Keep the stream open until the outcome is seen: closing it is not a withdrawal,
+			// but the test reads the result while the report stands.
+			t.Cleanup(cancel)
+			return true
+		}
+		cancel()
+		time.Sleep(200 * time.Millisecond) // the replica campaigns; ask again
+	}
+	return false
+}
+
+// waitStatus waits until the probe Ingress has the reported address and a Warning Event.
+func (r *rbacRun) waitStatus(t *testing.T, d time.Duration) (addressed, announced bool) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(d)
+	for {
+		ing, err := r.c.Client.NetworkingV1().Ingresses(r.ns).Get(ctx, "probe", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lb := ing.Status.LoadBalancer.Ingress
+		addressed = len(lb) == 1 && lb[0].IP == probeAddress
+		evs, err := r.c.Client.CoreV1().Events(r.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=probe,reason=ServiceNotFound"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		announced = len(evs.Items) == 1 && evs.Items[0].Type == corev1.EventTypeWarning
+		if addressed && announced || time.Now().After(deadline) {
+			return addressed, announced
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// The watcher, with the token of a ServiceAccount bound only by deploy/'s ClusterRole and
+// lease Role, reaches the marker, takes the Lease and writes what a translator reports: the
+// Ingress's status.loadBalancer and a Warning Event. With any one rule removed, what needs
+// it fails and the watcher's log says which resource was refused: a read rule stops the
+// marker; ingresses/status stops the address, events the Event, a lease rule the election.
 // The rules come from the manifest, so the two cannot drift.
 func TestWatcherClusterRoleIsExactlyEnough(t *testing.T) {
 	c := testenv.SharedCluster(t)
-	role := watcherRole(t)
-	if len(role.Rules) < 5 {
-		t.Fatalf("the ClusterRole has %d rules", len(role.Rules))
+	role, lease := watcherRole(t), leaseRole(t)
+	if len(role.Rules) < 7 || len(lease.Rules) < 2 {
+		t.Fatalf("the ClusterRole has %d rules and the Role %d", len(role.Rules), len(lease.Rules))
 	}
-	ns := c.Namespace(t)
 	t.Run("all-rules", func(t *testing.T) {
 		t.Parallel()
-		if ok, logs := runWatcher(t, c, ns, "sluice-watcher", role.Rules); !ok {
-			t.Fatalf("no marker with deploy/'s ClusterRole:\n%s", logs)
+		r := runWatcher(t, c, "sluice-watcher", role.Rules, lease.Rules)
+		if !r.synced {
+			t.Fatalf("no marker with deploy/'s ClusterRole:\n%s", r.w.Logs())
+		}
+		if !r.report(t, time.Minute) {
+			t.Fatalf("the watcher never led and accepted the report:\n%s", r.w.LogTail(40))
+		}
+		if addressed, announced := r.waitStatus(t, time.Minute); !addressed || !announced {
+			t.Fatalf("address written %v, Event recorded %v:\n%s", addressed, announced, r.w.LogTail(40))
+		}
+		l, err := c.Client.CoordinationV1().Leases(r.ns).Get(context.Background(), "sluice-watcher", metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil || !strings.HasPrefix(*l.Spec.HolderIdentity, "sluice-watcher@") {
+			t.Fatalf("the Lease is not held by the watcher: %v %v", l, err)
 		}
 	})
+	type without struct {
+		name           string
+		cluster, lease []rbacv1.PolicyRule
+		rule           rbacv1.PolicyRule
+	}
+	var cases []without
 	for i, rule := range role.Rules {
-		rules := append(append([]rbacv1.PolicyRule{}, role.Rules[:i]...), role.Rules[i+1:]...)
-		t.Run("without-"+strings.Join(rule.Resources, ","), func(t *testing.T) {
+		cases = append(cases, without{name: strings.Join(rule.Resources, ","), rule: rule,
+			cluster: append(append([]rbacv1.PolicyRule{}, role.Rules[:i]...), role.Rules[i+1:]...), lease: lease.Rules})
+	}
+	for i, rule := range lease.Rules {
+		cases = append(cases, without{name: "leases-" + strings.Join(rule.Verbs, ","), rule: rule, cluster: role.Rules,
+			lease: append(append([]rbacv1.PolicyRule{}, lease.Rules[:i]...), lease.Rules[i+1:]...)})
+	}
+	for i, cs := range cases {
+		t.Run("without-"+cs.name, func(t *testing.T) {
 			t.Parallel()
-			ok, logs := runWatcher(t, c, ns, fmt.Sprintf("without-%d", i), rules)
-			if ok {
-				t.Fatalf("marker although the rule for %v was removed", rule.Resources)
+			r := runWatcher(t, c, fmt.Sprintf("without-%d", i), cs.cluster, cs.lease)
+			resource := cs.rule.Resources[0]
+			if slices.Contains(cs.rule.Verbs, "watch") {
+				if r.synced {
+					t.Fatalf("marker although the rule for %v was removed", cs.rule.Resources)
+				}
+				if logs := r.w.Logs(); !strings.Contains(logs, "/"+resource) || !strings.Contains(logs, "forbidden (403)") {
+					t.Fatalf("the watcher did not name %s and the 403:\n%s", resource, logs)
+				}
+				return
 			}
-			if !strings.Contains(logs, "/"+rule.Resources[0]) || !strings.Contains(logs, "forbidden (403)") {
-				t.Fatalf("the watcher did not name %s and the 403:\n%s", rule.Resources[0], logs)
+			if !r.synced {
+				t.Fatalf("no marker although only a write rule (%v %v) was removed:\n%s", cs.rule.Verbs, cs.rule.Resources, r.w.Logs())
+			}
+			accepted := r.report(t, 15*time.Second)
+			var addressed, announced bool
+			if accepted {
+				addressed, announced = r.waitStatus(t, 15*time.Second)
+			}
+			// The apiserver's refusal names the verb and the resource ("cannot patch resource
+			// \"ingresses/status\"", "cannot create resource \"leases\"").
+			named, logs := false, r.w.Logs()
+			for _, v := range cs.rule.Verbs {
+				plain := fmt.Sprintf(`cannot %s resource "%s"`, v, resource)
+				named = named || strings.Contains(logs, plain) || strings.Contains(logs, strings.ReplaceAll(plain, `"`, `\"`))
+			}
+			switch resource {
+			case "ingresses/status":
+				if !announced || addressed || !named {
+					t.Fatalf("Event %v (want true), address %v (want false), refusal logged %v:\n%s", announced, addressed, named, r.w.LogTail(40))
+				}
+			case "events":
+				if !addressed || announced || !named {
+					t.Fatalf("address %v (want true), Event %v (want false), refusal logged %v:\n%s", addressed, announced, named, r.w.LogTail(40))
+				}
+			case "leases":
+				if accepted || !named {
+					t.Fatalf("report accepted %v (want false: nobody leads), refusal logged %v:\n%s", accepted, named, r.w.LogTail(40))
+				}
+			default:
+				t.Fatalf("rule %v %v: the test does not know what needs it", cs.rule.Verbs, cs.rule.Resources)
 			}
 		})
 	}

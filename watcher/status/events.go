@@ -26,7 +26,7 @@ type recorder struct {
 
 func newRecorder(ctx context.Context, cs kubernetes.Interface, component string, m Metrics, log hclog.Logger) *recorder {
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&termSink{ctx: ctx, cs: cs, m: m})
+	b.StartRecordingToSink(&termSink{ctx: ctx, cs: cs, m: m, log: log})
 	return &recorder{b: b, r: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}), m: m, log: log}
 }
 
@@ -44,6 +44,7 @@ type termSink struct {
 	ctx context.Context
 	cs  kubernetes.Interface
 	m   Metrics
+	log hclog.Logger
 }
 
 var errTermOver = errors.New("not the leader any more")
@@ -52,6 +53,8 @@ func (s *termSink) count(e *corev1.Event, err error) (*corev1.Event, error) {
 	result := "sent"
 	if err != nil {
 		result = "failed"
+		// client-go retries only what may succeed later; say why this one did not.
+		s.log.Warn("event not recorded", "object", e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name, "reason", e.Reason, "error", err)
 	}
 	s.m.Event(e.Type, result)
 	return e, err
