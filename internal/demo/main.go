@@ -43,7 +43,7 @@ func main() {
 	os.Exit(code)
 }
 
-var stepN, steps = 0, 8
+var stepN, steps = 0, 9
 
 // step runs one step and prints what it did and how long it took.
 func step(what string, fn func() (string, error)) error {
@@ -117,8 +117,9 @@ func run(ctx context.Context, binDir, examples string, once bool) int {
 	}
 	if err := step("starting Caddy, watcher, translator and pusher", func() (string, error) {
 		var err error
+		// The proxy's address goes into every served Ingress's status (kubectl get ingress).
 		st, err = stack.Start(ctx, stack.Config{Cluster: cluster, BinDir: binDir, Dir: dir,
-			HTTPAddr: pick("127.0.0.1:8080"), HTTPSAddr: pick("127.0.0.1:8443")})
+			HTTPAddr: pick("127.0.0.1:8080"), HTTPSAddr: pick("127.0.0.1:8443"), TranslatorArgs: []string{"--publish-address", "127.0.0.1"}})
 		if err != nil {
 			return "", err
 		}
@@ -163,6 +164,34 @@ func run(ctx context.Context, binDir, examples string, once bool) int {
 	_ = step("sending requests through Caddy", func() (string, error) { return "", nil })
 	for _, p := range probes {
 		fmt.Printf("      %-5s %-42s -> %s\n", strings.ToUpper(p.scheme), p.scheme+"://"+p.host+p.path, request(st, p.scheme, p.host, p.path))
+	}
+	if err := step("waiting for the watcher to write the Ingresses' status and Events", func() (string, error) {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			addr, _ := exec.CommandContext(ctx, kubectl, "--kubeconfig", cluster.AdminKubeconfig, "get", "ingress", "-n", "demo", "shop",
+				"-o", "jsonpath={.status.loadBalancer.ingress[0].ip}").Output()
+			ev, _ := exec.CommandContext(ctx, kubectl, "--kubeconfig", cluster.AdminKubeconfig, "get", "events", "-n", "demo",
+				"--field-selector", "involvedObject.name=broken,type=Warning", "-o", "name").Output()
+			if string(addr) == "127.0.0.1" && len(ev) > 0 {
+				return "", nil
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return "", fmt.Errorf("no status or Event yet (address %q)", addr)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}); err != nil {
+		return fail(err)
+	}
+	for _, args := range [][]string{
+		{"get", "ingress", "-n", "demo"},
+		{"get", "events", "-n", "demo", "--field-selector", "involvedObject.kind=Ingress", "-o", "custom-columns=TYPE:.type,REASON:.reason,OBJECT:.involvedObject.name,MESSAGE:.message"},
+	} {
+		fmt.Printf("      $ kubectl %s\n", strings.Join(args, " "))
+		out, _ := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", cluster.AdminKubeconfig}, args...)...).CombinedOutput()
+		for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+			fmt.Println("      " + l)
+		}
 	}
 	sluicectl := filepath.Join(binDir, "sluicectl")
 	_ = step("the translator's view (sluicectl config)", func() (string, error) { return "", nil })

@@ -222,7 +222,10 @@ func Dial(target string, cfg ClientConfig) (*grpc.ClientConn, error) {
 		r := manual.NewBuilderWithScheme("sluice-replicas")
 		state := resolver.State{}
 		for _, a := range addrs {
-			state.Endpoints = append(state.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
+			// Each replica's certificate is checked against its own host (unless the TLS
+			// settings name one server for all), not against the joined list.
+			host, _, _ := net.SplitHostPort(a)
+			state.Endpoints = append(state.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a, ServerName: host}}})
 		}
 		r.InitialState(state)
 		extra = append(extra, grpc.WithResolvers(r))

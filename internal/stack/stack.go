@@ -42,6 +42,7 @@ type Stack struct {
 	Caddy *testenv.Caddy
 
 	Watcher, Translator, Pusher *testenv.Process
+	replicas                    []*testenv.Process
 
 	WatcherAddr, WatcherHTTP       string
 	TranslatorAddr, TranslatorHTTP string
@@ -121,6 +122,36 @@ func (s *Stack) StartWatcher(extra ...string) error {
 	return err
 }
 
+// Replica is a watcher replica started apart from the stack's own watcher.
+type Replica struct {
+	*testenv.Process
+	Addr, HTTP string
+}
+
+// StartWatcherReplica starts one more watcher, named name, on addresses of its own, with the
+// stack's watcher flags and extra; it is stopped with the stack.
+func (s *Stack) StartWatcherReplica(name string, extra ...string) (*Replica, error) {
+	a, err := testenv.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	h, err := testenv.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--log-level", s.cfg.LogLevel, "--kubeconfig", s.cfg.WatcherKubeconfig, "--listen", a, "--http-listen", h}
+	if len(s.cfg.Namespaces) > 0 {
+		args = append(args, "--namespaces", joinComma(s.cfg.Namespaces))
+	}
+	p, err := testenv.StartProcess(testenv.ProcessConfig{Name: name, Path: filepath.Join(s.cfg.BinDir, "watcher"), Dir: s.cfg.Dir,
+		Args: append(append(args, s.cfg.WatcherArgs...), extra...)})
+	if err != nil {
+		return nil, err
+	}
+	s.replicas = append(s.replicas, p)
+	return &Replica{Process: p, Addr: a, HTTP: h}, nil
+}
+
 // StartTranslator starts (or restarts) the translator.
 func (s *Stack) StartTranslator(extra ...string) error {
 	args := []string{"--watcher-addr", s.WatcherAddr, "--listen", s.TranslatorAddr, "--http-listen", s.TranslatorHTTP, "--ingress-class", s.cfg.IngressClass}
@@ -140,7 +171,7 @@ func (s *Stack) StartPusher(extra ...string) error {
 
 // Stop stops everything, processes first, then Caddy.
 func (s *Stack) Stop() {
-	for _, p := range []*testenv.Process{s.Pusher, s.Translator, s.Watcher} {
+	for _, p := range append([]*testenv.Process{s.Pusher, s.Translator, s.Watcher}, s.replicas...) {
 		if p != nil {
 			p.Stop(5 * time.Second)
 		}
@@ -153,7 +184,7 @@ func (s *Stack) Stop() {
 // Logs returns the tail of every process's log, for failure messages.
 func (s *Stack) Logs(n int) string {
 	out := ""
-	for _, p := range []*testenv.Process{s.Watcher, s.Translator, s.Pusher} {
+	for _, p := range append([]*testenv.Process{s.Watcher, s.Translator, s.Pusher}, s.replicas...) {
 		if p != nil {
 			out += "--- " + p.Name() + "\n" + p.LogTail(n) + "\n"
 		}
