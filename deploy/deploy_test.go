@@ -81,8 +81,8 @@ func TestEveryOverlayAcceptedByServerSideDryRun(t *testing.T) {
 	}
 }
 
-// watcherRole is the ClusterRole of deploy/base/rbac.yaml.
-func watcherRole(t *testing.T) *rbacv1.ClusterRole {
+// rbacObject is the object of deploy/base/rbac.yaml with that kind and name.
+func rbacObject[T any](t *testing.T, kind, name string) *T {
 	t.Helper()
 	data, err := os.ReadFile("base/rbac.yaml")
 	if err != nil {
@@ -92,32 +92,17 @@ func watcherRole(t *testing.T) *rbacv1.ClusterRole {
 	for {
 		doc, err := r.Read()
 		if err != nil {
-			t.Fatalf("no ClusterRole sluice-watcher in base/rbac.yaml: %v", err)
+			t.Fatalf("no %s %s in base/rbac.yaml: %v", kind, name, err)
 		}
-		var role rbacv1.ClusterRole
-		if err := yaml.Unmarshal(doc, &role); err == nil && role.Kind == "ClusterRole" && role.Name == "sluice-watcher" {
-			return &role
+		var meta metav1.PartialObjectMetadata
+		if err := yaml.Unmarshal(doc, &meta); err != nil || meta.Kind != kind || meta.Name != name {
+			continue
 		}
-	}
-}
-
-// leaseRole is the Role of deploy/base/rbac.yaml that lets watcher replicas elect a leader.
-func leaseRole(t *testing.T) *rbacv1.Role {
-	t.Helper()
-	data, err := os.ReadFile("base/rbac.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := utilyaml.NewYAMLReader(bufioReader(data))
-	for {
-		doc, err := r.Read()
-		if err != nil {
-			t.Fatalf("no Role sluice-watcher-leader-election in base/rbac.yaml: %v", err)
+		var obj T
+		if err := yaml.Unmarshal(doc, &obj); err != nil {
+			t.Fatalf("%s %s in base/rbac.yaml: %v", kind, name, err)
 		}
-		var role rbacv1.Role
-		if err := yaml.Unmarshal(doc, &role); err == nil && role.Kind == "Role" && role.Name == "sluice-watcher-leader-election" {
-			return &role
-		}
+		return &obj
 	}
 }
 
@@ -258,7 +243,7 @@ func (r *rbacRun) waitStatus(t *testing.T, d time.Duration) (addressed, announce
 // The rules come from the manifest, so the two cannot drift.
 func TestWatcherClusterRoleIsExactlyEnough(t *testing.T) {
 	c := testenv.SharedCluster(t)
-	role, lease := watcherRole(t), leaseRole(t)
+	role, lease := rbacObject[rbacv1.ClusterRole](t, "ClusterRole", "sluice-watcher"), rbacObject[rbacv1.Role](t, "Role", "sluice-watcher-leader-election")
 	if len(role.Rules) < 7 || len(lease.Rules) < 2 {
 		t.Fatalf("the ClusterRole has %d rules and the Role %d", len(role.Rules), len(lease.Rules))
 	}

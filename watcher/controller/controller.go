@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/sluice-io/sluice/internal/fifo"
 	"github.com/sluice-io/sluice/internal/watchstream"
 	"github.com/sluice-io/sluice/watcher/kinds"
 	"github.com/sluice-io/sluice/watcher/store"
@@ -68,7 +69,7 @@ type Controller struct {
 	cfg    Config
 	log    hclog.Logger
 	store  *store.Store
-	q      queue
+	q      *fifo.Queue[item]
 	synced chan struct{}
 	causes *kinds.Causes
 }
@@ -107,7 +108,7 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Controller{cfg: cfg, log: cfg.Logger, store: st, synced: make(chan struct{}), causes: cfg.Causes, q: newQueue()}, nil
+	return &Controller{cfg: cfg, log: cfg.Logger, store: st, synced: make(chan struct{}), causes: cfg.Causes, q: fifo.New[item]()}, nil
 }
 
 // Epoch is the store's epoch.
@@ -182,7 +183,7 @@ func (c *Controller) Run(ctx context.Context) error {
 				case <-reg.HasSyncedChecker().Done():
 					// Every item of the initial list was handed to the handler, so it is in the
 					// queue ahead of this token.
-					c.q.push(item{kind: i, synced: true})
+					c.q.Push(item{kind: i, synced: true})
 				case <-ctx.Done():
 				}
 			}()
@@ -198,9 +199,9 @@ func (c *Controller) Run(ctx context.Context) error {
 			return nil
 		case <-timeout:
 			return c.timeoutError(pending)
-		case <-c.q.notify:
+		case <-c.q.Notify():
 		}
-		for _, it := range c.q.popAll() {
+		for _, it := range c.q.PopAll() {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -274,7 +275,7 @@ func (c *Controller) handler(i int) cache.ResourceEventHandler {
 			c.log.Error("informer delivered an untransformed object", "type", fmt.Sprintf("%T", obj))
 			return
 		}
-		c.q.push(item{kind: i, obj: s, deleted: deleted})
+		c.q.Push(item{kind: i, obj: s, deleted: deleted})
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { enqueue(obj, false) },
@@ -286,7 +287,7 @@ func (c *Controller) handler(i int) cache.ResourceEventHandler {
 // Subscribe asks the owner for a subscription at the current revision.
 func (c *Controller) Subscribe(ctx context.Context, req store.Request) (*store.Subscription, error) {
 	r := &subscribeReq{req: req, reply: make(chan subscribeReply, 1)}
-	c.q.push(item{sub: r})
+	c.q.Push(item{sub: r})
 	select {
 	case rep := <-r.reply:
 		return rep.sub, rep.err
@@ -302,34 +303,7 @@ func (c *Controller) Subscribe(ctx context.Context, req store.Request) (*store.S
 }
 
 // Unsubscribe releases a subscription.
-func (c *Controller) Unsubscribe(sub *store.Subscription) { c.q.push(item{unsub: sub}) }
-
-// queue is an unbounded FIFO with a wake-up signal: informer callbacks must never block.
-type queue struct {
-	mu     sync.Mutex
-	items  []item
-	notify chan struct{}
-}
-
-func newQueue() queue { return queue{notify: make(chan struct{}, 1)} }
-
-func (q *queue) push(it item) {
-	q.mu.Lock()
-	q.items = append(q.items, it)
-	q.mu.Unlock()
-	select {
-	case q.notify <- struct{}{}:
-	default:
-	}
-}
-
-func (q *queue) popAll() []item {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	out := q.items
-	q.items = nil
-	return out
-}
+func (c *Controller) Unsubscribe(sub *store.Subscription) { c.q.Push(item{unsub: sub}) }
 
 type nopMetrics struct{}
 

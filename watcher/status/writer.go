@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/sluice-io/sluice/internal/fifo"
 	"github.com/sluice-io/sluice/internal/watchstream"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 	"github.com/sluice-io/sluice/translator/translate"
@@ -69,6 +70,13 @@ type key struct{ ns, name string }
 
 func (k key) String() string { return k.ns + "/" + k.name }
 
+// item is one thing for the Writer's owner goroutine: a report, or a term beginning or ending.
+type item struct {
+	report *watchv1.ReportStatusRequest
+	begin  context.Context
+	end    bool
+}
+
 // intent is one pending write: set the Ingress's status.loadBalancer.ingress to lb, from
 // base (the version the decision was made on).
 type intent struct {
@@ -82,7 +90,7 @@ type Writer struct {
 	cfg Config
 	log hclog.Logger
 
-	inbox inbox
+	inbox *fifo.Queue[item]
 
 	// Owned by Run.
 	sources  map[string]map[key]*watchv1.IngressStatus
@@ -122,20 +130,20 @@ func New(cfg Config) (*Writer, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = nopMetrics{}
 	}
-	return &Writer{cfg: cfg, log: cfg.Logger, inbox: newInbox(), sources: map[string]map[key]*watchv1.IngressStatus{},
+	return &Writer{cfg: cfg, log: cfg.Logger, inbox: fifo.New[item](), sources: map[string]map[key]*watchv1.IngressStatus{},
 		actual: map[key]*networkingv1.Ingress{}, released: map[key][]*watchv1.LoadBalancerIngress{}, said: map[key]announced{},
 		pending: map[key]intent{}}, nil
 }
 
 // Report hands a translator's report to the Writer. It never blocks.
-func (w *Writer) Report(req *watchv1.ReportStatusRequest) { w.inbox.push(item{report: req}) }
+func (w *Writer) Report(req *watchv1.ReportStatusRequest) { w.inbox.Push(item{report: req}) }
 
 // BeginTerm starts writing: ctx is the term of leadership and ends when the lease is lost.
 // Reports that arrive after BeginTerm are applied after the term began.
-func (w *Writer) BeginTerm(ctx context.Context) { w.inbox.push(item{begin: ctx}) }
+func (w *Writer) BeginTerm(ctx context.Context) { w.inbox.Push(item{begin: ctx}) }
 
 // EndTerm stops writing at once; in-flight requests are cancelled with the term's context.
-func (w *Writer) EndTerm() { w.inbox.push(item{end: true}) }
+func (w *Writer) EndTerm() { w.inbox.Push(item{end: true}) }
 
 // Run owns the Writer's state until ctx ends.
 func (w *Writer) Run(ctx context.Context) error {
@@ -168,8 +176,8 @@ func (w *Writer) follow(ctx context.Context, sub *store.Subscription) error {
 			return sub.Err()
 		case ev := <-sub.Events():
 			w.storeEvent(ev)
-		case <-w.inbox.notify:
-			for _, it := range w.inbox.popAll() {
+		case <-w.inbox.Notify():
+			for _, it := range w.inbox.PopAll() {
 				switch {
 				case it.report != nil:
 					w.report(it.report)
