@@ -86,6 +86,9 @@ type Engine struct {
 	version  uint64
 	lastHash string
 	synced   bool // the current epoch's marker was verified and published
+	// publishMissing remembers that --publish-service named a Service the view lacks, so
+	// that it is said once per change, not on every build.
+	publishMissing bool
 }
 
 // New returns an engine; Run starts it.
@@ -281,6 +284,16 @@ func (e *Engine) build(first bool) {
 		// Offered on every build, not only on new configs: the publish Service's addresses
 		// and the set of served Ingresses can change without changing the config.
 		e.cfg.Status.Offer(translate.Statuses(in, opts, res))
+		if opts.PublishService != "" && len(opts.PublishAddresses) == 0 {
+			_, found := translate.PublishedAddresses(in, opts)
+			if !found && !e.publishMissing {
+				e.log.Warn("publish service not found; the Ingresses' status.loadBalancer is left as it is", "service", opts.PublishService,
+					"hint", "the watcher must watch its namespace")
+			} else if found && e.publishMissing {
+				e.log.Info("publish service found", "service", opts.PublishService)
+			}
+			e.publishMissing = !found
+		}
 	}
 	hash := translate.Hash(res)
 	if !first && hash == e.lastHash {

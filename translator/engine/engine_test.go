@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -137,6 +138,12 @@ func (r *recorder) waitUntil(t *testing.T, what string, cond func(epochs []strin
 
 func setup(t *testing.T) (*fakeWatcher, *recorder) {
 	t.Helper()
+	return setupWith(t, func(*Config) {})
+}
+
+// setupWith is setup with changes to the engine's Config.
+func setupWith(t *testing.T, change func(*Config)) (*fakeWatcher, *recorder) {
+	t.Helper()
 	fw := &fakeWatcher{scripts: make(chan func(func(*watchv1.WatchResponse)) error, 10)}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -153,9 +160,11 @@ func setup(t *testing.T) (*fakeWatcher, *recorder) {
 	t.Cleanup(func() { conn.Close() })
 	rec := &recorder{changed: make(chan struct{}, 1), unpublished: make(chan struct{})}
 	fw.onWatch = rec.signal
-	e, err := New(Config{Logger: hclog.NewNullLogger(), Client: watchv1.NewWatchServiceClient(conn), Publisher: rec, Metrics: rec,
+	cfg := Config{Logger: hclog.NewNullLogger(), Client: watchv1.NewWatchServiceClient(conn), Publisher: rec, Metrics: rec,
 		Options: translate.Options{IngressClass: "sluice", ControllerName: "sluice.io/ingress-controller", WatchIngressWithoutClass: true},
-		Holdoff: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
+		Holdoff: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}
+	change(&cfg)
+	e, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,5 +310,78 @@ func TestCoalescingDedupAndNewEpochOnBreak(t *testing.T) {
 	}
 	if r := fw.reqs()[1]; r.GetResumeEpoch() != "w1" || r.GetResumeRevision() != 202 {
 		t.Fatalf("reconnect asked for %s/%d, want to resume at w1/202", r.GetResumeEpoch(), r.GetResumeRevision())
+	}
+}
+
+// statusSink records the statuses the engine offers.
+type statusSink struct {
+	mu     sync.Mutex
+	offers [][]*watchv1.IngressStatus
+}
+
+func (s *statusSink) Offer(sts []*watchv1.IngressStatus) {
+	s.mu.Lock()
+	s.offers = append(s.offers, sts)
+	s.mu.Unlock()
+}
+
+func (s *statusSink) last() []*watchv1.IngressStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.offers) == 0 {
+		return nil
+	}
+	return s.offers[len(s.offers)-1]
+}
+
+// lockedBuffer is a log destination the test may read while the engine writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Issue 10: every build of a complete view offers the served Ingresses' statuses, sorted. A
+// --publish-service the view lacks leaves the addresses alone and is said once, not on
+// every build.
+func TestStatusesOfferedAfterEveryBuild(t *testing.T) {
+	sink, logs := &statusSink{}, &lockedBuffer{}
+	fw, rec := setupWith(t, func(c *Config) {
+		c.Status = sink
+		c.Logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
+		c.Options.PublishService = "sluice-system/sluice-proxy"
+	})
+	svc, a, b := svcObject(t, "web", "1"), ingressObject(t, "a", "2"), ingressObject(t, "b", "3")
+	fw.scripts <- func(send func(*watchv1.WatchResponse)) error {
+		snapshot(send, "w1", 2, []*watchv1.Object{svc, a})
+		send(msg("w1", 2, marker(map[*watchv1.GroupVersionKind][]*watchv1.Object{svcKind: {svc}, ingKind: {a}})))
+		send(&watchv1.WatchResponse{Epoch: "w1", Revision: 3, Event: &watchv1.WatchResponse_Upsert{Upsert: &watchv1.Upsert{Object: b}}})
+		return nil
+	}
+	rec.waitUntil(t, "a config with both Ingresses", func(_ []string, c []*configv1.Config) bool {
+		return len(c) > 0 && len(c[len(c)-1].GetResources().GetVirtualHosts()) == 2
+	})
+	sts := sink.last()
+	if len(sts) != 2 || sts[0].GetKey().GetName() != "a" || sts[1].GetKey().GetName() != "b" {
+		t.Fatalf("last offer = %v, want a and b, sorted", sts)
+	}
+	for _, st := range sts {
+		if st.GetManageLoadBalancer() {
+			t.Fatalf("%v: the publish Service is not in the view, yet the address is managed", st)
+		}
+	}
+	if n := strings.Count(logs.String(), "publish service not found"); n != 1 {
+		t.Fatalf("the missing publish Service was logged %d times over two builds, want once:\n%s", n, logs)
 	}
 }
