@@ -7,6 +7,7 @@ package statusreport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -96,10 +97,12 @@ func (r *Reporter) Run(ctx context.Context) error {
 		desired = index(sts)
 	}
 	backoff := r.cfg.BackoffMin
+	lastErr := "" // a failure repeated stream after stream is said once at WARN
 	for ctx.Err() == nil {
 		start := time.Now()
 		var err error
-		desired, err = r.stream(ctx, desired)
+		var accepted bool
+		desired, accepted, err = r.stream(ctx, desired)
 		r.cfg.Metrics.SetStatusConnected(false)
 		if ctx.Err() != nil {
 			return nil
@@ -107,10 +110,18 @@ func (r *Reporter) Run(ctx context.Context) error {
 		if time.Since(start) > 30*time.Second {
 			backoff = r.cfg.BackoffMin
 		}
+		if accepted {
+			lastErr = ""
+		}
 		if status.Code(err) == codes.Unimplemented {
 			backoff = r.cfg.BackoffMax // an older watcher: try again now and then
 		}
-		r.log.Warn("status stream ended; reconnecting", "error", err, "backoff", backoff)
+		if msg := fmt.Sprint(err); msg != lastErr {
+			r.log.Warn("status stream ended; reconnecting", "error", err, "backoff", backoff)
+			lastErr = msg
+		} else {
+			r.log.Debug("status stream ended again; reconnecting", "error", err, "backoff", backoff)
+		}
 		if !r.wait(ctx, backoff, &desired) {
 			return nil
 		}
@@ -144,32 +155,33 @@ func index(sts []*watchv1.IngressStatus) map[key]*watchv1.IngressStatus {
 }
 
 // stream runs one status stream: the full report, then the changes. It returns the newest
-// desired statuses when the stream ends.
-func (r *Reporter) stream(ctx context.Context, desired map[key]*watchv1.IngressStatus) (map[key]*watchv1.IngressStatus, error) {
+// desired statuses when the stream ends, and whether a watcher accepted the stream.
+func (r *Reporter) stream(ctx context.Context, desired map[key]*watchv1.IngressStatus) (_ map[key]*watchv1.IngressStatus, accepted bool, _ error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s, err := r.cfg.Client.ReportStatus(sctx)
 	if err != nil {
-		return desired, err
+		return desired, accepted, err
 	}
 	msgs := grpcx.Pump[watchv1.ReportStatusResponse](sctx, s.Recv, 4)
 	full := &watchv1.ReportStatusRequest{Source: r.cfg.Source, Full: true, Statuses: sorted(desired)}
 	if err := s.Send(full); err != nil {
-		return desired, recvErr(s, err)
+		return desired, accepted, recvErr(s, err)
 	}
 	r.cfg.Metrics.StatusReported(true, len(full.Statuses))
 	sent := desired
 	for {
 		select {
 		case <-ctx.Done():
-			return desired, ctx.Err()
+			return desired, accepted, ctx.Err()
 		case m := <-msgs:
 			if m.Err != nil {
 				if errors.Is(m.Err, io.EOF) {
-					return desired, errors.New("watcher closed the status stream")
+					return desired, accepted, errors.New("watcher closed the status stream")
 				}
-				return desired, m.Err
+				return desired, accepted, m.Err
 			}
+			accepted = true
 			r.cfg.Metrics.SetStatusConnected(true)
 			r.log.Info("status stream accepted", "leader", m.Msg.GetLeader(), "relayed", m.Msg.GetRelayed(), "ingresses", len(desired))
 		case sts := <-r.slot:
@@ -179,7 +191,7 @@ func (r *Reporter) stream(ctx context.Context, desired map[key]*watchv1.IngressS
 				continue
 			}
 			if err := s.Send(req); err != nil {
-				return desired, recvErr(s, err)
+				return desired, accepted, recvErr(s, err)
 			}
 			sent = desired
 			r.cfg.Metrics.StatusReported(false, len(req.Statuses)+len(req.Removed))
