@@ -62,6 +62,13 @@ func (l *leadership) set(next Leader) {
 	l.changed = make(chan struct{})
 }
 
+// Terms is what leads: it begins a term with a context that ends when the lease is lost,
+// and is told when the term ended. Writer is one.
+type Terms interface {
+	BeginTerm(ctx context.Context)
+	EndTerm()
+}
+
 // ElectionMetrics receives the elector's measurements.
 type ElectionMetrics interface {
 	SetLeader(bool)
@@ -77,7 +84,7 @@ type ElectorConfig struct {
 	Namespace, Name                           string
 	ID, Address                               string
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	Writer                                    *Writer
+	Writer                                    Terms
 	Metrics                                   ElectionMetrics
 }
 
@@ -172,13 +179,13 @@ func (e *Elector) Run(ctx context.Context) error {
 // Static is the leadership of a single replica that does not elect: it leads from Begin on.
 type Static struct {
 	*leadership
-	writer   *Writer
+	writer   Terms
 	identity string
 	address  string
 }
 
 // NewStatic returns the leadership of a replica that always writes.
-func NewStatic(w *Writer, id, address string) *Static {
+func NewStatic(w Terms, id, address string) *Static {
 	return &Static{leadership: newLeadership(), writer: w, identity: Identity(id, address), address: address}
 }
 
