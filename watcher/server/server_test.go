@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,25 +16,8 @@ import (
 
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 	"github.com/sluice-io/sluice/watcher/store"
+	"github.com/sluice-io/sluice/watcher/store/storetest"
 )
-
-// lockedStore serializes access to a store, standing in for the controller's owner goroutine.
-type lockedStore struct {
-	mu sync.Mutex
-	st *store.Store
-}
-
-func (l *lockedStore) Subscribe(_ context.Context, req store.Request) (*store.Subscription, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.st.Subscribe(req)
-}
-
-func (l *lockedStore) Unsubscribe(s *store.Subscription) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.st.Unsubscribe(s)
-}
 
 // A client that stops reading is dropped with RESOURCE_EXHAUSTED once it is a bounded number
 // of changes behind; the store never waits for it, and a client that reads gets every change.
@@ -45,7 +27,7 @@ func TestSlowClientDroppedOthersUnaffected(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.MarkSynced()
-	src := &lockedStore{st: st}
+	src := storetest.New(st)
 	stopping := make(chan struct{})
 	srv, err := New(Config{Logger: hclog.NewNullLogger(), Stopping: stopping})
 	if err != nil {
@@ -114,11 +96,11 @@ func TestSlowClientDroppedOthersUnaffected(t *testing.T) {
 			case <-time.After(time.Millisecond):
 			}
 		}
-		src.mu.Lock() // the store's owner: it must never wait on a subscriber
-		if _, err := st.Upsert(&watchv1.Object{Kind: testKinds[0], Namespace: "ns", Name: fmt.Sprintf("o%d", i), ResourceVersion: fmt.Sprint(i), Raw: raw}); err != nil {
-			t.Fatal(err)
-		}
-		src.mu.Unlock()
+		src.Do(func(st *store.Store) { // the store's owner: it must never wait on a subscriber
+			if _, err := st.Upsert(&watchv1.Object{Kind: testKinds[0], Namespace: "ns", Name: fmt.Sprintf("o%d", i), ResourceVersion: fmt.Sprint(i), Raw: raw}); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 	if last := <-got; last != changes+1 {
 		t.Fatalf("the reading client got up to revision %d, want %d", last, changes+1)
@@ -135,13 +117,12 @@ func TestSlowClientDroppedOthersUnaffected(t *testing.T) {
 	}
 }
 
-func waitSubscribers(t *testing.T, src *lockedStore, n int) {
+func waitSubscribers(t *testing.T, src *storetest.Locked, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		src.mu.Lock()
-		got := src.st.Subscribers()
-		src.mu.Unlock()
+		var got int
+		src.Do(func(st *store.Store) { got = st.Subscribers() })
 		if got >= n {
 			return
 		}

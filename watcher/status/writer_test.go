@@ -22,15 +22,13 @@ import (
 	"github.com/sluice-io/sluice/internal/watchstream"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 	"github.com/sluice-io/sluice/watcher/store"
+	"github.com/sluice-io/sluice/watcher/store/storetest"
 )
 
 var ingressKind = &watchv1.GroupVersionKind{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}
 
 // fakeSource is the watcher's store behind a lock, as the controller serves it.
-type fakeSource struct {
-	mu sync.Mutex
-	st *store.Store
-}
+type fakeSource struct{ *storetest.Locked }
 
 func newFakeSource(t *testing.T) *fakeSource {
 	t.Helper()
@@ -38,19 +36,7 @@ func newFakeSource(t *testing.T) *fakeSource {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fakeSource{st: st}
-}
-
-func (s *fakeSource) Subscribe(_ context.Context, req store.Request) (*store.Subscription, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.st.Subscribe(req)
-}
-
-func (s *fakeSource) Unsubscribe(sub *store.Subscription) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.st.Unsubscribe(sub)
+	return &fakeSource{storetest.New(st)}
 }
 
 func (s *fakeSource) upsert(t *testing.T, ing *networkingv1.Ingress) {
@@ -61,42 +47,53 @@ func (s *fakeSource) upsert(t *testing.T, ing *networkingv1.Ingress) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, err := s.st.Upsert(&watchv1.Object{Kind: ingressKind, Namespace: ing.Namespace, Name: ing.Name, Uid: string(ing.UID),
-		ResourceVersion: ing.ResourceVersion, ContentType: watchstream.ContentTypeJSON, Raw: raw}); err != nil {
-		t.Fatal(err)
-	}
+	s.Do(func(st *store.Store) {
+		if _, err := st.Upsert(&watchv1.Object{Kind: ingressKind, Namespace: ing.Namespace, Name: ing.Name, Uid: string(ing.UID),
+			ResourceVersion: ing.ResourceVersion, ContentType: watchstream.ContentTypeJSON, Raw: raw}); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
-// fakeMetrics counts the Writer's outcomes.
+// fakeMetrics counts the Writer's outcomes and wakes the test on each.
 type fakeMetrics struct {
 	mu      sync.Mutex
 	writes  map[string]int
 	events  map[string]int
-	pending int
+	changed chan struct{}
 }
 
 func newFakeMetrics() *fakeMetrics {
-	return &fakeMetrics{writes: map[string]int{}, events: map[string]int{}}
+	return &fakeMetrics{writes: map[string]int{}, events: map[string]int{}, changed: make(chan struct{}, 1)}
 }
 
-func (m *fakeMetrics) SetStatusPending(n int) { m.mu.Lock(); m.pending = n; m.mu.Unlock() }
-func (m *fakeMetrics) StatusWrite(r string)   { m.mu.Lock(); m.writes[r]++; m.mu.Unlock() }
-func (m *fakeMetrics) Event(typ, r string)    { m.mu.Lock(); m.events[typ+"/"+r]++; m.mu.Unlock() }
+func (m *fakeMetrics) SetStatusPending(int) {}
+func (m *fakeMetrics) StatusWrite(r string) { m.count(m.writes, r) }
+func (m *fakeMetrics) Event(typ, r string)  { m.count(m.events, typ+"/"+r) }
+
+func (m *fakeMetrics) count(c map[string]int, k string) {
+	m.mu.Lock()
+	c[k]++
+	m.mu.Unlock()
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+}
 
 func (m *fakeMetrics) write(r string) int { m.mu.Lock(); defer m.mu.Unlock(); return m.writes[r] }
 
-// eventually waits for cond, failing the test after a generous deadline. It polls: the
-// Writer's outcomes reach the fake clientset on worker goroutines.
-func eventually(t *testing.T, what string, cond func() bool) {
+// eventually waits for cond, checking it again after each outcome of the Writer: every write
+// and Event reaches the fake clientset before it is counted.
+func (m *fakeMetrics) eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.After(10 * time.Second)
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-m.changed:
+		case <-deadline:
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -232,7 +229,7 @@ func TestWriterWritesOnlyDifferencesAndOnlyInATerm(t *testing.T) {
 	f.w.BeginTerm(ctx1)
 	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{
 		desired("a", "ua", "10.0.0.1"), desired("b", "ub", "10.0.0.1")}})
-	eventually(t, "a's status written", func() bool { return f.m.write("done") == 1 })
+	f.m.eventually(t, "a's status written", func() bool { return f.m.write("done") == 1 })
 	if got := f.statusOf(t, "a"); len(got) != 1 || got[0] != "10.0.0.1" {
 		t.Fatalf("a's status = %v, want [10.0.0.1]", got)
 	}
@@ -251,7 +248,7 @@ func TestWriterWritesOnlyDifferencesAndOnlyInATerm(t *testing.T) {
 	// The translator reports in full to the new leader; only that is written.
 	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{
 		desired("a", "ua", "10.0.0.1"), desired("b", "ub", "10.0.0.3")}})
-	eventually(t, "b's status written", func() bool {
+	f.m.eventually(t, "b's status written", func() bool {
 		got := f.statusOf(t, "b")
 		return len(got) == 1 && got[0] == "10.0.0.3"
 	})
@@ -278,7 +275,7 @@ func TestWriterRetriesConflictsOnAFreshRead(t *testing.T) {
 	f.w.BeginTerm(ctx)
 	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{
 		desired("a", "ua", "10.0.0.9"), desired("b", "ub", "10.0.0.9")}})
-	eventually(t, "a written and b skipped", func() bool { return f.m.write("done") == 1 && f.m.write("skipped") == 1 })
+	f.m.eventually(t, "a written and b skipped", func() bool { return f.m.write("done") == 1 && f.m.write("skipped") == 1 })
 	if got := f.statusOf(t, "a"); len(got) != 1 || got[0] != "10.0.0.9" {
 		t.Fatalf("a's status = %v, want [10.0.0.9]", got)
 	}
@@ -302,7 +299,7 @@ func TestWriterTakesBackReleasedAddresses(t *testing.T) {
 	defer end()
 	f.w.BeginTerm(ctx)
 	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{desired("a", "ua", "10.0.0.1")}})
-	eventually(t, "a's status written", func() bool { return f.m.write("done") == 1 })
+	f.m.eventually(t, "a's status written", func() bool { return f.m.write("done") == 1 })
 	// The store sees the write, as the informer would.
 	written, err := f.cs.NetworkingV1().Ingresses("ns").Get(context.Background(), "a", metav1.GetOptions{})
 	if err != nil {
@@ -314,7 +311,7 @@ func TestWriterTakesBackReleasedAddresses(t *testing.T) {
 	}
 	f.src.upsert(t, written)
 	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Removed: []*watchv1.IngressKey{{Namespace: "ns", Name: "a"}}})
-	eventually(t, "a's status cleared", func() bool { return f.m.write("done") == 2 })
+	f.m.eventually(t, "a's status cleared", func() bool { return f.m.write("done") == 2 })
 	if got := f.statusOf(t, "a"); len(got) != 0 {
 		t.Fatalf("a's status = %v after its translator let go of it, want none", got)
 	}
@@ -343,7 +340,7 @@ func TestWriterAnnouncesFindingsOnce(t *testing.T) {
 		}
 		return l.Items
 	}
-	eventually(t, "a Warning Event", func() bool { return len(events()) == 1 })
+	f.m.eventually(t, "a Warning Event", func() bool { return len(events()) == 1 })
 	e := events()[0]
 	if e.Type != corev1.EventTypeWarning || e.Reason != "ServiceNotFound" || e.InvolvedObject.Name != "a" || e.InvolvedObject.UID != "ua" ||
 		e.Message != `spec.rules[0].http.paths[0].backend: service "web" not found` || e.Count != 1 {
@@ -352,7 +349,7 @@ func TestWriterAnnouncesFindingsOnce(t *testing.T) {
 	fixed := desired("a", "ua")
 	fixed.ManageLoadBalancer = false
 	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Statuses: []*watchv1.IngressStatus{fixed}})
-	eventually(t, "a FindingsResolved Event", func() bool {
+	f.m.eventually(t, "a FindingsResolved Event", func() bool {
 		for _, e := range events() {
 			if e.Reason == "FindingsResolved" && e.Type == corev1.EventTypeNormal {
 				return true
