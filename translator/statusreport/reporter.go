@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/grpcx"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+	"github.com/sluice-io/sluice/translator/translate"
 )
 
 // Client opens status streams; watchv1.StatusServiceClient is one.
@@ -216,7 +218,7 @@ func sorted(m map[key]*watchv1.IngressStatus) []*watchv1.IngressStatus {
 	for _, s := range m {
 		out = append(out, s)
 	}
-	sortStatuses(out)
+	translate.SortStatuses(out)
 	return out
 }
 
@@ -237,8 +239,8 @@ func diff(source string, sent, desired map[key]*watchv1.IngressStatus) *watchv1.
 	if len(req.Statuses) == 0 && len(req.Removed) == 0 {
 		return nil
 	}
-	sortStatuses(req.Statuses)
-	sortKeys(req.Removed)
+	translate.SortStatuses(req.Statuses)
+	sort.Slice(req.Removed, func(i, j int) bool { return translate.LessKey(req.Removed[i], req.Removed[j]) })
 	return req
 }
 

@@ -41,14 +41,21 @@ func Statuses(in Input, opts Options, res *configv1.Resources) []*watchv1.Ingres
 		}
 		out = append(out, st)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].GetKey(), out[j].GetKey()
-		if a.GetNamespace() != b.GetNamespace() {
-			return a.GetNamespace() < b.GetNamespace()
-		}
-		return a.GetName() < b.GetName()
-	})
+	SortStatuses(out)
 	return out
+}
+
+// SortStatuses puts statuses in their canonical order, by key.
+func SortStatuses(s []*watchv1.IngressStatus) {
+	sort.Slice(s, func(i, j int) bool { return LessKey(s[i].GetKey(), s[j].GetKey()) })
+}
+
+// LessKey orders Ingress keys by namespace, then name.
+func LessKey(a, b *watchv1.IngressKey) bool {
+	if a.GetNamespace() != b.GetNamespace() {
+		return a.GetNamespace() < b.GetNamespace()
+	}
+	return a.GetName() < b.GetName()
 }
 
 // PublishedAddresses returns the proxy's addresses, sorted, and whether they are known:

@@ -164,7 +164,7 @@ func (s *Settings) Validate() error {
 		if s.ID == "" || strings.Contains(s.ID, "@") {
 			return config.Errorf("id", s.ID, "must be set and must not contain @")
 		}
-		if ip := net.ParseIP(strings.Trim(hostOf(s.AdvertiseAddr), "[]")); ip != nil && ip.IsUnspecified() {
+		if ip := net.ParseIP(hostOf(s.AdvertiseAddr)); ip != nil && ip.IsUnspecified() {
 			return config.Errorf("advertise-addr", s.AdvertiseAddr, "must be an address the other replicas can reach (set it, or $POD_IP)")
 		}
 		if s.LeaseNamespace == "" || s.LeaseName == "" {

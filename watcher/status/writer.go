@@ -156,7 +156,7 @@ func (w *Writer) Run(ctx context.Context) error {
 			}
 			return fmt.Errorf("status writer: subscribe to the store: %w", err)
 		}
-		w.resync(sub.Snapshot, sub.Replay)
+		w.resync(sub.Snapshot)
 		err = w.follow(ctx, sub)
 		w.cfg.Source.Unsubscribe(sub)
 		if ctx.Err() != nil {
@@ -191,18 +191,19 @@ func (w *Writer) follow(ctx context.Context, sub *store.Subscription) error {
 	}
 }
 
-// resync replaces the view of the Ingresses with a subscription's start.
-func (w *Writer) resync(snapshot []*watchv1.Object, replay []store.Event) {
+// resync replaces the view of the Ingresses with a subscription's snapshot (the Writer never
+// resumes, so a subscription always starts with one) and decides again every Ingress it
+// held or holds now.
+func (w *Writer) resync(snapshot []*watchv1.Object) {
 	old := w.actual
 	w.actual = map[key]*networkingv1.Ingress{}
 	for _, o := range snapshot {
 		w.upsert(o)
 	}
-	for _, ev := range replay {
-		w.storeEvent(ev)
-	}
 	for k := range old {
-		w.evaluate(k, false)
+		if _, ok := w.actual[k]; !ok {
+			w.evaluate(k, false)
+		}
 	}
 	for k := range w.actual {
 		w.evaluate(k, false)
