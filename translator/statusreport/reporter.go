@@ -167,10 +167,13 @@ func (r *Reporter) stream(ctx context.Context, desired map[key]*watchv1.IngressS
 	}
 	msgs := grpcx.Pump[watchv1.ReportStatusResponse](sctx, s.Recv, 4)
 	full := &watchv1.ReportStatusRequest{Source: r.cfg.Source, Full: true, Statuses: sorted(desired)}
-	if err := s.Send(full); err != nil {
-		return desired, accepted, recvErr(s, err)
+	// A Send that fails with io.EOF means the watcher ended the stream: its reason arrives
+	// on msgs (only the pump may call Recv).
+	if err := s.Send(full); err == nil {
+		r.cfg.Metrics.StatusReported(true, len(full.Statuses))
+	} else if !errors.Is(err, io.EOF) {
+		return desired, accepted, err
 	}
-	r.cfg.Metrics.StatusReported(true, len(full.Statuses))
 	sent := desired
 	for {
 		select {
@@ -192,23 +195,12 @@ func (r *Reporter) stream(ctx context.Context, desired map[key]*watchv1.IngressS
 			if req == nil {
 				continue
 			}
-			if err := s.Send(req); err != nil {
-				return desired, accepted, recvErr(s, err)
+			if err := s.Send(req); err == nil {
+				r.cfg.Metrics.StatusReported(false, len(req.Statuses)+len(req.Removed))
+			} else if !errors.Is(err, io.EOF) {
+				return desired, accepted, err
 			}
 			sent = desired
-			r.cfg.Metrics.StatusReported(false, len(req.Statuses)+len(req.Removed))
-		}
-	}
-}
-
-// recvErr finds the stream's real error after a failed Send (Send only says io.EOF).
-func recvErr(s grpc.BidiStreamingClient[watchv1.ReportStatusRequest, watchv1.ReportStatusResponse], err error) error {
-	if !errors.Is(err, io.EOF) {
-		return err
-	}
-	for {
-		if _, rerr := s.Recv(); rerr != nil {
-			return rerr
 		}
 	}
 }
