@@ -184,7 +184,9 @@ func (r *rbacRun) report(t *testing.T, d time.Duration) (accepted bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	// Open until the test ends: the leader answers before it reads the report, so closing
+	// the connection at once could drop the report unread.
+	t.Cleanup(func() { _ = conn.Close() })
 	req := &watchv1.ReportStatusRequest{Source: "deploy-test", Full: true, Statuses: []*watchv1.IngressStatus{{
 		Key: &watchv1.IngressKey{Namespace: r.ns, Name: "probe"}, Uid: string(ing.UID), ManageLoadBalancer: true,
 		LoadBalancer: []*watchv1.LoadBalancerIngress{{Ip: probeAddress}},
@@ -200,8 +202,7 @@ func (r *rbacRun) report(t *testing.T, d time.Duration) (accepted bool) {
 			}
 		}
 		if err == nil {
-			// Keep the stream open until the outcome is seen: closing it is not a withdrawal,
-			// but the test reads the result while the report stands.
+			// Keep the stream open until the outcome is seen (see above).
 			t.Cleanup(cancel)
 			return true
 		}
