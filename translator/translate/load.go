@@ -77,3 +77,24 @@ func (in *Input) add(obj any) string {
 func (in *Input) Add(obj any) { in.add(obj) }
 
 func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
+
+// objects returns every object of the input.
+func (in *Input) objects() []any {
+	out := make([]any, 0, len(in.Ingresses)+len(in.IngressClasses)+len(in.Services)+len(in.EndpointSlices)+len(in.Secrets))
+	for _, o := range in.IngressClasses {
+		out = append(out, o)
+	}
+	for _, o := range in.Services {
+		out = append(out, o)
+	}
+	for _, o := range in.EndpointSlices {
+		out = append(out, o)
+	}
+	for _, o := range in.Secrets {
+		out = append(out, o)
+	}
+	for _, o := range in.Ingresses {
+		out = append(out, o)
+	}
+	return out
+}

@@ -248,6 +248,7 @@ type StreamConfigRequest struct {
 	//	*StreamConfigRequest_Hello
 	//	*StreamConfigRequest_Ack
 	//	*StreamConfigRequest_Nack
+	//	*StreamConfigRequest_Resync
 	Message       isStreamConfigRequest_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -317,6 +318,15 @@ func (x *StreamConfigRequest) GetNack() *Nack {
 	return nil
 }
 
+func (x *StreamConfigRequest) GetResync() *Resync {
+	if x != nil {
+		if x, ok := x.Message.(*StreamConfigRequest_Resync); ok {
+			return x.Resync
+		}
+	}
+	return nil
+}
+
 type isStreamConfigRequest_Message interface {
 	isStreamConfigRequest_Message()
 }
@@ -333,11 +343,17 @@ type StreamConfigRequest_Nack struct {
 	Nack *Nack `protobuf:"bytes,3,opt,name=nack,proto3,oneof"`
 }
 
+type StreamConfigRequest_Resync struct {
+	Resync *Resync `protobuf:"bytes,4,opt,name=resync,proto3,oneof"`
+}
+
 func (*StreamConfigRequest_Hello) isStreamConfigRequest_Message() {}
 
 func (*StreamConfigRequest_Ack) isStreamConfigRequest_Message() {}
 
 func (*StreamConfigRequest_Nack) isStreamConfigRequest_Message() {}
+
+func (*StreamConfigRequest_Resync) isStreamConfigRequest_Message() {}
 
 // Hello is the first message of a stream.
 type Hello struct {
@@ -508,6 +524,62 @@ func (x *Nack) GetObjectsAtFault() []*ObjectRef {
 	return nil
 }
 
+// Resync asks for the complete state: the client could not apply a delta (its base is not
+// what the client holds, or the resulting hash differs). The translator answers with a Config
+// of the newest version; the client applies nothing from the broken chain meanwhile.
+type Resync struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Have is the version the client holds in this epoch, if any.
+	Have          *ConfigRef `protobuf:"bytes,1,opt,name=have,proto3" json:"have,omitempty"`
+	Reason        string     `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resync) Reset() {
+	*x = Resync{}
+	mi := &file_sluice_config_v1_config_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resync) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resync) ProtoMessage() {}
+
+func (x *Resync) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_config_v1_config_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resync.ProtoReflect.Descriptor instead.
+func (*Resync) Descriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Resync) GetHave() *ConfigRef {
+	if x != nil {
+		return x.Have
+	}
+	return nil
+}
+
+func (x *Resync) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // ConfigRef names one config.
 type ConfigRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -520,7 +592,7 @@ type ConfigRef struct {
 
 func (x *ConfigRef) Reset() {
 	*x = ConfigRef{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[4]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +604,7 @@ func (x *ConfigRef) String() string {
 func (*ConfigRef) ProtoMessage() {}
 
 func (x *ConfigRef) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[4]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +617,7 @@ func (x *ConfigRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigRef.ProtoReflect.Descriptor instead.
 func (*ConfigRef) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{4}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ConfigRef) GetEpoch() string {
@@ -577,6 +649,7 @@ type StreamConfigResponse struct {
 	//	*StreamConfigResponse_Config
 	//	*StreamConfigResponse_InitialSyncComplete
 	//	*StreamConfigResponse_Heartbeat
+	//	*StreamConfigResponse_Delta
 	Message       isStreamConfigResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -584,7 +657,7 @@ type StreamConfigResponse struct {
 
 func (x *StreamConfigResponse) Reset() {
 	*x = StreamConfigResponse{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[5]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -596,7 +669,7 @@ func (x *StreamConfigResponse) String() string {
 func (*StreamConfigResponse) ProtoMessage() {}
 
 func (x *StreamConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[5]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -609,7 +682,7 @@ func (x *StreamConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamConfigResponse.ProtoReflect.Descriptor instead.
 func (*StreamConfigResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{5}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StreamConfigResponse) GetMessage() isStreamConfigResponse_Message {
@@ -646,6 +719,15 @@ func (x *StreamConfigResponse) GetHeartbeat() *Heartbeat {
 	return nil
 }
 
+func (x *StreamConfigResponse) GetDelta() *ConfigDelta {
+	if x != nil {
+		if x, ok := x.Message.(*StreamConfigResponse_Delta); ok {
+			return x.Delta
+		}
+	}
+	return nil
+}
+
 type isStreamConfigResponse_Message interface {
 	isStreamConfigResponse_Message()
 }
@@ -662,11 +744,17 @@ type StreamConfigResponse_Heartbeat struct {
 	Heartbeat *Heartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
 }
 
+type StreamConfigResponse_Delta struct {
+	Delta *ConfigDelta `protobuf:"bytes,4,opt,name=delta,proto3,oneof"`
+}
+
 func (*StreamConfigResponse_Config) isStreamConfigResponse_Message() {}
 
 func (*StreamConfigResponse_InitialSyncComplete) isStreamConfigResponse_Message() {}
 
 func (*StreamConfigResponse_Heartbeat) isStreamConfigResponse_Message() {}
+
+func (*StreamConfigResponse_Delta) isStreamConfigResponse_Message() {}
 
 // InitialSyncComplete opens the pusher's gate for this stream: configs of this epoch with a
 // version at or after Version are complete and may be applied.
@@ -682,7 +770,7 @@ type InitialSyncComplete struct {
 
 func (x *InitialSyncComplete) Reset() {
 	*x = InitialSyncComplete{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[6]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +782,7 @@ func (x *InitialSyncComplete) String() string {
 func (*InitialSyncComplete) ProtoMessage() {}
 
 func (x *InitialSyncComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[6]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +795,7 @@ func (x *InitialSyncComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitialSyncComplete.ProtoReflect.Descriptor instead.
 func (*InitialSyncComplete) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{6}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InitialSyncComplete) GetEpoch() string {
@@ -748,7 +836,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[7]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +848,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[7]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +861,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{7}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Heartbeat) GetTime() *timestamppb.Timestamp {
@@ -790,7 +878,9 @@ type Config struct {
 	// watch stream restarts. Version rises within an epoch.
 	Epoch   string `protobuf:"bytes,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Version uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
-	// Hash is the lower-case hex SHA-256 of the deterministic serialization of Resources.
+	// Hash is the state hash of Resources (docs/protocol.md, "The state hash"): a lower-case
+	// hex SHA-256 over the sum of one digest per resource, so that a delta's result can be
+	// checked without serialising the whole state.
 	Hash string `protobuf:"bytes,3,opt,name=hash,proto3" json:"hash,omitempty"`
 	// WatcherEpoch and WatcherRevision name the view of the cluster the config was built from.
 	WatcherEpoch    string     `protobuf:"bytes,4,opt,name=watcher_epoch,json=watcherEpoch,proto3" json:"watcher_epoch,omitempty"`
@@ -802,7 +892,7 @@ type Config struct {
 
 func (x *Config) Reset() {
 	*x = Config{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[8]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +904,7 @@ func (x *Config) String() string {
 func (*Config) ProtoMessage() {}
 
 func (x *Config) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[8]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +917,7 @@ func (x *Config) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Config.ProtoReflect.Descriptor instead.
 func (*Config) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{8}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Config) GetEpoch() string {
@@ -872,6 +962,220 @@ func (x *Config) GetResources() *Resources {
 	return nil
 }
 
+// ConfigDelta is one version as a change onto BaseVersion, a version of the same epoch that
+// the stream sent before. Applying it: upsert every listed resource by its key (replacing
+// the one of that key), remove every listed key, then check that the state hash of the
+// result is Hash. A key to remove that is not held, a base that is not the version held, or
+// another hash means the chain is broken: apply nothing, send a Resync.
+type ConfigDelta struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Epoch       string                 `protobuf:"bytes,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Version     uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	BaseVersion uint64                 `protobuf:"varint,3,opt,name=base_version,json=baseVersion,proto3" json:"base_version,omitempty"`
+	// Hash is the state hash of the complete state after the delta.
+	Hash            string `protobuf:"bytes,4,opt,name=hash,proto3" json:"hash,omitempty"`
+	WatcherEpoch    string `protobuf:"bytes,5,opt,name=watcher_epoch,json=watcherEpoch,proto3" json:"watcher_epoch,omitempty"`
+	WatcherRevision uint64 `protobuf:"varint,6,opt,name=watcher_revision,json=watcherRevision,proto3" json:"watcher_revision,omitempty"`
+	// Upserted virtual hosts, keyed by hostname; removed ones by hostname.
+	VirtualHosts        []*VirtualHost `protobuf:"bytes,7,rep,name=virtual_hosts,json=virtualHosts,proto3" json:"virtual_hosts,omitempty"`
+	RemovedVirtualHosts []string       `protobuf:"bytes,8,rep,name=removed_virtual_hosts,json=removedVirtualHosts,proto3" json:"removed_virtual_hosts,omitempty"`
+	// Upserted backends, keyed by name; removed ones by name.
+	Backends        []*Backend `protobuf:"bytes,9,rep,name=backends,proto3" json:"backends,omitempty"`
+	RemovedBackends []string   `protobuf:"bytes,10,rep,name=removed_backends,json=removedBackends,proto3" json:"removed_backends,omitempty"`
+	// Upserted certificates, keyed by name; removed ones by name.
+	Certificates        []*Certificate `protobuf:"bytes,11,rep,name=certificates,proto3" json:"certificates,omitempty"`
+	RemovedCertificates []string       `protobuf:"bytes,12,rep,name=removed_certificates,json=removedCertificates,proto3" json:"removed_certificates,omitempty"`
+	// Findings, replaced as a whole per object (keyed by kind, namespace and name); removed
+	// ones name the object that has no findings any more.
+	Findings        []*ObjectFindings `protobuf:"bytes,13,rep,name=findings,proto3" json:"findings,omitempty"`
+	RemovedFindings []*ObjectRef      `protobuf:"bytes,14,rep,name=removed_findings,json=removedFindings,proto3" json:"removed_findings,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ConfigDelta) Reset() {
+	*x = ConfigDelta{}
+	mi := &file_sluice_config_v1_config_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigDelta) ProtoMessage() {}
+
+func (x *ConfigDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_config_v1_config_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigDelta.ProtoReflect.Descriptor instead.
+func (*ConfigDelta) Descriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ConfigDelta) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+func (x *ConfigDelta) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ConfigDelta) GetBaseVersion() uint64 {
+	if x != nil {
+		return x.BaseVersion
+	}
+	return 0
+}
+
+func (x *ConfigDelta) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *ConfigDelta) GetWatcherEpoch() string {
+	if x != nil {
+		return x.WatcherEpoch
+	}
+	return ""
+}
+
+func (x *ConfigDelta) GetWatcherRevision() uint64 {
+	if x != nil {
+		return x.WatcherRevision
+	}
+	return 0
+}
+
+func (x *ConfigDelta) GetVirtualHosts() []*VirtualHost {
+	if x != nil {
+		return x.VirtualHosts
+	}
+	return nil
+}
+
+func (x *ConfigDelta) GetRemovedVirtualHosts() []string {
+	if x != nil {
+		return x.RemovedVirtualHosts
+	}
+	return nil
+}
+
+func (x *ConfigDelta) GetBackends() []*Backend {
+	if x != nil {
+		return x.Backends
+	}
+	return nil
+}
+
+func (x *ConfigDelta) GetRemovedBackends() []string {
+	if x != nil {
+		return x.RemovedBackends
+	}
+	return nil
+}
+
+func (x *ConfigDelta) GetCertificates() []*Certificate {
+	if x != nil {
+		return x.Certificates
+	}
+	return nil
+}
+
+func (x *ConfigDelta) GetRemovedCertificates() []string {
+	if x != nil {
+		return x.RemovedCertificates
+	}
+	return nil
+}
+
+func (x *ConfigDelta) GetFindings() []*ObjectFindings {
+	if x != nil {
+		return x.Findings
+	}
+	return nil
+}
+
+func (x *ConfigDelta) GetRemovedFindings() []*ObjectRef {
+	if x != nil {
+		return x.RemovedFindings
+	}
+	return nil
+}
+
+// ObjectFindings are all the findings of one object.
+type ObjectFindings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Object names the object by kind, namespace and name only.
+	Object *ObjectRef `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	// Findings are in canonical order (field, cause, severity, reason).
+	Findings      []*Finding `protobuf:"bytes,2,rep,name=findings,proto3" json:"findings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectFindings) Reset() {
+	*x = ObjectFindings{}
+	mi := &file_sluice_config_v1_config_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectFindings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectFindings) ProtoMessage() {}
+
+func (x *ObjectFindings) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_config_v1_config_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectFindings.ProtoReflect.Descriptor instead.
+func (*ObjectFindings) Descriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ObjectFindings) GetObject() *ObjectRef {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *ObjectFindings) GetFindings() []*Finding {
+	if x != nil {
+		return x.Findings
+	}
+	return nil
+}
+
 // Resources is the data-plane-neutral content of a config. Every list is sorted, so that the
 // same objects always give the same bytes.
 type Resources struct {
@@ -888,7 +1192,7 @@ type Resources struct {
 
 func (x *Resources) Reset() {
 	*x = Resources{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[9]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +1204,7 @@ func (x *Resources) String() string {
 func (*Resources) ProtoMessage() {}
 
 func (x *Resources) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[9]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +1217,7 @@ func (x *Resources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resources.ProtoReflect.Descriptor instead.
 func (*Resources) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{9}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Resources) GetVirtualHosts() []*VirtualHost {
@@ -961,7 +1265,7 @@ type VirtualHost struct {
 
 func (x *VirtualHost) Reset() {
 	*x = VirtualHost{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[10]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1277,7 @@ func (x *VirtualHost) String() string {
 func (*VirtualHost) ProtoMessage() {}
 
 func (x *VirtualHost) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[10]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1290,7 @@ func (x *VirtualHost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VirtualHost.ProtoReflect.Descriptor instead.
 func (*VirtualHost) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{10}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *VirtualHost) GetHostname() string {
@@ -1027,7 +1331,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[11]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1343,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[11]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1356,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{11}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Route) GetName() string {
@@ -1108,7 +1412,7 @@ type PathMatch struct {
 
 func (x *PathMatch) Reset() {
 	*x = PathMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[12]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1424,7 @@ func (x *PathMatch) String() string {
 func (*PathMatch) ProtoMessage() {}
 
 func (x *PathMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[12]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1437,7 @@ func (x *PathMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathMatch.ProtoReflect.Descriptor instead.
 func (*PathMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{12}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PathMatch) GetType() PathMatchType {
@@ -1162,7 +1466,7 @@ type HeaderMatch struct {
 
 func (x *HeaderMatch) Reset() {
 	*x = HeaderMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[13]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1478,7 @@ func (x *HeaderMatch) String() string {
 func (*HeaderMatch) ProtoMessage() {}
 
 func (x *HeaderMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[13]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1491,7 @@ func (x *HeaderMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderMatch.ProtoReflect.Descriptor instead.
 func (*HeaderMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{13}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HeaderMatch) GetName() string {
@@ -1223,7 +1527,7 @@ type WeightedBackend struct {
 
 func (x *WeightedBackend) Reset() {
 	*x = WeightedBackend{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[14]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1539,7 @@ func (x *WeightedBackend) String() string {
 func (*WeightedBackend) ProtoMessage() {}
 
 func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[14]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1552,7 @@ func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedBackend.ProtoReflect.Descriptor instead.
 func (*WeightedBackend) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{14}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WeightedBackend) GetBackend() string {
@@ -1279,7 +1583,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[15]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1595,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[15]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1608,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{15}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Backend) GetName() string {
@@ -1350,7 +1654,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[16]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1666,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[16]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1679,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{16}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Endpoint) GetAddress() string {
@@ -1429,7 +1733,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[17]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +1745,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[17]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +1758,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{17}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Certificate) GetName() string {
@@ -1516,7 +1820,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1832,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1845,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{18}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Finding) GetObject() *ObjectRef {
@@ -1594,7 +1898,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1606,7 +1910,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1619,7 +1923,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{19}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ObjectRef) GetGroup() string {
@@ -1675,7 +1979,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1991,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +2004,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{20}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetStatusRequest) GetIncludeResources() bool {
@@ -1724,7 +2028,7 @@ type GetStatusResponse struct {
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +2040,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +2053,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{21}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetStatusResponse) GetCurrent() *Config {
@@ -1793,7 +2097,7 @@ type PusherStatus struct {
 
 func (x *PusherStatus) Reset() {
 	*x = PusherStatus{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +2109,7 @@ func (x *PusherStatus) String() string {
 func (*PusherStatus) ProtoMessage() {}
 
 func (x *PusherStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +2122,7 @@ func (x *PusherStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PusherStatus.ProtoReflect.Descriptor instead.
 func (*PusherStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{22}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PusherStatus) GetPusherId() string {
@@ -1888,11 +2192,12 @@ var File_sluice_config_v1_config_proto protoreflect.FileDescriptor
 
 const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\n" +
-	"\x1dsluice/config/v1/config.proto\x12\x10sluice.config.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xaa\x01\n" +
+	"\x1dsluice/config/v1/config.proto\x12\x10sluice.config.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xde\x01\n" +
 	"\x13StreamConfigRequest\x12/\n" +
 	"\x05hello\x18\x01 \x01(\v2\x17.sluice.config.v1.HelloH\x00R\x05hello\x12)\n" +
 	"\x03ack\x18\x02 \x01(\v2\x15.sluice.config.v1.AckH\x00R\x03ack\x12,\n" +
-	"\x04nack\x18\x03 \x01(\v2\x16.sluice.config.v1.NackH\x00R\x04nackB\t\n" +
+	"\x04nack\x18\x03 \x01(\v2\x16.sluice.config.v1.NackH\x00R\x04nack\x122\n" +
+	"\x06resync\x18\x04 \x01(\v2\x18.sluice.config.v1.ResyncH\x00R\x06resyncB\t\n" +
 	"\amessage\"\x8f\x01\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tpusher_id\x18\x01 \x01(\tR\bpusherId\x12>\n" +
@@ -1904,15 +2209,19 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\x04Nack\x123\n" +
 	"\x06config\x18\x01 \x01(\v2\x1b.sluice.config.v1.ConfigRefR\x06config\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12E\n" +
-	"\x10objects_at_fault\x18\x03 \x03(\v2\x1b.sluice.config.v1.ObjectRefR\x0eobjectsAtFault\"O\n" +
+	"\x10objects_at_fault\x18\x03 \x03(\v2\x1b.sluice.config.v1.ObjectRefR\x0eobjectsAtFault\"Q\n" +
+	"\x06Resync\x12/\n" +
+	"\x04have\x18\x01 \x01(\v2\x1b.sluice.config.v1.ConfigRefR\x04have\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"O\n" +
 	"\tConfigRef\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\tR\x05epoch\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x12\n" +
-	"\x04hash\x18\x03 \x01(\tR\x04hash\"\xef\x01\n" +
+	"\x04hash\x18\x03 \x01(\tR\x04hash\"\xa6\x02\n" +
 	"\x14StreamConfigResponse\x122\n" +
 	"\x06config\x18\x01 \x01(\v2\x18.sluice.config.v1.ConfigH\x00R\x06config\x12[\n" +
 	"\x15initial_sync_complete\x18\x02 \x01(\v2%.sluice.config.v1.InitialSyncCompleteH\x00R\x13initialSyncComplete\x12;\n" +
-	"\theartbeat\x18\x03 \x01(\v2\x1b.sluice.config.v1.HeartbeatH\x00R\theartbeatB\t\n" +
+	"\theartbeat\x18\x03 \x01(\v2\x1b.sluice.config.v1.HeartbeatH\x00R\theartbeat\x125\n" +
+	"\x05delta\x18\x04 \x01(\v2\x1d.sluice.config.v1.ConfigDeltaH\x00R\x05deltaB\t\n" +
 	"\amessage\"\x95\x01\n" +
 	"\x13InitialSyncComplete\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\tR\x05epoch\x12\x18\n" +
@@ -1927,7 +2236,26 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\x04hash\x18\x03 \x01(\tR\x04hash\x12#\n" +
 	"\rwatcher_epoch\x18\x04 \x01(\tR\fwatcherEpoch\x12)\n" +
 	"\x10watcher_revision\x18\x05 \x01(\x04R\x0fwatcherRevision\x129\n" +
-	"\tresources\x18\x06 \x01(\v2\x1b.sluice.config.v1.ResourcesR\tresources\"\x80\x02\n" +
+	"\tresources\x18\x06 \x01(\v2\x1b.sluice.config.v1.ResourcesR\tresources\"\x9a\x05\n" +
+	"\vConfigDelta\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\tR\x05epoch\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12!\n" +
+	"\fbase_version\x18\x03 \x01(\x04R\vbaseVersion\x12\x12\n" +
+	"\x04hash\x18\x04 \x01(\tR\x04hash\x12#\n" +
+	"\rwatcher_epoch\x18\x05 \x01(\tR\fwatcherEpoch\x12)\n" +
+	"\x10watcher_revision\x18\x06 \x01(\x04R\x0fwatcherRevision\x12B\n" +
+	"\rvirtual_hosts\x18\a \x03(\v2\x1d.sluice.config.v1.VirtualHostR\fvirtualHosts\x122\n" +
+	"\x15removed_virtual_hosts\x18\b \x03(\tR\x13removedVirtualHosts\x125\n" +
+	"\bbackends\x18\t \x03(\v2\x19.sluice.config.v1.BackendR\bbackends\x12)\n" +
+	"\x10removed_backends\x18\n" +
+	" \x03(\tR\x0fremovedBackends\x12A\n" +
+	"\fcertificates\x18\v \x03(\v2\x1d.sluice.config.v1.CertificateR\fcertificates\x121\n" +
+	"\x14removed_certificates\x18\f \x03(\tR\x13removedCertificates\x12<\n" +
+	"\bfindings\x18\r \x03(\v2 .sluice.config.v1.ObjectFindingsR\bfindings\x12F\n" +
+	"\x10removed_findings\x18\x0e \x03(\v2\x1b.sluice.config.v1.ObjectRefR\x0fremovedFindings\"|\n" +
+	"\x0eObjectFindings\x123\n" +
+	"\x06object\x18\x01 \x01(\v2\x1b.sluice.config.v1.ObjectRefR\x06object\x125\n" +
+	"\bfindings\x18\x02 \x03(\v2\x19.sluice.config.v1.FindingR\bfindings\"\x80\x02\n" +
 	"\tResources\x12B\n" +
 	"\rvirtual_hosts\x18\x01 \x03(\v2\x1d.sluice.config.v1.VirtualHostR\fvirtualHosts\x125\n" +
 	"\bbackends\x18\x02 \x03(\v2\x19.sluice.config.v1.BackendR\bbackends\x12A\n" +
@@ -2039,7 +2367,7 @@ func file_sluice_config_v1_config_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_config_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_sluice_config_v1_config_proto_goTypes = []any{
 	(DataPlaneKind)(0),            // 0: sluice.config.v1.DataPlaneKind
 	(PathMatchType)(0),            // 1: sluice.config.v1.PathMatchType
@@ -2049,75 +2377,88 @@ var file_sluice_config_v1_config_proto_goTypes = []any{
 	(*Hello)(nil),                 // 5: sluice.config.v1.Hello
 	(*Ack)(nil),                   // 6: sluice.config.v1.Ack
 	(*Nack)(nil),                  // 7: sluice.config.v1.Nack
-	(*ConfigRef)(nil),             // 8: sluice.config.v1.ConfigRef
-	(*StreamConfigResponse)(nil),  // 9: sluice.config.v1.StreamConfigResponse
-	(*InitialSyncComplete)(nil),   // 10: sluice.config.v1.InitialSyncComplete
-	(*Heartbeat)(nil),             // 11: sluice.config.v1.Heartbeat
-	(*Config)(nil),                // 12: sluice.config.v1.Config
-	(*Resources)(nil),             // 13: sluice.config.v1.Resources
-	(*VirtualHost)(nil),           // 14: sluice.config.v1.VirtualHost
-	(*Route)(nil),                 // 15: sluice.config.v1.Route
-	(*PathMatch)(nil),             // 16: sluice.config.v1.PathMatch
-	(*HeaderMatch)(nil),           // 17: sluice.config.v1.HeaderMatch
-	(*WeightedBackend)(nil),       // 18: sluice.config.v1.WeightedBackend
-	(*Backend)(nil),               // 19: sluice.config.v1.Backend
-	(*Endpoint)(nil),              // 20: sluice.config.v1.Endpoint
-	(*Certificate)(nil),           // 21: sluice.config.v1.Certificate
-	(*Finding)(nil),               // 22: sluice.config.v1.Finding
-	(*ObjectRef)(nil),             // 23: sluice.config.v1.ObjectRef
-	(*GetStatusRequest)(nil),      // 24: sluice.config.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),     // 25: sluice.config.v1.GetStatusResponse
-	(*PusherStatus)(nil),          // 26: sluice.config.v1.PusherStatus
-	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
+	(*Resync)(nil),                // 8: sluice.config.v1.Resync
+	(*ConfigRef)(nil),             // 9: sluice.config.v1.ConfigRef
+	(*StreamConfigResponse)(nil),  // 10: sluice.config.v1.StreamConfigResponse
+	(*InitialSyncComplete)(nil),   // 11: sluice.config.v1.InitialSyncComplete
+	(*Heartbeat)(nil),             // 12: sluice.config.v1.Heartbeat
+	(*Config)(nil),                // 13: sluice.config.v1.Config
+	(*ConfigDelta)(nil),           // 14: sluice.config.v1.ConfigDelta
+	(*ObjectFindings)(nil),        // 15: sluice.config.v1.ObjectFindings
+	(*Resources)(nil),             // 16: sluice.config.v1.Resources
+	(*VirtualHost)(nil),           // 17: sluice.config.v1.VirtualHost
+	(*Route)(nil),                 // 18: sluice.config.v1.Route
+	(*PathMatch)(nil),             // 19: sluice.config.v1.PathMatch
+	(*HeaderMatch)(nil),           // 20: sluice.config.v1.HeaderMatch
+	(*WeightedBackend)(nil),       // 21: sluice.config.v1.WeightedBackend
+	(*Backend)(nil),               // 22: sluice.config.v1.Backend
+	(*Endpoint)(nil),              // 23: sluice.config.v1.Endpoint
+	(*Certificate)(nil),           // 24: sluice.config.v1.Certificate
+	(*Finding)(nil),               // 25: sluice.config.v1.Finding
+	(*ObjectRef)(nil),             // 26: sluice.config.v1.ObjectRef
+	(*GetStatusRequest)(nil),      // 27: sluice.config.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),     // 28: sluice.config.v1.GetStatusResponse
+	(*PusherStatus)(nil),          // 29: sluice.config.v1.PusherStatus
+	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
 }
 var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	5,  // 0: sluice.config.v1.StreamConfigRequest.hello:type_name -> sluice.config.v1.Hello
 	6,  // 1: sluice.config.v1.StreamConfigRequest.ack:type_name -> sluice.config.v1.Ack
 	7,  // 2: sluice.config.v1.StreamConfigRequest.nack:type_name -> sluice.config.v1.Nack
-	0,  // 3: sluice.config.v1.Hello.data_plane:type_name -> sluice.config.v1.DataPlaneKind
-	8,  // 4: sluice.config.v1.Ack.config:type_name -> sluice.config.v1.ConfigRef
-	8,  // 5: sluice.config.v1.Nack.config:type_name -> sluice.config.v1.ConfigRef
-	23, // 6: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
-	12, // 7: sluice.config.v1.StreamConfigResponse.config:type_name -> sluice.config.v1.Config
-	10, // 8: sluice.config.v1.StreamConfigResponse.initial_sync_complete:type_name -> sluice.config.v1.InitialSyncComplete
-	11, // 9: sluice.config.v1.StreamConfigResponse.heartbeat:type_name -> sluice.config.v1.Heartbeat
-	27, // 10: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	13, // 11: sluice.config.v1.Config.resources:type_name -> sluice.config.v1.Resources
-	14, // 12: sluice.config.v1.Resources.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
-	19, // 13: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
-	21, // 14: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
-	22, // 15: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
-	15, // 16: sluice.config.v1.VirtualHost.routes:type_name -> sluice.config.v1.Route
-	16, // 17: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
-	17, // 18: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
-	18, // 19: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
-	28, // 20: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
-	23, // 21: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
-	1,  // 22: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
-	2,  // 23: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
-	23, // 24: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
-	20, // 25: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
-	23, // 26: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
-	27, // 27: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	23, // 28: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
-	3,  // 29: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
-	12, // 30: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
-	26, // 31: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
-	0,  // 32: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
-	8,  // 33: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
-	27, // 34: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
-	8,  // 35: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
-	27, // 36: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
-	4,  // 37: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
-	24, // 38: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
-	9,  // 39: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
-	25, // 40: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
-	39, // [39:41] is the sub-list for method output_type
-	37, // [37:39] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	8,  // 3: sluice.config.v1.StreamConfigRequest.resync:type_name -> sluice.config.v1.Resync
+	0,  // 4: sluice.config.v1.Hello.data_plane:type_name -> sluice.config.v1.DataPlaneKind
+	9,  // 5: sluice.config.v1.Ack.config:type_name -> sluice.config.v1.ConfigRef
+	9,  // 6: sluice.config.v1.Nack.config:type_name -> sluice.config.v1.ConfigRef
+	26, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
+	9,  // 8: sluice.config.v1.Resync.have:type_name -> sluice.config.v1.ConfigRef
+	13, // 9: sluice.config.v1.StreamConfigResponse.config:type_name -> sluice.config.v1.Config
+	11, // 10: sluice.config.v1.StreamConfigResponse.initial_sync_complete:type_name -> sluice.config.v1.InitialSyncComplete
+	12, // 11: sluice.config.v1.StreamConfigResponse.heartbeat:type_name -> sluice.config.v1.Heartbeat
+	14, // 12: sluice.config.v1.StreamConfigResponse.delta:type_name -> sluice.config.v1.ConfigDelta
+	30, // 13: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	16, // 14: sluice.config.v1.Config.resources:type_name -> sluice.config.v1.Resources
+	17, // 15: sluice.config.v1.ConfigDelta.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
+	22, // 16: sluice.config.v1.ConfigDelta.backends:type_name -> sluice.config.v1.Backend
+	24, // 17: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
+	15, // 18: sluice.config.v1.ConfigDelta.findings:type_name -> sluice.config.v1.ObjectFindings
+	26, // 19: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
+	26, // 20: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
+	25, // 21: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
+	17, // 22: sluice.config.v1.Resources.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
+	22, // 23: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
+	24, // 24: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
+	25, // 25: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
+	18, // 26: sluice.config.v1.VirtualHost.routes:type_name -> sluice.config.v1.Route
+	19, // 27: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
+	20, // 28: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
+	21, // 29: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
+	31, // 30: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
+	26, // 31: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
+	1,  // 32: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
+	2,  // 33: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
+	26, // 34: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
+	23, // 35: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
+	26, // 36: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
+	30, // 37: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	26, // 38: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
+	3,  // 39: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
+	13, // 40: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
+	29, // 41: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
+	0,  // 42: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
+	9,  // 43: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
+	30, // 44: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
+	9,  // 45: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
+	30, // 46: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
+	4,  // 47: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
+	27, // 48: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
+	10, // 49: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
+	28, // 50: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
+	49, // [49:51] is the sub-list for method output_type
+	47, // [47:49] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_sluice_config_v1_config_proto_init() }
@@ -2129,11 +2470,13 @@ func file_sluice_config_v1_config_proto_init() {
 		(*StreamConfigRequest_Hello)(nil),
 		(*StreamConfigRequest_Ack)(nil),
 		(*StreamConfigRequest_Nack)(nil),
+		(*StreamConfigRequest_Resync)(nil),
 	}
-	file_sluice_config_v1_config_proto_msgTypes[5].OneofWrappers = []any{
+	file_sluice_config_v1_config_proto_msgTypes[6].OneofWrappers = []any{
 		(*StreamConfigResponse_Config)(nil),
 		(*StreamConfigResponse_InitialSyncComplete)(nil),
 		(*StreamConfigResponse_Heartbeat)(nil),
+		(*StreamConfigResponse_Delta)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2141,7 +2484,7 @@ func file_sluice_config_v1_config_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_config_v1_config_proto_rawDesc), len(file_sluice_config_v1_config_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   23,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

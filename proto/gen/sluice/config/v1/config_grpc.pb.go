@@ -34,9 +34,12 @@ const (
 // ConfigService serves configs to pushers and other clients.
 type ConfigServiceClient interface {
 	// StreamConfig is bidirectional. The client first sends a Hello, then one Ack or Nack for
-	// every config it handled. The translator sends the newest config whenever it changes
-	// (a slow client skips intermediate versions) and, once per stream epoch, an
-	// InitialSyncComplete naming the first complete version. Nothing may be applied before it.
+	// every config it handled, and a Resync whenever it cannot follow the chain of deltas.
+	// Once per stream epoch the translator sends an InitialSyncComplete naming the first
+	// complete version, then the complete state (a Config), then each newer version as a
+	// ConfigDelta onto the version it sent before; a slow client skips intermediate versions
+	// (it gets one merged delta, or the complete state again). Nothing may be applied before
+	// the marker.
 	StreamConfig(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[StreamConfigRequest, StreamConfigResponse], error)
 	// GetStatus returns the current config and what each connected pusher has applied.
 	GetStatus(ctx context.Context, in *GetStatusRequest, opts ...grpc.CallOption) (*GetStatusResponse, error)
@@ -80,9 +83,12 @@ func (c *configServiceClient) GetStatus(ctx context.Context, in *GetStatusReques
 // ConfigService serves configs to pushers and other clients.
 type ConfigServiceServer interface {
 	// StreamConfig is bidirectional. The client first sends a Hello, then one Ack or Nack for
-	// every config it handled. The translator sends the newest config whenever it changes
-	// (a slow client skips intermediate versions) and, once per stream epoch, an
-	// InitialSyncComplete naming the first complete version. Nothing may be applied before it.
+	// every config it handled, and a Resync whenever it cannot follow the chain of deltas.
+	// Once per stream epoch the translator sends an InitialSyncComplete naming the first
+	// complete version, then the complete state (a Config), then each newer version as a
+	// ConfigDelta onto the version it sent before; a slow client skips intermediate versions
+	// (it gets one merged delta, or the complete state again). Nothing may be applied before
+	// the marker.
 	StreamConfig(grpc.BidiStreamingServer[StreamConfigRequest, StreamConfigResponse]) error
 	// GetStatus returns the current config and what each connected pusher has applied.
 	GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error)

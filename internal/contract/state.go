@@ -1,0 +1,438 @@
+// Package contract is the contract between the processes beside the protocol: the rules
+// that the translator, the pusher and any client of the config stream must apply the same
+// way. It owns the config state (resources keyed per type), its state hash, how a delta
+// applies onto a state, and the canonical orders of hosts and findings. It imports only the
+// generated protocol; the processes import it, never each other.
+//
+// The state hash. Each resource has a digest: SHA-256 over its type tag, its key and its
+// deterministic protobuf serialisation. The state's sum is the sum of the digests of all its
+// resources as 256-bit integers modulo 2^256, and the state hash is the hex SHA-256 of
+// "sluice.config.v1/state" and that sum. Adding, replacing or removing one resource changes
+// the sum by one digest, so a sender and a receiver both keep the hash of the whole state
+// current at the cost of the change, not of the state.
+package contract
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/bits"
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+)
+
+// Type is a resource type of the config state.
+type Type uint8
+
+// The resource types, in the order the state hash tags them.
+const (
+	VirtualHosts Type = iota
+	Backends
+	Certificates
+	Findings
+	numTypes
+)
+
+var typeNames = [numTypes]string{"virtual host", "backend", "certificate", "findings"}
+
+func (t Type) String() string { return typeNames[t] }
+
+// sum is a 256-bit integer, big-endian words.
+type sum [4]uint64
+
+func (s *sum) add(d [32]byte) {
+	var c uint64
+	for i := 3; i >= 0; i-- {
+		s[i], c = bits.Add64(s[i], binary.BigEndian.Uint64(d[i*8:]), c)
+	}
+}
+
+func (s *sum) sub(d [32]byte) {
+	var b uint64
+	for i := 3; i >= 0; i-- {
+		s[i], b = bits.Sub64(s[i], binary.BigEndian.Uint64(d[i*8:]), b)
+	}
+}
+
+func (s sum) hash() string {
+	h := sha256.New()
+	h.Write([]byte("sluice.config.v1/state"))
+	var b [32]byte
+	for i, w := range s {
+		binary.BigEndian.PutUint64(b[i*8:], w)
+	}
+	h.Write(b[:])
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+var marshal = proto.MarshalOptions{Deterministic: true}
+
+// digest is a resource's contribution to the state sum.
+func digest(t Type, key string, m proto.Message) [32]byte {
+	b, err := marshal.Marshal(m)
+	if err != nil {
+		panic(fmt.Sprintf("contract: marshal %s %q: %v", t, key, err)) // cannot happen for valid messages
+	}
+	h := sha256.New()
+	h.Write([]byte{byte(t)})
+	h.Write([]byte(key))
+	h.Write([]byte{0})
+	h.Write(b)
+	var d [32]byte
+	h.Sum(d[:0])
+	return d
+}
+
+type entry struct {
+	msg    proto.Message
+	digest [32]byte
+}
+
+// State is a complete config state: every resource by type and key, and the state hash.
+// Resources put into a State are never modified afterwards (a change is a new message), so
+// a materialised Resources may share them. A State is not safe for concurrent use.
+type State struct {
+	m   [numTypes]map[string]entry
+	sum sum
+	// touched records, per type and key, what the key held when it was first changed since
+	// the last TakeDelta (absent: the zero entry), so that a delta carries only net changes.
+	touched [numTypes]map[string]touch
+}
+
+type touch struct {
+	had    bool
+	digest [32]byte
+}
+
+// NewState returns an empty state.
+func NewState() *State {
+	s := &State{}
+	for t := range s.m {
+		s.m[t] = map[string]entry{}
+		s.touched[t] = map[string]touch{}
+	}
+	return s
+}
+
+// Hash is the state hash of the state.
+func (s *State) Hash() string { return s.sum.hash() }
+
+// Len is the number of resources of type t.
+func (s *State) Len(t Type) int { return len(s.m[t]) }
+
+// Get returns the resource of type t with key, or nil.
+func (s *State) Get(t Type, key string) proto.Message { return s.m[t][key].msg }
+
+// Has reports whether the state holds a resource of type t with key.
+func (s *State) Has(t Type, key string) bool {
+	_, ok := s.m[t][key]
+	return ok
+}
+
+func (s *State) note(t Type, key string) {
+	if _, ok := s.touched[t][key]; ok {
+		return
+	}
+	e, had := s.m[t][key]
+	s.touched[t][key] = touch{had: had, digest: e.digest}
+}
+
+// Put makes m the resource of type t with key; it reports whether that changed the state.
+func (s *State) Put(t Type, key string, m proto.Message) bool {
+	d := digest(t, key, m)
+	old, had := s.m[t][key]
+	if had && old.digest == d {
+		return false
+	}
+	s.note(t, key)
+	if had {
+		s.sum.sub(old.digest)
+	}
+	s.sum.add(d)
+	s.m[t][key] = entry{msg: m, digest: d}
+	return true
+}
+
+// Remove removes the resource of type t with key; it reports whether there was one.
+func (s *State) Remove(t Type, key string) bool {
+	old, had := s.m[t][key]
+	if !had {
+		return false
+	}
+	s.note(t, key)
+	s.sum.sub(old.digest)
+	delete(s.m[t], key)
+	return true
+}
+
+// Dirty reports whether anything changed since the last TakeDelta.
+func (s *State) Dirty() bool {
+	for t := range s.touched {
+		for key, was := range s.touched[t] {
+			e, has := s.m[t][key]
+			if was.had != has || (has && e.digest != was.digest) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TakeDelta returns the net change since the last TakeDelta (resources only: the caller
+// sets the versions and the hash) and starts a new one; nil when nothing changed.
+func (s *State) TakeDelta() *configv1.ConfigDelta {
+	d := &configv1.ConfigDelta{}
+	changed := false
+	for t := Type(0); t < numTypes; t++ {
+		keys := make([]string, 0, len(s.touched[t]))
+		for k := range s.touched[t] {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, key := range keys {
+			was := s.touched[t][key]
+			e, has := s.m[t][key]
+			switch {
+			case has && (!was.had || e.digest != was.digest):
+				addUpsert(d, t, e.msg)
+			case !has && was.had:
+				addRemoval(d, t, key, nil)
+			default:
+				continue
+			}
+			changed = true
+		}
+		s.touched[t] = map[string]touch{}
+	}
+	if !changed {
+		return nil
+	}
+	sortDelta(d)
+	return d
+}
+
+func addUpsert(d *configv1.ConfigDelta, t Type, m proto.Message) {
+	switch t {
+	case VirtualHosts:
+		d.VirtualHosts = append(d.VirtualHosts, m.(*configv1.VirtualHost))
+	case Backends:
+		d.Backends = append(d.Backends, m.(*configv1.Backend))
+	case Certificates:
+		d.Certificates = append(d.Certificates, m.(*configv1.Certificate))
+	case Findings:
+		d.Findings = append(d.Findings, m.(*configv1.ObjectFindings))
+	}
+}
+
+// addRemoval adds the removal of key; for findings, old (when known) gives the object.
+func addRemoval(d *configv1.ConfigDelta, t Type, key string, old proto.Message) {
+	switch t {
+	case VirtualHosts:
+		d.RemovedVirtualHosts = append(d.RemovedVirtualHosts, key)
+	case Backends:
+		d.RemovedBackends = append(d.RemovedBackends, key)
+	case Certificates:
+		d.RemovedCertificates = append(d.RemovedCertificates, key)
+	case Findings:
+		d.RemovedFindings = append(d.RemovedFindings, ObjectOfKey(key))
+	}
+}
+
+// sortDelta puts a delta's lists in canonical order, so that equal deltas are equal bytes.
+func sortDelta(d *configv1.ConfigDelta) {
+	sort.Slice(d.VirtualHosts, func(i, j int) bool { return HostLess(d.VirtualHosts[i].GetHostname(), d.VirtualHosts[j].GetHostname()) })
+	sort.Slice(d.RemovedVirtualHosts, func(i, j int) bool { return HostLess(d.RemovedVirtualHosts[i], d.RemovedVirtualHosts[j]) })
+	sort.Slice(d.Backends, func(i, j int) bool { return d.Backends[i].GetName() < d.Backends[j].GetName() })
+	sort.Strings(d.RemovedBackends)
+	sort.Slice(d.Certificates, func(i, j int) bool { return d.Certificates[i].GetName() < d.Certificates[j].GetName() })
+	sort.Strings(d.RemovedCertificates)
+	sort.Slice(d.Findings, func(i, j int) bool { return ObjectLess(d.Findings[i].GetObject(), d.Findings[j].GetObject()) })
+	sort.Slice(d.RemovedFindings, func(i, j int) bool { return ObjectLess(d.RemovedFindings[i], d.RemovedFindings[j]) })
+}
+
+// ErrBrokenChain is wrapped by every error of ApplyDelta and FromResources: the state the
+// message describes cannot be built from what the receiver holds.
+var ErrBrokenChain = errors.New("broken config chain")
+
+type op struct {
+	t      Type
+	key    string
+	msg    proto.Message // nil: removal
+	digest [32]byte
+}
+
+// ApplyDelta applies d's resources onto the state and checks that the result has d's hash.
+// It is atomic: on any error (a key removed that is not held, a key given twice, an empty
+// resource, a different resulting hash) the state is unchanged.
+func (s *State) ApplyDelta(d *configv1.ConfigDelta) error {
+	var ops []op
+	seen := [numTypes]map[string]bool{}
+	for t := range seen {
+		seen[t] = map[string]bool{}
+	}
+	add := func(t Type, key string, m proto.Message) error {
+		if seen[t][key] {
+			return fmt.Errorf("%w: %s %q appears twice in the delta", ErrBrokenChain, t, key)
+		}
+		seen[t][key] = true
+		if m == nil {
+			if !s.Has(t, key) {
+				return fmt.Errorf("%w: the delta removes %s %q, which is not held", ErrBrokenChain, t, key)
+			}
+			ops = append(ops, op{t: t, key: key})
+			return nil
+		}
+		ops = append(ops, op{t: t, key: key, msg: m, digest: digest(t, key, m)})
+		return nil
+	}
+	for _, vh := range d.GetVirtualHosts() {
+		if err := add(VirtualHosts, vh.GetHostname(), vh); err != nil {
+			return err
+		}
+	}
+	for _, h := range d.GetRemovedVirtualHosts() {
+		if err := add(VirtualHosts, h, nil); err != nil {
+			return err
+		}
+	}
+	for _, b := range d.GetBackends() {
+		if b.GetName() == "" {
+			return fmt.Errorf("%w: a backend without a name", ErrBrokenChain)
+		}
+		if err := add(Backends, b.GetName(), b); err != nil {
+			return err
+		}
+	}
+	for _, n := range d.GetRemovedBackends() {
+		if err := add(Backends, n, nil); err != nil {
+			return err
+		}
+	}
+	for _, c := range d.GetCertificates() {
+		if c.GetName() == "" {
+			return fmt.Errorf("%w: a certificate without a name", ErrBrokenChain)
+		}
+		if err := add(Certificates, c.GetName(), c); err != nil {
+			return err
+		}
+	}
+	for _, n := range d.GetRemovedCertificates() {
+		if err := add(Certificates, n, nil); err != nil {
+			return err
+		}
+	}
+	for _, f := range d.GetFindings() {
+		if len(f.GetFindings()) == 0 {
+			return fmt.Errorf("%w: empty findings of %s", ErrBrokenChain, KeyOfObject(f.GetObject()))
+		}
+		if err := add(Findings, KeyOfObject(f.GetObject()), f); err != nil {
+			return err
+		}
+	}
+	for _, o := range d.GetRemovedFindings() {
+		if err := add(Findings, KeyOfObject(o), nil); err != nil {
+			return err
+		}
+	}
+	next := s.sum
+	for _, o := range ops {
+		if old, ok := s.m[o.t][o.key]; ok {
+			next.sub(old.digest)
+		}
+		if o.msg != nil {
+			next.add(o.digest)
+		}
+	}
+	if got := next.hash(); got != d.GetHash() {
+		return fmt.Errorf("%w: the state after the delta has hash %.12s, the delta says %.12s", ErrBrokenChain, got, d.GetHash())
+	}
+	for _, o := range ops {
+		if o.msg == nil {
+			delete(s.m[o.t], o.key)
+		} else {
+			s.m[o.t][o.key] = entry{msg: o.msg, digest: o.digest}
+		}
+	}
+	s.sum = next
+	return nil
+}
+
+// FromResources returns the state of a complete config; want, when not empty, is the hash
+// it must have. Duplicate keys are an error.
+func FromResources(r *configv1.Resources, want string) (*State, error) {
+	s := NewState()
+	put := func(t Type, key string, m proto.Message) error {
+		if s.Has(t, key) {
+			return fmt.Errorf("%w: %s %q appears twice in the config", ErrBrokenChain, t, key)
+		}
+		s.Put(t, key, m)
+		return nil
+	}
+	for _, vh := range r.GetVirtualHosts() {
+		if err := put(VirtualHosts, vh.GetHostname(), vh); err != nil {
+			return nil, err
+		}
+	}
+	for _, b := range r.GetBackends() {
+		if err := put(Backends, b.GetName(), b); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range r.GetCertificates() {
+		if err := put(Certificates, c.GetName(), c); err != nil {
+			return nil, err
+		}
+	}
+	for _, g := range GroupFindings(r.GetFindings()) {
+		s.Put(Findings, KeyOfObject(g.GetObject()), g)
+	}
+	s.touched = NewState().touched
+	if want != "" && s.Hash() != want {
+		return nil, fmt.Errorf("%w: the config has hash %.12s, it says %.12s", ErrBrokenChain, s.Hash(), want)
+	}
+	return s, nil
+}
+
+// Hash returns the state hash of a complete config's resources.
+func Hash(r *configv1.Resources) string {
+	s, err := FromResources(r, "")
+	if err != nil {
+		panic(fmt.Sprintf("contract: hash of resources with duplicate keys: %v", err))
+	}
+	return s.Hash()
+}
+
+// Resources materialises the state as a complete config, every list in canonical order.
+func (s *State) Resources() *configv1.Resources {
+	out := &configv1.Resources{
+		VirtualHosts: make([]*configv1.VirtualHost, 0, len(s.m[VirtualHosts])),
+		Backends:     make([]*configv1.Backend, 0, len(s.m[Backends])),
+		Certificates: make([]*configv1.Certificate, 0, len(s.m[Certificates])),
+	}
+	for _, e := range s.m[VirtualHosts] {
+		out.VirtualHosts = append(out.VirtualHosts, e.msg.(*configv1.VirtualHost))
+	}
+	sort.Slice(out.VirtualHosts, func(i, j int) bool { return HostLess(out.VirtualHosts[i].GetHostname(), out.VirtualHosts[j].GetHostname()) })
+	for _, e := range s.m[Backends] {
+		out.Backends = append(out.Backends, e.msg.(*configv1.Backend))
+	}
+	sort.Slice(out.Backends, func(i, j int) bool { return out.Backends[i].GetName() < out.Backends[j].GetName() })
+	for _, e := range s.m[Certificates] {
+		out.Certificates = append(out.Certificates, e.msg.(*configv1.Certificate))
+	}
+	sort.Slice(out.Certificates, func(i, j int) bool { return out.Certificates[i].GetName() < out.Certificates[j].GetName() })
+	groups := make([]*configv1.ObjectFindings, 0, len(s.m[Findings]))
+	for _, e := range s.m[Findings] {
+		groups = append(groups, e.msg.(*configv1.ObjectFindings))
+	}
+	sort.Slice(groups, func(i, j int) bool { return ObjectLess(groups[i].GetObject(), groups[j].GetObject()) })
+	for _, g := range groups {
+		out.Findings = append(out.Findings, g.GetFindings()...)
+	}
+	return out
+}

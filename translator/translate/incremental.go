@@ -1,0 +1,906 @@
+package translate
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/sluice-io/sluice/internal/contract"
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+)
+
+// Translator is the incremental translation. It holds the current objects, what it built
+// from each, an index from every source object to what depends on it, and the resulting
+// config state. Set, Remove and SetBroken record a change; Build re-translates only what
+// the changes since the last Build touch, and State then holds exactly what Translate would
+// build from the same objects. The units of work:
+//   - an Ingress: its routes, TLS claims and own findings (from the classes, the Services and
+//     TLS Secrets it names);
+//   - a host: every claim on it, resolved together in precedence order (conflicts, the
+//     certificate), into one virtual host;
+//   - a backend (a Service port): its endpoints, from the Service and its EndpointSlices;
+//   - a certificate (a TLS Secret);
+//   - an object's findings.
+//
+// It is not safe for concurrent use.
+type Translator struct {
+	opts Options
+
+	// The current objects.
+	ingresses map[nsName]*networkingv1.Ingress
+	classes   map[string]*networkingv1.IngressClass
+	services  map[nsName]*corev1.Service
+	slices    map[nsName]*discoveryv1.EndpointSlice            // by the slice's own name
+	bySvc     map[nsName]map[nsName]*discoveryv1.EndpointSlice // service -> its slices
+	secrets   map[nsName]*corev1.Secret
+	broken    map[string]*configv1.Finding // findings key -> why the object does not decode
+
+	// What depends on what.
+	classUsers   map[string]set[nsName] // class name -> Ingresses naming it
+	classless    set[nsName]            // Ingresses without class name or annotation
+	svcUsers     map[nsName]set[nsName] // Service -> Ingresses naming it (found or not)
+	secretUsers  map[nsName]set[nsName] // Secret -> Ingresses naming it (found or not)
+	hostUsers    map[string]set[nsName] // host -> served Ingresses claiming it
+	backendUsers map[string]set[nsName] // backend -> Ingresses referring to it
+	svcBackends  map[nsName]set[string] // Service -> the backends built from it
+	defaultClass bool
+
+	// What was built.
+	local        map[nsName]*ingressOut
+	backends     map[string]*backendOut
+	certs        map[nsName]*certOut
+	hostFindings map[string]map[nsName][]*configv1.Finding // conflict findings per host
+	hostUses     map[string]hostUse                         // what each virtual host refers to
+	backendRefs  map[string]int                             // backend -> winning routes using it
+	certRefs     map[string]int                             // certificate -> virtual hosts using it
+	nextExpiry   time.Time                                  // earliest notAfter of a usable certificate
+
+	// Work since the last Build.
+	dirtyIngresses set[nsName]
+	dirtySecrets   set[nsName]
+	dirtyServices  set[nsName] // their backends are rebuilt
+	dirtyHosts     set[string]
+	dirtyBackends  set[string] // re-examined for the output
+	dirtyCerts     set[string]
+	dirtyFindings  set[string] // findings keys
+
+	out *contract.State
+}
+
+type nsName struct{ ns, name string }
+
+type set[K comparable] map[K]struct{}
+
+func (s set[K]) add(k K) { s[k] = struct{}{} }
+
+func addTo[K, V comparable](m map[K]set[V], k K, v V) {
+	s, ok := m[k]
+	if !ok {
+		s = set[V]{}
+		m[k] = s
+	}
+	s.add(v)
+}
+
+func removeFrom[K, V comparable](m map[K]set[V], k K, v V) {
+	if s, ok := m[k]; ok {
+		delete(s, v)
+		if len(s) == 0 {
+			delete(m, k)
+		}
+	}
+}
+
+type routeKey struct {
+	host string
+	typ  configv1.PathMatchType
+	path string
+}
+
+// ingressOut is what one Ingress contributes, before the hosts it shares are resolved.
+type ingressOut struct {
+	ing      *networkingv1.Ingress
+	served   bool
+	class    string // spec.ingressClassName, "" when unset
+	classful bool   // has spec.ingressClassName or the class annotation
+	findings []*configv1.Finding
+	services []nsName
+	secrets  []nsName
+	claims   map[string][]claim // host -> claims, in the Ingress's own order
+	refs     []backendRef
+}
+
+// claim is one route or certificate an Ingress asks for on a host.
+type claim struct {
+	defaultBackend bool // claims of defaultBackend come after every rule
+	seq            int
+	route          *configv1.Route // nil for a certificate claim
+	key            routeKey
+	field          string
+	cert           string
+}
+
+type backendRef struct{ name, field string }
+
+type backendOut struct {
+	be    *configv1.Backend
+	ready int
+}
+
+type certOut struct {
+	cert     *configv1.Certificate // nil when unusable
+	reason   string
+	why      string
+	notAfter time.Time
+}
+
+type hostUse struct {
+	backends []string
+	cert     string
+}
+
+// New returns an empty incremental translator.
+func New(opts Options) *Translator {
+	return &Translator{
+		opts:      opts,
+		ingresses: map[nsName]*networkingv1.Ingress{}, classes: map[string]*networkingv1.IngressClass{},
+		services: map[nsName]*corev1.Service{}, slices: map[nsName]*discoveryv1.EndpointSlice{},
+		bySvc: map[nsName]map[nsName]*discoveryv1.EndpointSlice{}, secrets: map[nsName]*corev1.Secret{},
+		broken:     map[string]*configv1.Finding{},
+		classUsers: map[string]set[nsName]{}, classless: set[nsName]{}, svcUsers: map[nsName]set[nsName]{},
+		secretUsers: map[nsName]set[nsName]{}, hostUsers: map[string]set[nsName]{},
+		backendUsers: map[string]set[nsName]{}, svcBackends: map[nsName]set[string]{},
+		local: map[nsName]*ingressOut{}, backends: map[string]*backendOut{}, certs: map[nsName]*certOut{},
+		hostFindings: map[string]map[nsName][]*configv1.Finding{}, hostUses: map[string]hostUse{},
+		backendRefs: map[string]int{}, certRefs: map[string]int{},
+		dirtyIngresses: set[nsName]{}, dirtySecrets: set[nsName]{}, dirtyServices: set[nsName]{},
+		dirtyHosts: set[string]{}, dirtyBackends: set[string]{}, dirtyCerts: set[string]{}, dirtyFindings: set[string]{},
+		out: contract.NewState(),
+	}
+}
+
+// State is the config state of the last Build. Its TakeDelta gives what that Build changed.
+func (t *Translator) State() *contract.State { return t.out }
+
+// SetNow sets the time certificates are checked against at the next Build.
+func (t *Translator) SetNow(now time.Time) { t.opts.Now = now }
+
+// Set adds or replaces an object; kinds the translator does not read are ignored.
+func (t *Translator) Set(obj any) {
+	switch o := obj.(type) {
+	case *networkingv1.Ingress:
+		k := nsName{o.Namespace, o.Name}
+		t.ingresses[k] = o
+		t.dirtyIngresses.add(k)
+	case *networkingv1.IngressClass:
+		t.classes[o.Name] = o
+		t.classChanged(o.Name)
+	case *corev1.Service:
+		k := nsName{o.Namespace, o.Name}
+		t.services[k] = o
+		t.serviceChanged(k)
+	case *discoveryv1.EndpointSlice:
+		k := nsName{o.Namespace, o.Name}
+		t.removeSlice(k)
+		t.slices[k] = o
+		if svc := o.Labels[discoveryv1.LabelServiceName]; svc != "" {
+			sk := nsName{o.Namespace, svc}
+			if t.bySvc[sk] == nil {
+				t.bySvc[sk] = map[nsName]*discoveryv1.EndpointSlice{}
+			}
+			t.bySvc[sk][k] = o
+			t.dirtyServices.add(sk)
+		}
+	case *corev1.Secret:
+		k := nsName{o.Namespace, o.Name}
+		t.secrets[k] = o
+		t.dirtySecrets.add(k)
+	}
+}
+
+// Remove removes the object of obj's kind, namespace and name.
+func (t *Translator) Remove(obj any) {
+	switch o := obj.(type) {
+	case *networkingv1.Ingress:
+		k := nsName{o.Namespace, o.Name}
+		delete(t.ingresses, k)
+		t.dirtyIngresses.add(k)
+	case *networkingv1.IngressClass:
+		delete(t.classes, o.Name)
+		t.classChanged(o.Name)
+	case *corev1.Service:
+		k := nsName{o.Namespace, o.Name}
+		delete(t.services, k)
+		t.serviceChanged(k)
+	case *discoveryv1.EndpointSlice:
+		t.removeSlice(nsName{o.Namespace, o.Name})
+	case *corev1.Secret:
+		k := nsName{o.Namespace, o.Name}
+		delete(t.secrets, k)
+		t.dirtySecrets.add(k)
+	}
+}
+
+// SetBroken records that an object of kind does not decode (why); an empty why clears it.
+// The object is reported as a finding of its own.
+func (t *Translator) SetBroken(kind, namespace, name, why string) {
+	o := &configv1.ObjectRef{Kind: kind, Namespace: namespace, Name: name}
+	key := contract.KeyOfObject(o)
+	if why == "" {
+		delete(t.broken, key)
+	} else {
+		t.broken[key] = &configv1.Finding{Object: o, Cause: "object does not decode: " + why,
+			Severity: sevError, Reason: "Undecodable"}
+	}
+	t.dirtyFindings.add(key)
+}
+
+func (t *Translator) removeSlice(k nsName) {
+	old, ok := t.slices[k]
+	if !ok {
+		return
+	}
+	delete(t.slices, k)
+	if svc := old.Labels[discoveryv1.LabelServiceName]; svc != "" {
+		sk := nsName{old.Namespace, svc}
+		delete(t.bySvc[sk], k)
+		if len(t.bySvc[sk]) == 0 {
+			delete(t.bySvc, sk)
+		}
+		t.dirtyServices.add(sk)
+	}
+}
+
+func (t *Translator) serviceChanged(k nsName) {
+	t.dirtyServices.add(k)
+	for ing := range t.svcUsers[k] {
+		t.dirtyIngresses.add(ing)
+	}
+}
+
+// classChanged re-translates the Ingresses that name the class, and every class-less one
+// when whether we have a default class changed.
+func (t *Translator) classChanged(name string) {
+	for ing := range t.classUsers[name] {
+		t.dirtyIngresses.add(ing)
+	}
+	def := false
+	for _, c := range t.classes {
+		if c.Spec.Controller == t.opts.ControllerName && c.Annotations[AnnotationDefaultClass] == "true" {
+			def = true
+			break
+		}
+	}
+	if def != t.defaultClass {
+		t.defaultClass = def
+		for ing := range t.classless {
+			t.dirtyIngresses.add(ing)
+		}
+	}
+}
+
+// ours says whether the translator serves ing, with the finding that decision carries.
+func (t *Translator) ours(ing *networkingv1.Ingress) (bool, *configv1.Finding) {
+	switch {
+	case ing.Spec.IngressClassName != nil:
+		name := *ing.Spec.IngressClassName
+		c, ok := t.classes[name]
+		switch {
+		case ok && c.Spec.Controller == t.opts.ControllerName:
+			return true, nil
+		case !ok && name == t.opts.IngressClass:
+			return true, finding(ing, "spec.ingressClassName", sevWarn, "IngressClassNotFound",
+				fmt.Sprintf("IngressClass %q does not exist; served because it is this translator's class", name))
+		}
+		return false, nil
+	case ing.Annotations[AnnotationIngressClass] != "":
+		return ing.Annotations[AnnotationIngressClass] == t.opts.IngressClass, nil
+	default:
+		return t.defaultClass || t.opts.WatchIngressWithoutClass, nil
+	}
+}
+
+// Build re-translates what the changes since the last Build touch and updates State.
+func (t *Translator) Build() {
+	t.expire()
+	for k := range t.dirtySecrets {
+		delete(t.certs, k)
+		for ing := range t.secretUsers[k] {
+			t.dirtyIngresses.add(ing)
+		}
+		t.dirtyCerts.add(k.ns + "/" + k.name)
+	}
+	for k := range t.dirtyIngresses {
+		t.retranslate(k)
+	}
+	for svc := range t.dirtyServices {
+		for name := range t.svcBackends[svc] {
+			t.rebuildBackend(name)
+		}
+	}
+	for h := range t.dirtyHosts {
+		t.resolveHost(h)
+	}
+	for name := range t.dirtyBackends {
+		if t.backendRefs[name] > 0 {
+			t.out.Put(contract.Backends, name, t.backends[name].be)
+		} else {
+			t.out.Remove(contract.Backends, name)
+		}
+	}
+	for name := range t.dirtyCerts {
+		ns, sn, _ := strings.Cut(name, "/")
+		if t.certRefs[name] > 0 {
+			t.out.Put(contract.Certificates, name, t.certificate(nsName{ns, sn}).cert)
+		} else {
+			t.out.Remove(contract.Certificates, name)
+		}
+	}
+	for key := range t.dirtyFindings {
+		t.buildFindings(key)
+	}
+	t.dirtyIngresses, t.dirtySecrets, t.dirtyServices = set[nsName]{}, set[nsName]{}, set[nsName]{}
+	t.dirtyHosts, t.dirtyBackends, t.dirtyCerts, t.dirtyFindings = set[string]{}, set[string]{}, set[string]{}, set[string]{}
+}
+
+// expire re-checks the certificates whose notAfter has passed since they were read.
+func (t *Translator) expire() {
+	now := t.opts.Now
+	if now.IsZero() || t.nextExpiry.IsZero() || !now.After(t.nextExpiry) {
+		return
+	}
+	t.nextExpiry = time.Time{}
+	for k, c := range t.certs {
+		switch {
+		case c.cert != nil && now.After(c.notAfter):
+			t.dirtySecrets.add(k)
+		case c.cert != nil && (t.nextExpiry.IsZero() || c.notAfter.Before(t.nextExpiry)):
+			t.nextExpiry = c.notAfter
+		}
+	}
+}
+
+// retranslate rebuilds one Ingress's contribution and marks what it touches.
+func (t *Translator) retranslate(k nsName) {
+	if old, ok := t.local[k]; ok {
+		t.unindex(k, old)
+	}
+	delete(t.local, k)
+	t.dirtyFindings.add("Ingress/" + k.ns + "/" + k.name)
+	ing, ok := t.ingresses[k]
+	if !ok {
+		return
+	}
+	lo := t.translateIngress(ing)
+	t.local[k] = lo
+	t.index(k, lo)
+}
+
+func (t *Translator) index(k nsName, lo *ingressOut) {
+	switch {
+	case lo.class != "":
+		addTo(t.classUsers, lo.class, k)
+	case !lo.classful:
+		t.classless.add(k)
+	}
+	for _, s := range lo.services {
+		addTo(t.svcUsers, s, k)
+	}
+	for _, s := range lo.secrets {
+		addTo(t.secretUsers, s, k)
+	}
+	for h := range lo.claims {
+		addTo(t.hostUsers, h, k)
+		t.dirtyHosts.add(h)
+	}
+	for _, r := range lo.refs {
+		if _, ok := t.backendUsers[r.name]; !ok {
+			t.rebuildBackend(r.name)
+		}
+		addTo(t.backendUsers, r.name, k)
+	}
+}
+
+func (t *Translator) unindex(k nsName, lo *ingressOut) {
+	if lo.class != "" {
+		removeFrom(t.classUsers, lo.class, k)
+	}
+	delete(t.classless, k)
+	for _, s := range lo.services {
+		removeFrom(t.svcUsers, s, k)
+	}
+	for _, s := range lo.secrets {
+		removeFrom(t.secretUsers, s, k)
+	}
+	for h := range lo.claims {
+		removeFrom(t.hostUsers, h, k)
+		t.dirtyHosts.add(h)
+	}
+	for _, r := range lo.refs {
+		removeFrom(t.backendUsers, r.name, k)
+		if _, ok := t.backendUsers[r.name]; !ok {
+			t.dropBackend(r.name)
+		}
+	}
+}
+
+// translateIngress is the part of the translation that depends on one Ingress alone (and
+// on the classes, Services and Secrets it names).
+func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
+	lo := &ingressOut{ing: ing, claims: map[string][]claim{}}
+	if ing.Spec.IngressClassName != nil {
+		lo.class, lo.classful = *ing.Spec.IngressClassName, true
+	} else if ing.Annotations[AnnotationIngressClass] != "" {
+		lo.classful = true
+	}
+	served, f := t.ours(ing)
+	if !served {
+		return lo
+	}
+	lo.served = true
+	if f != nil {
+		lo.findings = append(lo.findings, f)
+	}
+	add := func(field string, sev configv1.FindingSeverity, reason, cause string) {
+		lo.findings = append(lo.findings, finding(ing, field, sev, reason, cause))
+	}
+	seq := 0
+	claimOn := func(host string, c claim) {
+		seq++
+		c.seq = seq
+		lo.claims[host] = append(lo.claims[host], c)
+	}
+
+	var timeout *durationpb.Duration
+	if v, ok := ing.Annotations[AnnotationRequestTimeout]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			add("metadata.annotations["+AnnotationRequestTimeout+"]", sevWarn, "InvalidAnnotation",
+				fmt.Sprintf("invalid duration %q (want e.g. \"30s\"); the default timeout applies", v))
+		} else {
+			timeout = durationpb.New(d)
+		}
+	}
+	regexPaths := ing.Annotations[AnnotationPathRegex] == "true"
+
+	// Hosts of this Ingress's rules, for TLS entries without hosts.
+	var ruleHosts []string
+	for _, r := range ing.Spec.Rules {
+		if r.Host != "" {
+			ruleHosts = append(ruleHosts, r.Host)
+		}
+	}
+	for i, entry := range ing.Spec.TLS {
+		field := fmt.Sprintf("spec.tls[%d]", i)
+		hosts := entry.Hosts
+		if len(hosts) == 0 {
+			hosts = ruleHosts
+		}
+		if entry.SecretName == "" {
+			add(field+".secretName", sevError, "SecretNotFound", "no secretName: the hosts are not served over HTTPS")
+			continue
+		}
+		sk := nsName{ing.Namespace, entry.SecretName}
+		lo.secrets = append(lo.secrets, sk)
+		name := sk.ns + "/" + sk.name
+		c := t.certificate(sk)
+		if c.cert == nil {
+			add(field+".secretName", sevError, c.reason, c.why)
+			continue
+		}
+		for _, h := range hosts {
+			if !covers(c.cert.GetDnsNames(), h) {
+				add(field+".hosts", sevError, "CertificateHostMismatch", fmt.Sprintf("certificate %s does not cover host %q (it covers %s); the host is not served over HTTPS",
+					name, h, strings.Join(c.cert.GetDnsNames(), ", ")))
+				continue
+			}
+			claimOn(h, claim{cert: name, field: field + ".hosts"})
+		}
+	}
+
+	for ri, rule := range ing.Spec.Rules {
+		field := fmt.Sprintf("spec.rules[%d]", ri)
+		host := rule.Host
+		if host != "" {
+			if err := checkHost(host); err != "" {
+				add(field+".host", sevError, "InvalidHost", err+"; the rule is not served")
+				continue
+			}
+		}
+		if rule.HTTP == nil {
+			continue
+		}
+		for pi, p := range rule.HTTP.Paths {
+			pfield := fmt.Sprintf("%s.http.paths[%d]", field, pi)
+			pm, err := pathMatch(p, regexPaths)
+			if err != "" {
+				add(pfield, sevError, "InvalidPath", err+"; the path is not served")
+				continue
+			}
+			route := &configv1.Route{
+				Name:    fmt.Sprintf("%s/%s/rules[%d]/paths[%d]", ing.Namespace, ing.Name, ri, pi),
+				Path:    pm,
+				Timeout: timeout,
+				Source:  ref(ing),
+			}
+			if b := t.resolveBackend(lo, p.Backend, pfield+".backend"); b != "" {
+				route.Backends = []*configv1.WeightedBackend{{Backend: b, Weight: 1}}
+			}
+			claimOn(host, claim{route: route, key: routeKey{host, pm.Type, pm.Value}, field: pfield})
+		}
+	}
+
+	if ing.Spec.DefaultBackend != nil {
+		route := &configv1.Route{
+			Name:   fmt.Sprintf("%s/%s/defaultBackend", ing.Namespace, ing.Name),
+			Path:   &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: "/"},
+			Source: ref(ing),
+		}
+		if b := t.resolveBackend(lo, *ing.Spec.DefaultBackend, "spec.defaultBackend"); b != "" {
+			route.Backends = []*configv1.WeightedBackend{{Backend: b, Weight: 1}}
+		}
+		claimOn("", claim{defaultBackend: true, route: route, key: routeKey{"", route.Path.Type, "/"}, field: "spec.defaultBackend"})
+	}
+	return lo
+}
+
+// resolveBackend resolves an Ingress backend to a backend name ("" when it cannot be
+// resolved; the route then has no endpoints and answers 503).
+func (t *Translator) resolveBackend(lo *ingressOut, b networkingv1.IngressBackend, field string) string {
+	ing := lo.ing
+	add := func(field, reason, cause string) {
+		lo.findings = append(lo.findings, finding(ing, field, sevError, reason, cause))
+	}
+	if b.Resource != nil {
+		add(field+".resource", "UnsupportedBackend", fmt.Sprintf("resource backends (%s %s) are not supported; the route answers 503", b.Resource.Kind, b.Resource.Name))
+		return ""
+	}
+	if b.Service == nil {
+		add(field, "UnsupportedBackend", "no service backend; the route answers 503")
+		return ""
+	}
+	sk := nsName{ing.Namespace, b.Service.Name}
+	lo.services = append(lo.services, sk)
+	svc, ok := t.services[sk]
+	if !ok {
+		add(field+".service.name", "ServiceNotFound", fmt.Sprintf("Service %s/%s not found; the route answers 503", ing.Namespace, b.Service.Name))
+		return ""
+	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		add(field+".service.name", "UnsupportedBackend", fmt.Sprintf("Service %s/%s is of type ExternalName, which is not supported; the route answers 503", svc.Namespace, svc.Name))
+		return ""
+	}
+	var port *corev1.ServicePort
+	for i := range svc.Spec.Ports {
+		sp := &svc.Spec.Ports[i]
+		if (b.Service.Port.Name != "" && sp.Name == b.Service.Port.Name) || (b.Service.Port.Name == "" && sp.Port == b.Service.Port.Number) {
+			port = sp
+			break
+		}
+	}
+	if port == nil {
+		want := strconv.Itoa(int(b.Service.Port.Number))
+		if b.Service.Port.Name != "" {
+			want = strconv.Quote(b.Service.Port.Name)
+		}
+		add(field+".service.port", "ServicePortNotFound", fmt.Sprintf("Service %s/%s has no port %s; the route answers 503", svc.Namespace, svc.Name, want))
+		return ""
+	}
+	name := backendName(svc.Namespace, svc.Name, port.Port)
+	lo.refs = append(lo.refs, backendRef{name: name, field: field + ".service"})
+	return name
+}
+
+func backendName(ns, svc string, port int32) string { return fmt.Sprintf("%s/%s:%d", ns, svc, port) }
+
+func parseBackendName(name string) (nsName, int32) {
+	ns, rest, _ := strings.Cut(name, "/")
+	svc, port, _ := strings.Cut(rest, ":")
+	p, _ := strconv.Atoi(port)
+	return nsName{ns, svc}, int32(p)
+}
+
+// rebuildBackend builds backend name from its Service and EndpointSlices. A change in
+// whether it has ready endpoints changes the findings of every Ingress referring to it.
+func (t *Translator) rebuildBackend(name string) {
+	sk, port := parseBackendName(name)
+	old := t.backends[name]
+	nb := buildBackend(t.services[sk], port, t.bySvc[sk])
+	t.backends[name] = nb
+	addTo(t.svcBackends, sk, name)
+	if old == nil || (old.ready == 0) != (nb.ready == 0) {
+		for ing := range t.backendUsers[name] {
+			t.dirtyFindings.add("Ingress/" + ing.ns + "/" + ing.name)
+		}
+	}
+	t.dirtyBackends.add(name)
+}
+
+func (t *Translator) dropBackend(name string) {
+	sk, _ := parseBackendName(name)
+	delete(t.backends, name)
+	removeFrom(t.svcBackends, sk, name)
+	t.dirtyBackends.add(name)
+}
+
+func buildBackend(svc *corev1.Service, portNum int32, slices map[nsName]*discoveryv1.EndpointSlice) *backendOut {
+	if svc == nil {
+		return &backendOut{be: &configv1.Backend{}}
+	}
+	var port *corev1.ServicePort
+	for i := range svc.Spec.Ports {
+		if svc.Spec.Ports[i].Port == portNum {
+			port = &svc.Spec.Ports[i]
+			break
+		}
+	}
+	be := &configv1.Backend{Name: backendName(svc.Namespace, svc.Name, portNum), ServicePort: portNum,
+		Service: &configv1.ObjectRef{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name, Uid: string(svc.UID)}}
+	if port == nil {
+		return &backendOut{be: be}
+	}
+	seen := map[string]*configv1.Endpoint{}
+	for _, s := range slices {
+		if s.AddressType == discoveryv1.AddressTypeFQDN {
+			continue
+		}
+		var target int32 = -1
+		for _, p := range s.Ports {
+			pname := ""
+			if p.Name != nil {
+				pname = *p.Name
+			}
+			if pname == port.Name && p.Port != nil {
+				target = *p.Port
+			}
+		}
+		if target < 0 {
+			continue
+		}
+		for _, e := range s.Endpoints {
+			ready := e.Conditions.Ready == nil || *e.Conditions.Ready
+			serving := ready
+			if e.Conditions.Serving != nil {
+				serving = *e.Conditions.Serving
+			}
+			terminating := e.Conditions.Terminating != nil && *e.Conditions.Terminating
+			for _, a := range e.Addresses {
+				ip := net.ParseIP(a)
+				if ip == nil {
+					continue
+				}
+				ep := &configv1.Endpoint{Address: ip.String(), Port: uint32(target), Ready: ready, Serving: serving, Terminating: terminating}
+				k := net.JoinHostPort(ep.Address, strconv.Itoa(int(target)))
+				if cur, ok := seen[k]; ok && (cur.Ready || !ep.Ready) {
+					continue // the same address in two slices: keep the readier
+				}
+				seen[k] = ep
+			}
+		}
+	}
+	out := &backendOut{be: be}
+	for _, ep := range seen {
+		be.Endpoints = append(be.Endpoints, ep)
+		if ep.Ready {
+			out.ready++
+		}
+	}
+	sort.Slice(be.Endpoints, func(i, j int) bool {
+		a, b := be.Endpoints[i], be.Endpoints[j]
+		if a.Address != b.Address {
+			return a.Address < b.Address
+		}
+		return a.Port < b.Port
+	})
+	return out
+}
+
+// certificate loads and checks the TLS Secret k (memoised until the Secret changes or the
+// certificate expires).
+func (t *Translator) certificate(k nsName) *certOut {
+	if c, ok := t.certs[k]; ok {
+		return c
+	}
+	c := readCertificate(k, t.secrets[k], t.opts.Now)
+	t.certs[k] = c
+	if c.cert != nil && (t.nextExpiry.IsZero() || c.notAfter.Before(t.nextExpiry)) {
+		t.nextExpiry = c.notAfter
+	}
+	return c
+}
+
+func readCertificate(k nsName, s *corev1.Secret, now time.Time) *certOut {
+	name := k.ns + "/" + k.name
+	fail := func(reason, why string) *certOut {
+		return &certOut{reason: reason, why: fmt.Sprintf("TLS Secret %s %s; its hosts are not served over HTTPS", name, why)}
+	}
+	if s == nil {
+		return fail("SecretNotFound", "not found (only Secrets of type kubernetes.io/tls are read)")
+	}
+	if s.Type != corev1.SecretTypeTLS {
+		return fail("SecretNotFound", fmt.Sprintf("is of type %q, not kubernetes.io/tls", s.Type))
+	}
+	crt, key := s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
+	pair, err := tls.X509KeyPair(crt, key)
+	if err != nil {
+		return fail("InvalidCertificate", "holds no valid certificate and key: "+err.Error())
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return fail("InvalidCertificate", "holds an unparsable certificate: "+err.Error())
+	}
+	if !now.IsZero() && now.After(leaf.NotAfter) {
+		return fail("InvalidCertificate", fmt.Sprintf("holds a certificate that expired at %s", leaf.NotAfter.UTC().Format(time.RFC3339)))
+	}
+	names := append([]string(nil), leaf.DNSNames...)
+	sort.Strings(names)
+	return &certOut{notAfter: leaf.NotAfter, cert: &configv1.Certificate{
+		Name:           name,
+		Source:         &configv1.ObjectRef{Kind: "Secret", Namespace: s.Namespace, Name: s.Name, Uid: string(s.UID), ResourceVersion: s.ResourceVersion},
+		CertificatePem: crt, PrivateKeyPem: key, DnsNames: names, NotAfter: timestamppb.New(leaf.NotAfter),
+	}}
+}
+
+// resolveHost resolves every claim on host h in precedence order: per route key the first
+// claim wins (rules before defaultBackends, then the oldest Ingress, then the Ingress's own
+// order), and so does the first certificate. The losers get findings.
+func (t *Translator) resolveHost(h string) {
+	type owned struct {
+		claim
+		lo *ingressOut
+	}
+	var claims []owned
+	for k := range t.hostUsers[h] {
+		lo := t.local[k]
+		for _, c := range lo.claims[h] {
+			claims = append(claims, owned{c, lo})
+		}
+	}
+	sort.Slice(claims, func(i, j int) bool {
+		a, b := claims[i], claims[j]
+		if a.defaultBackend != b.defaultBackend {
+			return !a.defaultBackend
+		}
+		if a.lo != b.lo {
+			return older(a.lo.ing, b.lo.ing)
+		}
+		return a.seq < b.seq
+	})
+
+	findings := map[nsName][]*configv1.Finding{}
+	lose := func(lo *ingressOut, f *configv1.Finding) {
+		k := nsName{lo.ing.Namespace, lo.ing.Name}
+		findings[k] = append(findings[k], f)
+	}
+	winners := map[routeKey]owned{}
+	var routes []*configv1.Route
+	var cert string
+	var certOwner *networkingv1.Ingress
+	for _, c := range claims {
+		ing := c.lo.ing
+		if c.route == nil {
+			switch {
+			case certOwner == nil:
+				cert, certOwner = c.cert, ing
+			case cert != c.cert:
+				lose(c.lo, finding(ing, c.field, sevError, "ConflictLost", fmt.Sprintf("host %q already has certificate %s from Ingress %s/%s, which takes precedence",
+					h, cert, certOwner.Namespace, certOwner.Name)))
+			}
+			continue
+		}
+		cur, ok := winners[c.key]
+		switch {
+		case !ok:
+			winners[c.key] = c
+			routes = append(routes, c.route)
+		case cur.lo == c.lo:
+			lose(c.lo, finding(ing, c.field, sevWarn, "DuplicatePath", fmt.Sprintf("duplicate of %s in the same Ingress; the first one is served", cur.route.Name)))
+		default:
+			host := h
+			if host == "" {
+				host = "(any host)"
+			}
+			lose(c.lo, finding(ing, c.field, sevError, "ConflictLost", fmt.Sprintf("conflict: host %s, %s path %q is already served by Ingress %s/%s, which is older; this path is not served",
+				host, pathTypeName(c.key.typ), c.key.path, cur.lo.ing.Namespace, cur.lo.ing.Name)))
+		}
+	}
+
+	// Conflict findings: the Ingresses that lost before or lose now get theirs rebuilt.
+	for k := range t.hostFindings[h] {
+		t.dirtyFindings.add("Ingress/" + k.ns + "/" + k.name)
+	}
+	for k := range findings {
+		t.dirtyFindings.add("Ingress/" + k.ns + "/" + k.name)
+	}
+	if len(findings) > 0 {
+		t.hostFindings[h] = findings
+	} else {
+		delete(t.hostFindings, h)
+	}
+
+	// What the virtual host refers to: backends and certificates are in the output while a
+	// virtual host uses them.
+	var use hostUse
+	use.cert = cert
+	for _, r := range routes {
+		for _, b := range r.GetBackends() {
+			use.backends = append(use.backends, b.GetBackend())
+		}
+	}
+	old := t.hostUses[h]
+	for _, b := range old.backends {
+		if t.backendRefs[b]--; t.backendRefs[b] == 0 {
+			delete(t.backendRefs, b)
+			t.dirtyBackends.add(b)
+		}
+	}
+	if old.cert != "" {
+		if t.certRefs[old.cert]--; t.certRefs[old.cert] == 0 {
+			delete(t.certRefs, old.cert)
+			t.dirtyCerts.add(old.cert)
+		}
+	}
+	for _, b := range use.backends {
+		if t.backendRefs[b]++; t.backendRefs[b] == 1 {
+			t.dirtyBackends.add(b)
+		}
+	}
+	if use.cert != "" {
+		if t.certRefs[use.cert]++; t.certRefs[use.cert] == 1 {
+			t.dirtyCerts.add(use.cert)
+		}
+	}
+
+	if len(routes) == 0 && cert == "" {
+		delete(t.hostUses, h)
+		t.out.Remove(contract.VirtualHosts, h)
+		return
+	}
+	t.hostUses[h] = use
+	// A host with a certificate but no route still serves TLS (and 404s).
+	sort.Slice(routes, func(i, j int) bool { return moreSpecific(routes[i].Path, routes[j].Path) })
+	t.out.Put(contract.VirtualHosts, h, &configv1.VirtualHost{Hostname: h, Certificate: cert, Routes: routes})
+}
+
+// buildFindings rebuilds the findings of one object: a broken object's, or an Ingress's own,
+// its conflicts on the hosts it claims, and its references to backends without ready
+// endpoints.
+func (t *Translator) buildFindings(key string) {
+	var fs []*configv1.Finding
+	if f, ok := t.broken[key]; ok {
+		fs = append(fs, f)
+	}
+	if rest, ok := strings.CutPrefix(key, "Ingress/"); ok {
+		ns, name, _ := strings.Cut(rest, "/")
+		k := nsName{ns, name}
+		if lo, ok := t.local[k]; ok && lo.served {
+			fs = append(fs, lo.findings...)
+			for h := range lo.claims {
+				fs = append(fs, t.hostFindings[h][k]...)
+			}
+			for _, r := range lo.refs {
+				if b := t.backends[r.name]; b != nil && b.ready == 0 {
+					svc, port := parseBackendName(r.name)
+					fs = append(fs, finding(lo.ing, r.field, sevWarn, "NoReadyEndpoints", fmt.Sprintf("Service %s/%s port %d has no ready endpoints; the route answers 503 until it has", svc.ns, svc.name, port)))
+				}
+			}
+		}
+	}
+	if len(fs) == 0 {
+		t.out.Remove(contract.Findings, key)
+		return
+	}
+	contract.SortFindings(fs)
+	t.out.Put(contract.Findings, key, &configv1.ObjectFindings{Object: contract.ObjectOfKey(key), Findings: fs})
+}
