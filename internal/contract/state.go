@@ -417,7 +417,9 @@ func (s *State) Resources() *configv1.Resources {
 	for _, e := range s.m[VirtualHosts] {
 		out.VirtualHosts = append(out.VirtualHosts, e.msg.(*configv1.VirtualHost))
 	}
-	sort.Slice(out.VirtualHosts, func(i, j int) bool { return HostLess(out.VirtualHosts[i].GetHostname(), out.VirtualHosts[j].GetHostname()) })
+	sort.Slice(out.VirtualHosts, func(i, j int) bool {
+		return HostLess(out.VirtualHosts[i].GetHostname(), out.VirtualHosts[j].GetHostname())
+	})
 	for _, e := range s.m[Backends] {
 		out.Backends = append(out.Backends, e.msg.(*configv1.Backend))
 	}

@@ -61,10 +61,10 @@ type Translator struct {
 	backends     map[string]*backendOut
 	certs        map[nsName]*certOut
 	hostFindings map[string]map[nsName][]*configv1.Finding // conflict findings per host
-	hostUses     map[string]hostUse                         // what each virtual host refers to
-	backendRefs  map[string]int                             // backend -> winning routes using it
-	certRefs     map[string]int                             // certificate -> virtual hosts using it
-	nextExpiry   time.Time                                  // earliest notAfter of a usable certificate
+	hostUses     map[string]hostUse                        // what each virtual host refers to
+	backendRefs  map[string]int                            // backend -> winning routes using it
+	certRefs     map[string]int                            // certificate -> virtual hosts using it
+	nextExpiry   time.Time                                 // earliest notAfter of a usable certificate
 
 	// Work since the last Build.
 	dirtyIngresses set[nsName]
