@@ -201,7 +201,7 @@ func (s *State) TakeDelta() *configv1.ConfigDelta {
 			case has && (!was.had || e.digest != was.digest):
 				addUpsert(d, t, e.msg)
 			case !has && was.had:
-				addRemoval(d, t, key, nil)
+				addRemoval(d, t, key)
 			default:
 				continue
 			}
@@ -229,8 +229,8 @@ func addUpsert(d *configv1.ConfigDelta, t Type, m proto.Message) {
 	}
 }
 
-// addRemoval adds the removal of key; for findings, old (when known) gives the object.
-func addRemoval(d *configv1.ConfigDelta, t Type, key string, old proto.Message) {
+// addRemoval adds the removal of key.
+func addRemoval(d *configv1.ConfigDelta, t Type, key string) {
 	switch t {
 	case VirtualHosts:
 		d.RemovedVirtualHosts = append(d.RemovedVirtualHosts, key)
@@ -259,103 +259,107 @@ func sortDelta(d *configv1.ConfigDelta) {
 // message describes cannot be built from what the receiver holds.
 var ErrBrokenChain = errors.New("broken config chain")
 
-type op struct {
-	t      Type
-	key    string
-	msg    proto.Message // nil: removal
-	digest [32]byte
+// Change is one resource of a delta; a nil Msg removes the key.
+type Change struct {
+	Type Type
+	Key  string
+	Msg  proto.Message
+}
+
+// Changes lists a delta's resources, upserts and removals, type by type. Resources without
+// a key are an error.
+func Changes(d *configv1.ConfigDelta) ([]Change, error) {
+	var out []Change
+	for _, vh := range d.GetVirtualHosts() {
+		out = append(out, Change{VirtualHosts, vh.GetHostname(), vh})
+	}
+	for _, h := range d.GetRemovedVirtualHosts() {
+		out = append(out, Change{VirtualHosts, h, nil})
+	}
+	for _, b := range d.GetBackends() {
+		if b.GetName() == "" {
+			return nil, fmt.Errorf("%w: a backend without a name", ErrBrokenChain)
+		}
+		out = append(out, Change{Backends, b.GetName(), b})
+	}
+	for _, n := range d.GetRemovedBackends() {
+		out = append(out, Change{Backends, n, nil})
+	}
+	for _, c := range d.GetCertificates() {
+		if c.GetName() == "" {
+			return nil, fmt.Errorf("%w: a certificate without a name", ErrBrokenChain)
+		}
+		out = append(out, Change{Certificates, c.GetName(), c})
+	}
+	for _, n := range d.GetRemovedCertificates() {
+		out = append(out, Change{Certificates, n, nil})
+	}
+	for _, f := range d.GetFindings() {
+		if len(f.GetFindings()) == 0 {
+			return nil, fmt.Errorf("%w: empty findings of %s", ErrBrokenChain, KeyOfObject(f.GetObject()))
+		}
+		out = append(out, Change{Findings, KeyOfObject(f.GetObject()), f})
+	}
+	for _, o := range d.GetRemovedFindings() {
+		out = append(out, Change{Findings, KeyOfObject(o), nil})
+	}
+	return out, nil
+}
+
+// DeltaOf builds the resources of a delta from changes (the caller sets the versions and
+// the hash), in canonical order.
+func DeltaOf(changes []Change) *configv1.ConfigDelta {
+	d := &configv1.ConfigDelta{}
+	for _, c := range changes {
+		if c.Msg != nil {
+			addUpsert(d, c.Type, c.Msg)
+		} else {
+			addRemoval(d, c.Type, c.Key)
+		}
+	}
+	sortDelta(d)
+	return d
 }
 
 // ApplyDelta applies d's resources onto the state and checks that the result has d's hash.
-// It is atomic: on any error (a key removed that is not held, a key given twice, an empty
-// resource, a different resulting hash) the state is unchanged.
+// It is atomic: on any error (a key removed that is not held, a key given twice, a resource
+// without a key, a different resulting hash) the state is unchanged.
 func (s *State) ApplyDelta(d *configv1.ConfigDelta) error {
-	var ops []op
+	changes, err := Changes(d)
+	if err != nil {
+		return err
+	}
 	seen := [numTypes]map[string]bool{}
 	for t := range seen {
 		seen[t] = map[string]bool{}
 	}
-	add := func(t Type, key string, m proto.Message) error {
-		if seen[t][key] {
-			return fmt.Errorf("%w: %s %q appears twice in the delta", ErrBrokenChain, t, key)
-		}
-		seen[t][key] = true
-		if m == nil {
-			if !s.Has(t, key) {
-				return fmt.Errorf("%w: the delta removes %s %q, which is not held", ErrBrokenChain, t, key)
-			}
-			ops = append(ops, op{t: t, key: key})
-			return nil
-		}
-		ops = append(ops, op{t: t, key: key, msg: m, digest: digest(t, key, m)})
-		return nil
-	}
-	for _, vh := range d.GetVirtualHosts() {
-		if err := add(VirtualHosts, vh.GetHostname(), vh); err != nil {
-			return err
-		}
-	}
-	for _, h := range d.GetRemovedVirtualHosts() {
-		if err := add(VirtualHosts, h, nil); err != nil {
-			return err
-		}
-	}
-	for _, b := range d.GetBackends() {
-		if b.GetName() == "" {
-			return fmt.Errorf("%w: a backend without a name", ErrBrokenChain)
-		}
-		if err := add(Backends, b.GetName(), b); err != nil {
-			return err
-		}
-	}
-	for _, n := range d.GetRemovedBackends() {
-		if err := add(Backends, n, nil); err != nil {
-			return err
-		}
-	}
-	for _, c := range d.GetCertificates() {
-		if c.GetName() == "" {
-			return fmt.Errorf("%w: a certificate without a name", ErrBrokenChain)
-		}
-		if err := add(Certificates, c.GetName(), c); err != nil {
-			return err
-		}
-	}
-	for _, n := range d.GetRemovedCertificates() {
-		if err := add(Certificates, n, nil); err != nil {
-			return err
-		}
-	}
-	for _, f := range d.GetFindings() {
-		if len(f.GetFindings()) == 0 {
-			return fmt.Errorf("%w: empty findings of %s", ErrBrokenChain, KeyOfObject(f.GetObject()))
-		}
-		if err := add(Findings, KeyOfObject(f.GetObject()), f); err != nil {
-			return err
-		}
-	}
-	for _, o := range d.GetRemovedFindings() {
-		if err := add(Findings, KeyOfObject(o), nil); err != nil {
-			return err
-		}
-	}
+	digests := make([][32]byte, len(changes))
 	next := s.sum
-	for _, o := range ops {
-		if old, ok := s.m[o.t][o.key]; ok {
+	for i, c := range changes {
+		if seen[c.Type][c.Key] {
+			return fmt.Errorf("%w: %s %q appears twice in the delta", ErrBrokenChain, c.Type, c.Key)
+		}
+		seen[c.Type][c.Key] = true
+		old, had := s.m[c.Type][c.Key]
+		if c.Msg == nil && !had {
+			return fmt.Errorf("%w: the delta removes %s %q, which is not held", ErrBrokenChain, c.Type, c.Key)
+		}
+		if had {
 			next.sub(old.digest)
 		}
-		if o.msg != nil {
-			next.add(o.digest)
+		if c.Msg != nil {
+			digests[i] = digest(c.Type, c.Key, c.Msg)
+			next.add(digests[i])
 		}
 	}
 	if got := next.hash(); got != d.GetHash() {
 		return fmt.Errorf("%w: the state after the delta has hash %.12s, the delta says %.12s", ErrBrokenChain, got, d.GetHash())
 	}
-	for _, o := range ops {
-		if o.msg == nil {
-			delete(s.m[o.t], o.key)
+	for i, c := range changes {
+		if c.Msg == nil {
+			delete(s.m[c.Type], c.Key)
 		} else {
-			s.m[o.t][o.key] = entry{msg: o.msg, digest: o.digest}
+			s.m[c.Type][c.Key] = entry{msg: c.Msg, digest: digests[i]}
 		}
 	}
 	s.sum = next

@@ -1,8 +1,11 @@
-// Package configserver implements sluice.config.v1.ConfigService. It holds the newest config
-// of the current epoch and, once the epoch is complete, its marker; every stream gets the
-// marker first and then the newest config whenever it changes, so a slow pusher skips
-// intermediate versions and never holds back the others. It records what each pusher
-// acknowledged or rejected.
+// Package configserver implements sluice.config.v1.ConfigService. It holds the config state
+// of the current epoch (resources by key, shared with nobody that mutates them), a short
+// history of the deltas that led to it and, once the epoch is complete, its marker. Every
+// stream gets the marker first, then the complete state, then a delta onto the version it
+// was sent last whenever the state changes: a slow pusher skips intermediate versions (one
+// merged delta, or the complete state when it is further behind than the history) and never
+// holds back the others. A Resync gets the complete state again. It records what each
+// pusher acknowledged or rejected.
 package configserver
 
 import (
@@ -18,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
@@ -46,14 +50,30 @@ type Server struct {
 	cfg Config
 	log hclog.Logger
 
-	mu       sync.Mutex
-	epoch    string
-	marker   *configv1.InitialSyncComplete // of the current epoch, nil until complete
-	latest   *configv1.Config              // newest published (may be of an older epoch)
-	changed  chan struct{}                 // closed on every change
-	pushers  map[string]*pusher
+	mu     sync.Mutex
+	epoch  string
+	marker *configv1.InitialSyncComplete // of the current epoch, nil until complete
+	// The newest version: its state, its reference and, once built for a reader, the
+	// complete config (nil until then; resources are never mutated, so it may be shared).
+	state   *contract.State
+	latest  *configv1.Config // without resources
+	full    *configv1.Config
+	history []published // the deltas up to latest, contiguous, oldest first
+	changed chan struct{} // closed on every change
+	pushers map[string]*pusher
 	complete sync.Once
 }
+
+// published is one delta with, per type, the keys it added (that its base did not hold),
+// so that merging deltas knows what a receiver at an older version holds.
+type published struct {
+	delta *configv1.ConfigDelta
+	added map[contract.Type]map[string]bool
+}
+
+// maxHistory bounds the deltas kept for streams that fell behind; further behind, a stream
+// gets the complete state.
+const maxHistory = 128
 
 type pusher struct {
 	status  *configv1.PusherStatus
@@ -93,21 +113,133 @@ func (s *Server) NewEpoch(epoch string) {
 	s.signalLocked()
 }
 
-// Publish makes cfg the newest config; first marks the epoch complete from cfg's version on.
-func (s *Server) Publish(cfg *configv1.Config, first bool) {
+// Publish makes cfg, a complete config, the first of its epoch; the marker names it.
+func (s *Server) Publish(cfg *configv1.Config) {
+	st, err := contract.FromResources(cfg.GetResources(), cfg.GetHash())
+	if err != nil {
+		s.log.Error("the translator built a config that does not match its hash; not published", "version", cfg.GetVersion(), "error", err)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cfg.GetEpoch() != s.epoch {
 		return
 	}
-	s.latest = cfg
-	if first && s.marker == nil {
+	s.state, s.full, s.history = st, cfg, nil
+	s.latest = refOnly(cfg)
+	if s.marker == nil {
 		s.marker = &configv1.InitialSyncComplete{Epoch: cfg.GetEpoch(), Version: cfg.GetVersion(),
 			WatcherEpoch: cfg.GetWatcherEpoch(), WatcherRevision: cfg.GetWatcherRevision()}
 		s.complete.Do(s.cfg.OnComplete)
 	}
 	s.cfg.Metrics.Published(cfg.GetVersion())
 	s.signalLocked()
+}
+
+// PublishDelta makes the version d describes, onto the newest, the newest.
+func (s *Server) PublishDelta(d *configv1.ConfigDelta) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d.GetEpoch() != s.epoch || s.state == nil {
+		return
+	}
+	if d.GetBaseVersion() != s.latest.GetVersion() {
+		s.log.Error("the translator built a delta onto another version; not published", "version", d.GetVersion(), "base", d.GetBaseVersion(), "newest", s.latest.GetVersion())
+		return
+	}
+	changes, err := contract.Changes(d)
+	if err != nil {
+		s.log.Error("the translator built a malformed delta; not published", "version", d.GetVersion(), "error", err)
+		return
+	}
+	added := map[contract.Type]map[string]bool{}
+	for _, c := range changes {
+		if c.Msg != nil && !s.state.Has(c.Type, c.Key) {
+			if added[c.Type] == nil {
+				added[c.Type] = map[string]bool{}
+			}
+			added[c.Type][c.Key] = true
+		}
+	}
+	if err := s.state.ApplyDelta(d); err != nil {
+		s.log.Error("the translator built a delta that does not match its hash; not published", "version", d.GetVersion(), "error", err)
+		return
+	}
+	s.latest = &configv1.Config{Epoch: d.GetEpoch(), Version: d.GetVersion(), Hash: d.GetHash(),
+		WatcherEpoch: d.GetWatcherEpoch(), WatcherRevision: d.GetWatcherRevision()}
+	s.full = nil
+	s.history = append(s.history, published{delta: d, added: added})
+	if len(s.history) > maxHistory {
+		s.history = append([]published(nil), s.history[len(s.history)-maxHistory:]...)
+	}
+	s.cfg.Metrics.Published(d.GetVersion())
+	s.signalLocked()
+}
+
+func refOnly(c *configv1.Config) *configv1.Config {
+	return &configv1.Config{Epoch: c.GetEpoch(), Version: c.GetVersion(), Hash: c.GetHash(),
+		WatcherEpoch: c.GetWatcherEpoch(), WatcherRevision: c.GetWatcherRevision()}
+}
+
+// fullLocked is the complete config of the newest version, built once per version.
+func (s *Server) fullLocked() *configv1.Config {
+	if s.full == nil {
+		s.full = refOnly(s.latest)
+		s.full.Resources = s.state.Resources()
+	}
+	return s.full
+}
+
+// nextLocked is what brings a stream that was sent version from (0: nothing) to the newest:
+// one delta, several merged into one, or the complete state.
+func (s *Server) nextLocked(from uint64) *configv1.StreamConfigResponse {
+	i := len(s.history)
+	for i > 0 && s.history[i-1].delta.GetBaseVersion() >= from {
+		i--
+	}
+	if from == 0 || i == len(s.history) || s.history[i].delta.GetBaseVersion() != from {
+		return &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Config{Config: s.fullLocked()}}
+	}
+	if i == len(s.history)-1 {
+		return &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Delta{Delta: s.history[i].delta}}
+	}
+	return &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Delta{Delta: merge(s.history[i:], s.latest)}}
+}
+
+// merge folds contiguous deltas into one onto the first one's base: the last word on each
+// key wins, and a key added and removed again within them is left out.
+func merge(ps []published, latest *configv1.Config) *configv1.ConfigDelta {
+	type net struct {
+		c      contract.Change
+		atBase bool // the base held the key
+	}
+	byKey := map[contract.Type]map[string]*net{}
+	var order []*net
+	for _, p := range ps {
+		changes, _ := contract.Changes(p.delta) // checked when published
+		for _, c := range changes {
+			if byKey[c.Type] == nil {
+				byKey[c.Type] = map[string]*net{}
+			}
+			n, ok := byKey[c.Type][c.Key]
+			if !ok {
+				n = &net{atBase: c.Msg == nil || !p.added[c.Type][c.Key]}
+				byKey[c.Type][c.Key] = n
+				order = append(order, n)
+			}
+			n.c = c
+		}
+	}
+	var changes []contract.Change
+	for _, n := range order {
+		if n.c.Msg != nil || n.atBase {
+			changes = append(changes, n.c)
+		}
+	}
+	d := contract.DeltaOf(changes)
+	d.Epoch, d.Version, d.BaseVersion, d.Hash = latest.GetEpoch(), latest.GetVersion(), ps[0].delta.GetBaseVersion(), latest.GetHash()
+	d.WatcherEpoch, d.WatcherRevision = latest.GetWatcherEpoch(), latest.GetWatcherRevision()
+	return d
 }
 
 func (s *Server) stopping() bool {
@@ -138,12 +270,21 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 	log.Info("pusher connected", "data_plane", hello.GetDataPlane().String(), "version", hello.GetSoftwareVersion())
 
 	readErr := make(chan error, 1)
+	resync := make(chan struct{}, 1)
 	go func() {
 		for {
 			req, err := stream.Recv()
 			if err != nil {
 				readErr <- err
 				return
+			}
+			if r := req.GetResync(); r != nil {
+				log.Warn("pusher asked for the complete state", "have", r.GetHave().GetVersion(), "reason", r.GetReason())
+				select {
+				case resync <- struct{}{}:
+				default:
+				}
+				continue
 			}
 			if err := s.record(log, id, req); err != nil {
 				readErr <- err
@@ -155,30 +296,34 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 	hb := time.NewTicker(s.cfg.Heartbeat)
 	defer hb.Stop()
 	var sentEpoch string
-	var sentVersion uint64
+	var sentVersion uint64 // 0: the stream holds nothing of sentEpoch
 	for {
 		if s.stopping() {
 			return errStopping
 		}
+		var out []*configv1.StreamConfigResponse
 		s.mu.Lock()
-		epoch, marker, latest, changed := s.epoch, s.marker, s.latest, s.changed
-		s.mu.Unlock()
-		if marker != nil && marker.GetEpoch() == epoch {
+		epoch, marker, changed := s.epoch, s.marker, s.changed
+		if marker != nil && marker.GetEpoch() == epoch && s.latest.GetEpoch() == epoch {
 			if sentEpoch != epoch {
-				if err := stream.Send(&configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_InitialSyncComplete{InitialSyncComplete: marker}}); err != nil {
-					return err
-				}
+				out = append(out, &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_InitialSyncComplete{InitialSyncComplete: marker}})
 				sentEpoch, sentVersion = epoch, 0
 			}
-			if latest.GetEpoch() == epoch && latest.GetVersion() > sentVersion {
-				if err := stream.Send(&configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Config{Config: latest}}); err != nil {
-					return err
-				}
-				sentVersion = latest.GetVersion()
+			if s.latest.GetVersion() > sentVersion {
+				out = append(out, s.nextLocked(sentVersion))
+				sentVersion = s.latest.GetVersion()
+			}
+		}
+		s.mu.Unlock()
+		for _, m := range out {
+			if err := stream.Send(m); err != nil {
+				return err
 			}
 		}
 		select {
 		case <-changed:
+		case <-resync:
+			sentVersion = 0 // the complete state again
 		case err := <-readErr:
 			if status.Code(err) == codes.Canceled || errors.Is(err, context.Canceled) {
 				return nil
@@ -268,11 +413,10 @@ func (s *Server) GetStatus(_ context.Context, req *configv1.GetStatusRequest) (*
 	defer s.mu.Unlock()
 	resp := &configv1.GetStatusResponse{Synced: s.marker != nil && s.marker.GetEpoch() == s.epoch}
 	if l := s.latest; l != nil {
-		// Published configs are never mutated, so the resources can be shared.
-		resp.Current = &configv1.Config{Epoch: l.GetEpoch(), Version: l.GetVersion(), Hash: l.GetHash(),
-			WatcherEpoch: l.GetWatcherEpoch(), WatcherRevision: l.GetWatcherRevision()}
+		resp.Current = refOnly(l)
 		if req.GetIncludeResources() {
-			resp.Current.Resources = l.GetResources()
+			// Published resources are never mutated, so they can be shared.
+			resp.Current.Resources = s.fullLocked().GetResources()
 		}
 	}
 	for _, p := range s.pushers {

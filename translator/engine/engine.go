@@ -1,9 +1,12 @@
 // Package engine owns the translator's state: it follows the watcher's stream through a
-// Mirror (one goroutine applies every event), keeps the decoded objects, and builds a config
-// only once the stream's marker has been verified. Bursts are coalesced (a holdoff after the
-// last change, bounded by a maximum delay) and a config with an unchanged hash is not
-// published. Any break of the upstream stream starts a new epoch: downstream waits for the
-// new marker, which comes only after the new stream's own marker.
+// Mirror (one goroutine applies every event), feeds every decoded object to an incremental
+// translate.Translator, and builds a config only once the stream's marker has been verified.
+// The first config of an epoch is published complete, each later one as the delta of what
+// its build changed. The first change after a quiet period is built at once (leading edge);
+// the changes that follow are coalesced (a holdoff after the last change, bounded by a
+// maximum delay); a build that changes nothing publishes nothing. Any break of the upstream
+// stream starts a new epoch: downstream waits for the new marker, which comes only after the
+// new stream's own marker.
 package engine
 
 import (
@@ -11,14 +14,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/watchstream"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
@@ -33,17 +39,20 @@ type WatchClient interface {
 
 // Publisher receives the engine's output; the Config service is one.
 type Publisher interface {
-	// NewEpoch starts a new epoch: nothing of it is complete until Synced.
+	// NewEpoch starts a new epoch: nothing of it is complete until its first config.
 	NewEpoch(epoch string)
-	// Publish makes cfg the newest config of its epoch; first marks the first complete one,
-	// which the marker names.
-	Publish(cfg *configv1.Config, first bool)
+	// Publish makes cfg, a complete config, the first of its epoch; the marker names it.
+	Publish(cfg *configv1.Config)
+	// PublishDelta makes the version d describes the newest of its epoch.
+	PublishDelta(d *configv1.ConfigDelta)
 }
 
-// StatusSink takes the desired statuses of the served Ingresses after every build; it must
-// not block (the status reporter keeps only the newest).
+// StatusSink takes the desired statuses of the served Ingresses; it must not block.
 type StatusSink interface {
-	Offer(sts []*watchv1.IngressStatus)
+	// Replace makes sts (sorted) the complete desired statuses.
+	Replace(sts []*watchv1.IngressStatus)
+	// Update changes the desired statuses of some Ingresses.
+	Update(changed []*watchv1.IngressStatus, removed []*watchv1.IngressKey)
 }
 
 // Metrics receives the engine's measurements.
@@ -81,11 +90,15 @@ type Engine struct {
 	mirror  *watchstream.Mirror
 	decoded map[watchstream.ObjectKey]runtime.Object
 	badObjs map[watchstream.ObjectKey]string
+	tr      *translate.Translator
 
-	epoch    string
-	version  uint64
-	lastHash string
-	synced   bool // the current epoch's marker was verified and published
+	epoch   string
+	version uint64
+	synced  bool // the current epoch's marker was verified and published
+	// published are the addresses the statuses carry (lbKnown: whether known); a change of
+	// them changes every status.
+	published []*watchv1.LoadBalancerIngress
+	lbKnown   bool
 	// publishMissing remembers that --publish-service named a Service the view lacks, so
 	// that it is said once per change, not on every build.
 	publishMissing bool
@@ -114,7 +127,21 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Engine{cfg: cfg, log: cfg.Logger, mirror: watchstream.NewMirror(), decoded: map[watchstream.ObjectKey]runtime.Object{}, badObjs: map[watchstream.ObjectKey]string{}}, nil
+	e := &Engine{cfg: cfg, log: cfg.Logger}
+	e.reset()
+	return e, nil
+}
+
+// reset forgets every object: the next stream starts from a snapshot.
+func (e *Engine) reset() {
+	e.mirror = watchstream.NewMirror()
+	e.resetObjects()
+}
+
+func (e *Engine) resetObjects() {
+	e.decoded = map[watchstream.ObjectKey]runtime.Object{}
+	e.badObjs = map[watchstream.ObjectKey]string{}
+	e.tr = translate.New(e.cfg.Options)
 }
 
 // Run follows the watcher until ctx ends. Stream failures are retried with backoff forever;
@@ -132,9 +159,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.cfg.Metrics.StreamRestarted(reason)
 		if errors.Is(err, watchstream.ErrEpoch) || errors.Is(err, watchstream.ErrInventory) || errors.Is(err, watchstream.ErrProtocol) || errors.Is(err, watchstream.ErrGap) {
 			// The objects held cannot be trusted: start over with a fresh snapshot.
-			e.mirror = watchstream.NewMirror()
-			e.decoded = map[watchstream.ObjectKey]runtime.Object{}
-			e.badObjs = map[watchstream.ObjectKey]string{}
+			e.reset()
 		}
 		if time.Since(start) > 30*time.Second {
 			backoff = e.cfg.BackoffMin // the stream was healthy for a while
@@ -170,7 +195,6 @@ func restartReason(err error) string {
 func (e *Engine) startEpoch() {
 	e.epoch = e.cfg.NewEpoch()
 	e.version = 0
-	e.lastHash = ""
 	e.synced = false
 	e.cfg.Publisher.NewEpoch(e.epoch)
 }
@@ -190,8 +214,15 @@ func (e *Engine) follow(ctx context.Context) error {
 	e.mirror.StartStream()
 	msgs := grpcx.Pump[watchv1.WatchResponse](sctx, stream.Recv, 1024)
 
+	// A change when no holdoff window is open is built at once (leading edge) and opens one;
+	// changes within a window are coalesced until it passes quietly, at most MaxDelay.
 	var holdoff, maxDelay <-chan time.Time
 	dirty := false
+	flush := func() {
+		e.build(false)
+		dirty, maxDelay = false, nil
+		holdoff = time.After(e.cfg.Holdoff)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -216,6 +247,10 @@ func (e *Engine) follow(ctx context.Context) error {
 				if !e.synced {
 					continue
 				}
+				if holdoff == nil && len(msgs) == 0 {
+					flush() // quiet until now, and nothing else queued: no reason to wait
+					continue
+				}
 				if !dirty {
 					dirty = true
 					maxDelay = time.After(e.cfg.MaxDelay)
@@ -223,11 +258,13 @@ func (e *Engine) follow(ctx context.Context) error {
 				holdoff = time.After(e.cfg.Holdoff)
 			}
 		case <-holdoff:
-			e.build(false)
-			dirty, holdoff, maxDelay = false, nil, nil
+			if dirty {
+				flush()
+			} else {
+				holdoff = nil
+			}
 		case <-maxDelay:
-			e.build(false)
-			dirty, holdoff, maxDelay = false, nil, nil
+			flush()
 		}
 	}
 }
@@ -240,75 +277,122 @@ func (e *Engine) apply(m *watchv1.WatchResponse) (watchstream.Change, error) {
 	}
 	switch ev := m.GetEvent().(type) {
 	case *watchv1.WatchResponse_SnapshotStart:
-		e.decoded = map[watchstream.ObjectKey]runtime.Object{}
-		e.badObjs = map[watchstream.ObjectKey]string{}
+		e.resetObjects()
 	case *watchv1.WatchResponse_Upsert:
 		o := ev.Upsert.GetObject()
 		k := watchstream.KeyOf(o)
 		obj, err := watchstream.Decode(o)
 		if err != nil {
-			delete(e.decoded, k)
+			e.forget(k)
 			e.badObjs[k] = err.Error()
+			e.tr.SetBroken(o.GetKind().GetKind(), k.Namespace, k.Name, err.Error())
 			e.log.Error("object does not decode; left out", "object", k.String(), "error", err)
 			break
 		}
-		delete(e.badObjs, k)
+		e.forget(k)
 		e.decoded[k] = obj
+		e.tr.Set(obj)
 	case *watchv1.WatchResponse_Delete:
-		k := watchstream.KeyOf(ev.Delete.GetObject())
-		delete(e.decoded, k)
-		delete(e.badObjs, k)
+		e.forget(watchstream.KeyOf(ev.Delete.GetObject()))
 	}
 	e.cfg.Metrics.SetObjects(len(e.decoded))
 	return change, nil
 }
 
-// build translates the objects and publishes the config if it changed.
+// forget removes what the engine holds of k: the object, or that it did not decode.
+func (e *Engine) forget(k watchstream.ObjectKey) {
+	if old, ok := e.decoded[k]; ok {
+		delete(e.decoded, k)
+		e.tr.Remove(old)
+	}
+	if _, ok := e.badObjs[k]; ok {
+		delete(e.badObjs, k)
+		kind := k.Kind[strings.LastIndexByte(k.Kind, '/')+1:]
+		e.tr.SetBroken(kind, k.Namespace, k.Name, "")
+	}
+}
+
+// build translates what changed and publishes the config if it changed.
 func (e *Engine) build(first bool) {
 	start := time.Now()
-	var in translate.Input
-	for _, o := range e.decoded {
-		in.Add(o)
-	}
-	opts := e.cfg.Options
-	opts.Now = e.cfg.Now()
-	res := translate.Translate(in, opts)
-	for k, why := range e.badObjs {
-		res.Findings = append(res.Findings, &configv1.Finding{
-			Object: &configv1.ObjectRef{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name},
-			Field:  "", Cause: "object does not decode: " + why, Severity: configv1.FindingSeverity_FINDING_SEVERITY_ERROR, Reason: "Undecodable",
-		})
-	}
-	translate.SortFindings(res.Findings)
-	if e.cfg.Status != nil {
-		// Offered on every build, not only on new configs: the publish Service's addresses
-		// and the set of served Ingresses can change without changing the config.
-		e.cfg.Status.Offer(translate.Statuses(in, opts, res))
-		if opts.PublishService != "" && len(opts.PublishAddresses) == 0 {
-			_, found := translate.PublishedAddresses(in, opts)
-			if !found && !e.publishMissing {
-				e.log.Warn("publish service not found; the Ingresses' status.loadBalancer is left as it is", "service", opts.PublishService,
-					"hint", "the watcher must watch its namespace")
-			} else if found && e.publishMissing {
-				e.log.Info("publish service found", "service", opts.PublishService)
-			}
-			e.publishMissing = !found
-		}
-	}
-	hash := translate.Hash(res)
-	if !first && hash == e.lastHash {
+	e.tr.SetNow(e.cfg.Now())
+	e.tr.Build()
+	st := e.tr.State()
+	delta := st.TakeDelta()
+	e.statuses(first)
+	if !first && delta == nil {
 		e.cfg.Metrics.ConfigBuilt(time.Since(start), false)
 		return
 	}
 	e.version++
-	e.lastHash = hash
-	cfg := &configv1.Config{Epoch: e.epoch, Version: e.version, Hash: hash,
-		WatcherEpoch: e.mirror.Epoch(), WatcherRevision: e.mirror.Revision(), Resources: res}
-	e.cfg.Publisher.Publish(cfg, first)
+	hash := st.Hash()
+	if first {
+		e.cfg.Publisher.Publish(&configv1.Config{Epoch: e.epoch, Version: e.version, Hash: hash,
+			WatcherEpoch: e.mirror.Epoch(), WatcherRevision: e.mirror.Revision(), Resources: st.Resources()})
+	} else {
+		delta.Epoch, delta.Version, delta.BaseVersion, delta.Hash = e.epoch, e.version, e.version-1, hash
+		delta.WatcherEpoch, delta.WatcherRevision = e.mirror.Epoch(), e.mirror.Revision()
+		e.cfg.Publisher.PublishDelta(delta)
+	}
 	e.synced = true
 	e.cfg.Metrics.ConfigBuilt(time.Since(start), true)
-	e.log.Debug("config published", "epoch", e.epoch, "version", e.version, "hash", hash[:12], "virtual_hosts", len(res.VirtualHosts),
-		"findings", len(res.Findings), "took", time.Since(start))
+	e.log.Debug("config published", "epoch", e.epoch, "version", e.version, "hash", hash[:12], "complete", first,
+		"virtual_hosts", st.Len(contract.VirtualHosts), "took", time.Since(start))
+}
+
+// statuses hands the status sink what the build changed: every status after the first
+// build of an epoch or a change of the published addresses, else those of the Ingresses
+// the build touched.
+func (e *Engine) statuses(first bool) {
+	changedKeys := e.tr.TakeStatusChanges()
+	if e.cfg.Status == nil {
+		return
+	}
+	opts := e.cfg.Options
+	lb, known := e.tr.PublishedAddresses()
+	if opts.PublishService != "" && len(opts.PublishAddresses) == 0 {
+		if !known && !e.publishMissing {
+			e.log.Warn("publish service not found; the Ingresses' status.loadBalancer is left as it is", "service", opts.PublishService,
+				"hint", "the watcher must watch its namespace")
+		} else if known && e.publishMissing {
+			e.log.Info("publish service found", "service", opts.PublishService)
+		}
+		e.publishMissing = !known
+	}
+	if first || known != e.lbKnown || !sameAddresses(lb, e.published) {
+		e.published, e.lbKnown = lb, known
+		keys := e.tr.ServedKeys()
+		all := make([]*watchv1.IngressStatus, 0, len(keys))
+		for _, k := range keys {
+			all = append(all, e.tr.Status(k, lb, known))
+		}
+		e.cfg.Status.Replace(all)
+		return
+	}
+	var changed []*watchv1.IngressStatus
+	var removed []*watchv1.IngressKey
+	for _, k := range changedKeys {
+		if s := e.tr.Status(k, lb, known); s != nil {
+			changed = append(changed, s)
+		} else {
+			removed = append(removed, k)
+		}
+	}
+	if len(changed) > 0 || len(removed) > 0 {
+		e.cfg.Status.Update(changed, removed)
+	}
+}
+
+func sameAddresses(a, b []*watchv1.LoadBalancerIngress) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !proto.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 type nopMetrics struct{}

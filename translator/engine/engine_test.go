@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/watchstream"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
@@ -67,6 +68,8 @@ type recorder struct {
 	configs []*configv1.Config
 	firsts  []bool
 	objects int
+	state   *contract.State
+	errs    []error // deltas that did not apply
 	changed chan struct{}
 	// unpublished is closed on the first build whose hash was unchanged.
 	unpublished     chan struct{}
@@ -99,9 +102,32 @@ func (r *recorder) NewEpoch(e string) {
 	r.signal()
 }
 
-func (r *recorder) Publish(c *configv1.Config, first bool) {
+func (r *recorder) Publish(c *configv1.Config) {
+	st, err := contract.FromResources(c.GetResources(), c.GetHash())
 	r.mu.Lock()
-	r.configs, r.firsts = append(r.configs, c), append(r.firsts, first)
+	if err != nil {
+		r.errs = append(r.errs, err)
+	}
+	r.state = st
+	r.configs, r.firsts = append(r.configs, c), append(r.firsts, true)
+	r.mu.Unlock()
+	r.signal()
+}
+
+// PublishDelta applies d onto the last config, so that the tests see complete configs and
+// every delta is checked to apply onto its base with its hash.
+func (r *recorder) PublishDelta(d *configv1.ConfigDelta) {
+	r.mu.Lock()
+	last := r.configs[len(r.configs)-1]
+	if d.GetBaseVersion() != last.GetVersion() || d.GetEpoch() != last.GetEpoch() {
+		r.errs = append(r.errs, fmt.Errorf("delta %d onto %d, but the last config is %d", d.GetVersion(), d.GetBaseVersion(), last.GetVersion()))
+	}
+	if err := r.state.ApplyDelta(d); err != nil {
+		r.errs = append(r.errs, err)
+	}
+	c := &configv1.Config{Epoch: d.GetEpoch(), Version: d.GetVersion(), Hash: d.GetHash(), WatcherEpoch: d.GetWatcherEpoch(),
+		WatcherRevision: d.GetWatcherRevision(), Resources: r.state.Resources()}
+	r.configs, r.firsts = append(r.configs, c), append(r.firsts, false)
 	r.mu.Unlock()
 	r.signal()
 }
@@ -160,6 +186,13 @@ func setupWith(t *testing.T, change func(*Config)) (*fakeWatcher, *recorder) {
 	t.Cleanup(func() { conn.Close() })
 	rec := &recorder{changed: make(chan struct{}, 1), unpublished: make(chan struct{})}
 	fw.onWatch = rec.signal
+	t.Cleanup(func() {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for _, err := range rec.errs {
+			t.Errorf("the engine published a config that does not follow from the one before: %v", err)
+		}
+	})
 	cfg := Config{Logger: hclog.NewNullLogger(), Client: watchv1.NewWatchServiceClient(conn), Publisher: rec, Metrics: rec,
 		Options: translate.Options{IngressClass: "sluice", ControllerName: "sluice.io/ingress-controller", WatchIngressWithoutClass: true},
 		Holdoff: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}
@@ -313,25 +346,42 @@ func TestCoalescingDedupAndNewEpochOnBreak(t *testing.T) {
 	}
 }
 
-// statusSink records the statuses the engine offers.
+// statusSink holds the statuses the engine hands over, as the reporter does.
 type statusSink struct {
-	mu     sync.Mutex
-	offers [][]*watchv1.IngressStatus
+	mu      sync.Mutex
+	desired map[string]*watchv1.IngressStatus
 }
 
-func (s *statusSink) Offer(sts []*watchv1.IngressStatus) {
+func (s *statusSink) Replace(sts []*watchv1.IngressStatus) {
 	s.mu.Lock()
-	s.offers = append(s.offers, sts)
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	s.desired = map[string]*watchv1.IngressStatus{}
+	for _, st := range sts {
+		s.desired[st.GetKey().String()] = st
+	}
 }
 
+func (s *statusSink) Update(changed []*watchv1.IngressStatus, removed []*watchv1.IngressKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range changed {
+		s.desired[st.GetKey().String()] = st
+	}
+	for _, k := range removed {
+		delete(s.desired, k.String())
+	}
+}
+
+// last is the complete desired statuses, sorted.
 func (s *statusSink) last() []*watchv1.IngressStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.offers) == 0 {
-		return nil
+	var out []*watchv1.IngressStatus
+	for _, st := range s.desired {
+		out = append(out, st)
 	}
-	return s.offers[len(s.offers)-1]
+	translate.SortStatuses(out)
+	return out
 }
 
 // lockedBuffer is a log destination the test may read while the engine writes.

@@ -1,7 +1,8 @@
 // Package statusreport owns the translator's status stream to the watcher. The engine hands
-// it the desired statuses after every build (latest wins: Offer never blocks); the reporter
-// sends them in full on every new stream and then only what changed. Nothing on the config
-// path waits for it: a slow, absent or restarting watcher only delays statuses.
+// it the desired statuses (Replace, then Update with what a build changed; neither blocks);
+// the reporter sends them in full on every new stream and then only what changed, at the
+// cost of the change. Nothing on the config path waits for it: a slow, absent or restarting
+// watcher only delays statuses.
 package statusreport
 
 import (
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -48,9 +50,14 @@ type Config struct {
 
 // Reporter sends desired statuses to the watcher.
 type Reporter struct {
-	cfg  Config
-	log  hclog.Logger
-	slot chan []*watchv1.IngressStatus
+	cfg    Config
+	log    hclog.Logger
+	signal chan struct{} // a change is pending (capacity one)
+
+	mu      sync.Mutex
+	ready   bool // the first Replace came
+	desired map[key]*watchv1.IngressStatus
+	pending map[key]bool // changed since the last request taken
 }
 
 // New returns a reporter; Run starts it.
@@ -67,44 +74,115 @@ func New(cfg Config) (*Reporter, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = nopMetrics{}
 	}
-	return &Reporter{cfg: cfg, log: cfg.Logger, slot: make(chan []*watchv1.IngressStatus, 1)}, nil
+	return &Reporter{cfg: cfg, log: cfg.Logger, signal: make(chan struct{}, 1), desired: map[key]*watchv1.IngressStatus{}, pending: map[key]bool{}}, nil
 }
 
-// Offer makes sts (sorted, complete for this translator) the newest desired statuses. It
-// never blocks: an offer not yet taken is replaced.
-func (r *Reporter) Offer(sts []*watchv1.IngressStatus) {
-	for {
-		select {
-		case r.slot <- sts:
-			return
-		default:
-		}
-		select {
-		case <-r.slot:
-		default:
+// Replace makes sts the complete desired statuses. It never blocks.
+func (r *Reporter) Replace(sts []*watchv1.IngressStatus) {
+	r.mu.Lock()
+	for k := range r.desired {
+		r.pending[k] = true
+	}
+	r.desired = make(map[key]*watchv1.IngressStatus, len(sts))
+	for _, st := range sts {
+		k := keyOf(st.GetKey())
+		r.desired[k], r.pending[k] = st, true
+	}
+	r.ready = true
+	r.mu.Unlock()
+	r.notify()
+}
+
+// Update changes the desired statuses of some Ingresses. It never blocks.
+func (r *Reporter) Update(changed []*watchv1.IngressStatus, removed []*watchv1.IngressKey) {
+	r.mu.Lock()
+	for _, st := range changed {
+		k := keyOf(st.GetKey())
+		r.desired[k], r.pending[k] = st, true
+	}
+	for _, ik := range removed {
+		k := keyOf(ik)
+		delete(r.desired, k)
+		r.pending[k] = true
+	}
+	r.mu.Unlock()
+	r.notify()
+}
+
+func (r *Reporter) notify() {
+	select {
+	case r.signal <- struct{}{}:
+	default:
+	}
+}
+
+func keyOf(k *watchv1.IngressKey) key { return key{k.GetNamespace(), k.GetName()} }
+
+// full returns every desired status, sorted, as what a new stream is told.
+func (r *Reporter) full() ([]*watchv1.IngressStatus, map[key]*watchv1.IngressStatus) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending = map[key]bool{}
+	sent := make(map[key]*watchv1.IngressStatus, len(r.desired))
+	out := make([]*watchv1.IngressStatus, 0, len(r.desired))
+	for k, st := range r.desired {
+		sent[k] = st
+		out = append(out, st)
+	}
+	translate.SortStatuses(out)
+	return out, sent
+}
+
+// changes returns the request that brings a stream told sent up to date (nil when nothing
+// differs) and updates sent.
+func (r *Reporter) changes(sent map[key]*watchv1.IngressStatus) *watchv1.ReportStatusRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	req := &watchv1.ReportStatusRequest{Source: r.cfg.Source}
+	for k := range r.pending {
+		d, want := r.desired[k]
+		s, had := sent[k]
+		switch {
+		case want && (!had || !proto.Equal(s, d)):
+			req.Statuses = append(req.Statuses, d)
+			sent[k] = d
+		case !want && had:
+			req.Removed = append(req.Removed, &watchv1.IngressKey{Namespace: k.ns, Name: k.name})
+			delete(sent, k)
 		}
 	}
+	r.pending = map[key]bool{}
+	if len(req.Statuses) == 0 && len(req.Removed) == 0 {
+		return nil
+	}
+	translate.SortStatuses(req.Statuses)
+	sort.Slice(req.Removed, func(i, j int) bool { return translate.LessKey(req.Removed[i], req.Removed[j]) })
+	return req
+}
+
+func (r *Reporter) isReady() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ready
 }
 
 type key struct{ ns, name string }
 
-// Run reports until ctx ends. Nothing is sent before the first offer: a translator without
-// a complete view has no statuses to claim.
+// Run reports until ctx ends. Nothing is sent before the first Replace: a translator
+// without a complete view has no statuses to claim.
 func (r *Reporter) Run(ctx context.Context) error {
-	var desired map[key]*watchv1.IngressStatus
-	select {
-	case <-ctx.Done():
-		return nil
-	case sts := <-r.slot:
-		desired = index(sts)
+	for !r.isReady() {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.signal:
+		}
 	}
 	backoff := r.cfg.BackoffMin
 	lastErr := "" // a failure repeated stream after stream is said once at WARN
 	for ctx.Err() == nil {
 		start := time.Now()
-		var err error
-		var accepted bool
-		desired, accepted, err = r.stream(ctx, desired)
+		accepted, err := r.stream(ctx)
 		r.cfg.Metrics.SetStatusConnected(false)
 		if ctx.Err() != nil {
 			return nil
@@ -124,116 +202,61 @@ func (r *Reporter) Run(ctx context.Context) error {
 		} else {
 			r.log.Debug("status stream ended again; reconnecting", "error", err, "backoff", backoff)
 		}
-		if !r.wait(ctx, backoff, &desired) {
+		select {
+		case <-ctx.Done():
 			return nil
+		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, r.cfg.BackoffMax)
 	}
 	return nil
 }
 
-// wait sleeps for d, taking offers meanwhile; false when ctx ended.
-func (r *Reporter) wait(ctx context.Context, d time.Duration, desired *map[key]*watchv1.IngressStatus) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-timer.C:
-			return true
-		case sts := <-r.slot:
-			*desired = index(sts)
-		}
-	}
-}
-
-func index(sts []*watchv1.IngressStatus) map[key]*watchv1.IngressStatus {
-	m := make(map[key]*watchv1.IngressStatus, len(sts))
-	for _, s := range sts {
-		m[key{s.GetKey().GetNamespace(), s.GetKey().GetName()}] = s
-	}
-	return m
-}
-
-// stream runs one status stream: the full report, then the changes. It returns the newest
-// desired statuses when the stream ends, and whether a watcher accepted the stream.
-func (r *Reporter) stream(ctx context.Context, desired map[key]*watchv1.IngressStatus) (_ map[key]*watchv1.IngressStatus, accepted bool, _ error) {
+// stream runs one status stream: the full report, then the changes. It returns whether a
+// watcher accepted the stream.
+func (r *Reporter) stream(ctx context.Context) (accepted bool, _ error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s, err := r.cfg.Client.ReportStatus(sctx)
 	if err != nil {
-		return desired, accepted, err
+		return accepted, err
 	}
 	msgs := grpcx.Pump[watchv1.ReportStatusResponse](sctx, s.Recv, 4)
-	full := &watchv1.ReportStatusRequest{Source: r.cfg.Source, Full: true, Statuses: sorted(desired)}
+	all, sent := r.full()
+	full := &watchv1.ReportStatusRequest{Source: r.cfg.Source, Full: true, Statuses: all}
 	// A Send that fails with io.EOF means the watcher ended the stream: its reason arrives
 	// on msgs (only the pump may call Recv).
 	if err := s.Send(full); err == nil {
 		r.cfg.Metrics.StatusReported(true, len(full.Statuses))
 	} else if !errors.Is(err, io.EOF) {
-		return desired, accepted, err
+		return accepted, err
 	}
-	sent := desired
 	for {
 		select {
 		case <-ctx.Done():
-			return desired, accepted, ctx.Err()
+			return accepted, ctx.Err()
 		case m := <-msgs:
 			if m.Err != nil {
 				if errors.Is(m.Err, io.EOF) {
-					return desired, accepted, errors.New("watcher closed the status stream")
+					return accepted, errors.New("watcher closed the status stream")
 				}
-				return desired, accepted, m.Err
+				return accepted, m.Err
 			}
 			accepted = true
 			r.cfg.Metrics.SetStatusConnected(true)
-			r.log.Info("status stream accepted", "leader", m.Msg.GetLeader(), "relayed", m.Msg.GetRelayed(), "ingresses", len(desired))
-		case sts := <-r.slot:
-			desired = index(sts)
-			req := diff(r.cfg.Source, sent, desired)
+			r.log.Info("status stream accepted", "leader", m.Msg.GetLeader(), "relayed", m.Msg.GetRelayed(), "ingresses", len(sent))
+		case <-r.signal:
+			req := r.changes(sent)
 			if req == nil {
 				continue
 			}
 			if err := s.Send(req); err == nil {
 				r.cfg.Metrics.StatusReported(false, len(req.Statuses)+len(req.Removed))
 			} else if !errors.Is(err, io.EOF) {
-				return desired, accepted, err
+				return accepted, err
 			}
-			sent = desired
 		}
 	}
-}
-
-func sorted(m map[key]*watchv1.IngressStatus) []*watchv1.IngressStatus {
-	out := make([]*watchv1.IngressStatus, 0, len(m))
-	for _, s := range m {
-		out = append(out, s)
-	}
-	translate.SortStatuses(out)
-	return out
-}
-
-// diff is the request that turns what the stream was told (sent) into desired; nil when
-// nothing changed.
-func diff(source string, sent, desired map[key]*watchv1.IngressStatus) *watchv1.ReportStatusRequest {
-	req := &watchv1.ReportStatusRequest{Source: source}
-	for k, d := range desired {
-		if s, ok := sent[k]; !ok || !proto.Equal(s, d) {
-			req.Statuses = append(req.Statuses, d)
-		}
-	}
-	for k := range sent {
-		if _, ok := desired[k]; !ok {
-			req.Removed = append(req.Removed, &watchv1.IngressKey{Namespace: k.ns, Name: k.name})
-		}
-	}
-	if len(req.Statuses) == 0 && len(req.Removed) == 0 {
-		return nil
-	}
-	translate.SortStatuses(req.Statuses)
-	sort.Slice(req.Removed, func(i, j int) bool { return translate.LessKey(req.Removed[i], req.Removed[j]) })
-	return req
 }
 
 type nopMetrics struct{}

@@ -147,8 +147,8 @@ func TestNewRejectsMissingDependencies(t *testing.T) {
 func TestReporterSendsTheNewestInFullThenOnlyChanges(t *testing.T) {
 	r, srv := startReporter(t)
 	// Offers before Run never block; only the newest is kept.
-	r.Offer([]*watchv1.IngressStatus{st("a", "10.0.0.1")})
-	r.Offer([]*watchv1.IngressStatus{st("a", "10.0.0.2"), st("b", "10.0.0.2"), st("c", "10.0.0.2")})
+	r.Replace([]*watchv1.IngressStatus{st("a", "10.0.0.1")})
+	r.Replace([]*watchv1.IngressStatus{st("a", "10.0.0.2"), st("b", "10.0.0.2"), st("c", "10.0.0.2")})
 	run(t, r)
 	ss := nextStream(t, srv)
 	full := ss.next(t)
@@ -157,7 +157,7 @@ func TestReporterSendsTheNewestInFullThenOnlyChanges(t *testing.T) {
 		t.Fatalf("first report = %v, want the newest offer in full", full)
 	}
 	// b changes, c goes away, d arrives; a is unchanged and is not sent again.
-	r.Offer([]*watchv1.IngressStatus{st("a", "10.0.0.2"), st("b", "10.0.0.3"), st("d", "10.0.0.2")})
+	r.Replace([]*watchv1.IngressStatus{st("a", "10.0.0.2"), st("b", "10.0.0.3"), st("d", "10.0.0.2")})
 	d := ss.next(t)
 	if d.GetFull() || !equalStrings(names(d.GetStatuses()), []string{"b", "d"}) || len(d.GetRemoved()) != 1 || d.GetRemoved()[0].GetName() != "c" {
 		t.Fatalf("second report = %v, want b and d changed and c removed", d)
@@ -168,22 +168,22 @@ func TestReporterSendsTheNewestInFullThenOnlyChanges(t *testing.T) {
 // again, including what was offered while no stream was open.
 func TestReporterReportsInFullOnEveryNewStream(t *testing.T) {
 	r, srv := startReporter(t)
-	r.Offer([]*watchv1.IngressStatus{st("a", "10.0.0.1")})
+	r.Replace([]*watchv1.IngressStatus{st("a", "10.0.0.1")})
 	run(t, r)
 	ss := nextStream(t, srv)
 	if first := ss.next(t); !first.GetFull() {
 		t.Fatalf("first report = %v, want full", first)
 	}
 	ss.end <- status.Error(codes.Unavailable, "leadership changed; report again")
-	r.Offer([]*watchv1.IngressStatus{st("a", "10.0.0.1"), st("b", "10.0.0.1")})
+	r.Replace([]*watchv1.IngressStatus{st("a", "10.0.0.1"), st("b", "10.0.0.1")})
 	ss2 := nextStream(t, srv)
 	again := ss2.next(t)
 	if !again.GetFull() || !equalStrings(names(again.GetStatuses()), []string{"a", "b"}) {
 		t.Fatalf("report on the new stream = %v, want a and b in full", again)
 	}
 	// An offer equal to what the stream has sends nothing; the next change is a diff.
-	r.Offer([]*watchv1.IngressStatus{st("a", "10.0.0.1"), st("b", "10.0.0.1")})
-	r.Offer([]*watchv1.IngressStatus{st("a", "10.0.0.1"), st("b", "10.0.0.9")})
+	r.Replace([]*watchv1.IngressStatus{st("a", "10.0.0.1"), st("b", "10.0.0.1")})
+	r.Replace([]*watchv1.IngressStatus{st("a", "10.0.0.1"), st("b", "10.0.0.9")})
 	d := ss2.next(t)
 	want := &watchv1.ReportStatusRequest{Source: "sluice.io/ingress-controller/sluice", Statuses: []*watchv1.IngressStatus{st("b", "10.0.0.9")}}
 	if !proto.Equal(d, want) {

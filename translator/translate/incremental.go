@@ -74,6 +74,7 @@ type Translator struct {
 	dirtyBackends  set[string] // re-examined for the output
 	dirtyCerts     set[string]
 	dirtyFindings  set[string] // findings keys
+	statusDirty    set[nsName] // Ingresses whose status may have changed (TakeStatusChanges)
 
 	out *contract.State
 }
@@ -166,6 +167,7 @@ func New(opts Options) *Translator {
 		backendRefs: map[string]int{}, certRefs: map[string]int{},
 		dirtyIngresses: set[nsName]{}, dirtySecrets: set[nsName]{}, dirtyServices: set[nsName]{},
 		dirtyHosts: set[string]{}, dirtyBackends: set[string]{}, dirtyCerts: set[string]{}, dirtyFindings: set[string]{},
+		statusDirty: set[nsName]{},
 		out: contract.NewState(),
 	}
 }
@@ -377,6 +379,7 @@ func (t *Translator) retranslate(k nsName) {
 		t.unindex(k, old)
 	}
 	delete(t.local, k)
+	t.statusDirty.add(k)
 	t.dirtyFindings.add("Ingress/" + k.ns + "/" + k.name)
 	ing, ok := t.ingresses[k]
 	if !ok {
@@ -884,6 +887,7 @@ func (t *Translator) buildFindings(key string) {
 	if rest, ok := strings.CutPrefix(key, "Ingress/"); ok {
 		ns, name, _ := strings.Cut(rest, "/")
 		k := nsName{ns, name}
+		t.statusDirty.add(k)
 		if lo, ok := t.local[k]; ok && lo.served {
 			fs = append(fs, lo.findings...)
 			for h := range lo.claims {

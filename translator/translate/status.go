@@ -5,8 +5,10 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
@@ -24,10 +26,7 @@ func Statuses(in Input, opts Options, res *configv1.Resources) []*watchv1.Ingres
 			continue
 		}
 		k := nsName{o.GetNamespace(), o.GetName()}
-		byObject[k] = append(byObject[k], &watchv1.StatusFinding{
-			Reason: f.GetReason(), Field: f.GetField(), Message: f.GetCause(),
-			Warning: f.GetSeverity() != configv1.FindingSeverity_FINDING_SEVERITY_UNSPECIFIED,
-		})
+		byObject[k] = append(byObject[k], statusFinding(f))
 	}
 	served := Served(in, opts)
 	out := make([]*watchv1.IngressStatus, 0, len(served))
@@ -63,29 +62,35 @@ func LessKey(a, b *watchv1.IngressKey) bool {
 // Options.PublishService. An absent publish Service means unknown (the statuses are then
 // left alone rather than emptied); neither option set means unknown too.
 func PublishedAddresses(in Input, opts Options) ([]*watchv1.LoadBalancerIngress, bool) {
+	return publishedAddresses(opts, func(k nsName) *corev1.Service {
+		for _, s := range in.Services {
+			if s.Namespace == k.ns && s.Name == k.name {
+				return s
+			}
+		}
+		return nil
+	})
+}
+
+func publishedAddresses(opts Options, service func(nsName) *corev1.Service) ([]*watchv1.LoadBalancerIngress, bool) {
 	var raw []string
 	switch {
 	case len(opts.PublishAddresses) > 0:
 		raw = opts.PublishAddresses
 	case opts.PublishService != "":
 		ns, name, _ := strings.Cut(opts.PublishService, "/")
-		found := false
-		for _, s := range in.Services {
-			if s.Namespace == ns && s.Name == name {
-				found = true
-				for _, i := range s.Status.LoadBalancer.Ingress {
-					if i.IP != "" {
-						raw = append(raw, i.IP)
-					} else if i.Hostname != "" {
-						raw = append(raw, i.Hostname)
-					}
-				}
-				raw = append(raw, s.Spec.ExternalIPs...)
-			}
-		}
-		if !found {
+		s := service(nsName{ns, name})
+		if s == nil {
 			return nil, false
 		}
+		for _, i := range s.Status.LoadBalancer.Ingress {
+			if i.IP != "" {
+				raw = append(raw, i.IP)
+			} else if i.Hostname != "" {
+				raw = append(raw, i.Hostname)
+			}
+		}
+		raw = append(raw, s.Spec.ExternalIPs...)
 	default:
 		return nil, false
 	}
@@ -124,5 +129,63 @@ func LoadBalancerOf(ing *networkingv1.Ingress) []*watchv1.LoadBalancerIngress {
 		}
 		return out[i].Hostname < out[j].Hostname
 	})
+	return out
+}
+
+func statusFinding(f *configv1.Finding) *watchv1.StatusFinding {
+	return &watchv1.StatusFinding{
+		Reason: f.GetReason(), Field: f.GetField(), Message: f.GetCause(),
+		Warning: f.GetSeverity() != configv1.FindingSeverity_FINDING_SEVERITY_UNSPECIFIED,
+	}
+}
+
+// PublishedAddresses is PublishedAddresses over the translator's current objects.
+func (t *Translator) PublishedAddresses() ([]*watchv1.LoadBalancerIngress, bool) {
+	return publishedAddresses(t.opts, func(k nsName) *corev1.Service { return t.services[k] })
+}
+
+// Status is the desired status of the Ingress namespace/name, nil when it is not served;
+// lb and manage are the published addresses and whether they are known. It is what
+// Statuses gives for that Ingress from a full translation.
+func (t *Translator) Status(key *watchv1.IngressKey, lb []*watchv1.LoadBalancerIngress, manage bool) *watchv1.IngressStatus {
+	lo, ok := t.local[nsName{key.GetNamespace(), key.GetName()}]
+	if !ok || !lo.served {
+		return nil
+	}
+	st := &watchv1.IngressStatus{Key: key, Uid: string(lo.ing.UID), ManageLoadBalancer: manage}
+	if manage {
+		st.LoadBalancer = lb
+	}
+	if g, ok := t.out.Get(contract.Findings, "Ingress/"+key.GetNamespace()+"/"+key.GetName()).(*configv1.ObjectFindings); ok {
+		for _, f := range g.GetFindings() {
+			if f.GetObject().GetKind() == "Ingress" {
+				st.Findings = append(st.Findings, statusFinding(f))
+			}
+		}
+	}
+	return st
+}
+
+// ServedKeys returns the keys of every served Ingress, sorted.
+func (t *Translator) ServedKeys() []*watchv1.IngressKey {
+	var out []*watchv1.IngressKey
+	for k, lo := range t.local {
+		if lo.served {
+			out = append(out, &watchv1.IngressKey{Namespace: k.ns, Name: k.name})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return LessKey(out[i], out[j]) })
+	return out
+}
+
+// TakeStatusChanges returns the Ingresses whose status may have changed since the last
+// call (re-translated, or their findings rebuilt), sorted.
+func (t *Translator) TakeStatusChanges() []*watchv1.IngressKey {
+	out := make([]*watchv1.IngressKey, 0, len(t.statusDirty))
+	for k := range t.statusDirty {
+		out = append(out, &watchv1.IngressKey{Namespace: k.ns, Name: k.name})
+	}
+	t.statusDirty = set[nsName]{}
+	sort.Slice(out, func(i, j int) bool { return LessKey(out[i], out[j]) })
 	return out
 }
