@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/testenv"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	"github.com/sluice-io/sluice/pusher/caddy"
@@ -312,6 +313,99 @@ func TestGateAppliesNothingBeforeTheMarkerNorAfterAReset(t *testing.T) {
 	e.waitConfig(t, v1e2)
 	if got := get(t, e.caddy.HTTPPort, "gate.example.com", "/"); got != "two" {
 		t.Fatalf("after the new marker: answered by %q, want two", got)
+	}
+}
+
+func deltaMsg(d *configv1.ConfigDelta) *configv1.StreamConfigResponse {
+	return &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Delta{Delta: d}}
+}
+
+// deltaTo is the delta that turns from into a state that also routes host to b.
+func deltaTo(t *testing.T, from *configv1.Config, version uint64, host string, b *testenv.Backend) (*configv1.ConfigDelta, *contract.State) {
+	t.Helper()
+	st, err := contract.FromResources(from.GetResources(), from.GetHash())
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := simpleConfig("", 0, host, b).GetResources()
+	be := add.Backends[0]
+	be.Name = "be-" + host
+	add.VirtualHosts[0].Routes[0].Backends[0].Backend = be.Name
+	st.Put(contract.VirtualHosts, host, add.VirtualHosts[0])
+	st.Put(contract.Backends, be.Name, be)
+	d := st.TakeDelta()
+	d.Epoch, d.Version, d.BaseVersion, d.Hash = from.GetEpoch(), version, from.GetVersion(), st.Hash()
+	return d, st
+}
+
+// DESIGN.md's pusher gate with the delta config stream, against a real Caddy: a delta onto
+// the version held is applied; a delta whose resulting hash differs (corrupt) or onto
+// another base breaks the chain: the pusher asks for the complete state (Resync) and applies
+// nothing from the broken chain until it comes; a version older than the one applied is
+// never applied.
+func TestDeltaChainResyncAndNeverBack(t *testing.T) {
+	n := testenv.SharedNet(t)
+	b1, err := n.StartBackend("one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := n.StartBackend("two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake, addr := startFake(t)
+	e := startPusher(t, addr)
+	s := fake.nextStream(t)
+
+	v1 := simpleConfig("e1", 1, "a.example.com", b1)
+	_ = s.send(marker("e1", 1))
+	_ = s.send(configMsg(v1))
+	e.waitConfig(t, v1)
+
+	d2, st2 := deltaTo(t, v1, 2, "b.example.com", b2)
+	v2 := &configv1.Config{Epoch: "e1", Version: 2, Hash: st2.Hash(), Resources: st2.Resources()}
+	_ = s.send(deltaMsg(d2))
+	e.waitConfig(t, v2)
+	fake.waitAnswer(t, "ACK of version 2", func(a *configv1.StreamConfigRequest) bool { return a.GetAck().GetConfig().GetVersion() == 2 })
+	if got := get(t, e.caddy.HTTPPort, "b.example.com", "/"); got != "two" {
+		t.Fatalf("after the delta: b.example.com answered by %q, want two", got)
+	}
+	if got := get(t, e.caddy.HTTPPort, "a.example.com", "/"); got != "one" {
+		t.Fatalf("after the delta: a.example.com answered by %q, want one", got)
+	}
+
+	// A corrupt delta: the right base, a wrong resulting hash.
+	d3, _ := deltaTo(t, v2, 3, "c.example.com", b1)
+	d3.Hash = strings.Repeat("0", 64)
+	_ = s.send(deltaMsg(d3))
+	resync := fake.waitAnswer(t, "a Resync", func(a *configv1.StreamConfigRequest) bool { return a.GetResync() != nil })
+	if resync.GetResync().GetHave().GetVersion() != 2 || !strings.Contains(resync.GetResync().GetReason(), "hash") {
+		t.Fatalf("Resync = %v, want it to hold version 2 and name the hash", resync.GetResync())
+	}
+	// A delta that would apply onto the corrupt one's result: nothing of the broken chain.
+	d4, _ := deltaTo(t, v2, 4, "d.example.com", b1)
+	d4.BaseVersion = 3
+	_ = s.send(deltaMsg(d4))
+	e.waitMetric(t, `sluice_pusher_configs_dropped_total{reason="broken-chain"}`, 2)
+	if h := e.caddyHash(t); h != e.fp(t, v2) {
+		t.Fatalf("caddy changed from a broken chain: %s", h)
+	}
+
+	// The complete state mends the chain; then a delta onto another base breaks it again.
+	v4 := simpleConfig("e1", 4, "a.example.com", b2)
+	_ = s.send(configMsg(v4))
+	e.waitConfig(t, v4)
+	d6, _ := deltaTo(t, v2, 6, "e.example.com", b1) // onto 2, but 4 is held
+	_ = s.send(deltaMsg(d6))
+	fake.waitAnswer(t, "a Resync for a delta onto another base", func(a *configv1.StreamConfigRequest) bool {
+		return a.GetResync().GetHave().GetVersion() == 4 && strings.Contains(a.GetResync().GetReason(), "onto version 2")
+	})
+
+	// Never back: version 3, complete and valid, after version 4 was applied.
+	_ = s.send(configMsg(simpleConfig("e1", 3, "a.example.com", b1)))
+	e.waitMetric(t, `sluice_pusher_configs_dropped_total{reason="older-than-applied"}`, 1)
+	if h := e.caddyHash(t); h != e.fp(t, v4) {
+		t.Fatalf("caddy went back to an older version: %s", h)
 	}
 }
 

@@ -1,8 +1,12 @@
 // Package gate is the pusher's last line of defence. It follows the translator's Config
 // stream and applies a config to the data plane only after the InitialSyncComplete of the
-// current stream epoch, and only versions at or after the one that marker names; everything
-// else is dropped and counted. A broken stream or a new epoch closes the gate and leaves the
-// data plane exactly as it is. A shutdown never pushes. A rejected config leaves the last
+// current stream epoch, and only versions at or after the one that marker names, never one
+// older than it applied; everything else is dropped and counted. It keeps the chain: the
+// translator's state as received, the complete state first, then each delta applied onto
+// its base version and checked against the resulting hash (contract.State). A delta onto
+// another base, or with another hash, breaks the chain: the gate asks for the complete state
+// (Resync) and applies nothing from the broken chain meanwhile. A broken stream or a new
+// epoch closes the gate and leaves the data plane exactly as it is. A shutdown never pushes. A rejected config leaves the last
 // good one in place, is NACKed, and is not retried until a newer version arrives; a failed
 // push (network) is retried with backoff; a data plane that lost its config gets the last
 // applied one again. An optional deletion guard holds back a config that would remove a
@@ -19,6 +23,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
@@ -135,7 +140,12 @@ type streamState struct {
 	epoch         string
 	markerVersion uint64
 	open          bool
-	pending       *configv1.Config // newest admissible config not yet handled
+	// chain is the translator's state as received in this epoch (nil before the complete
+	// state), at chainRef; broken means it failed and a Resync is outstanding.
+	chain    *contract.State
+	chainRef *configv1.Config // without resources
+	broken   bool
+	pending  *configv1.Config // newest admissible config not yet handled (resources filled when handled)
 	rejectedFP    string           // refused by the data plane; not retried for the same fingerprint
 	held          *configv1.Config // held back by the deletion guard
 	heldSince     time.Time
@@ -176,7 +186,7 @@ func (g *Gate) stream(ctx context.Context) error {
 				}
 				return r.Err
 			}
-			g.receive(&st, r.Msg)
+			g.receive(&st, r.Msg, send)
 		case <-retry:
 			retry = nil
 		case <-check.C:
@@ -200,7 +210,7 @@ func (g *Gate) stream(ctx context.Context) error {
 }
 
 // receive applies the gate to one message.
-func (g *Gate) receive(st *streamState, m *configv1.StreamConfigResponse) {
+func (g *Gate) receive(st *streamState, m *configv1.StreamConfigResponse, send func(*configv1.StreamConfigRequest)) {
 	switch msg := m.GetMessage().(type) {
 	case *configv1.StreamConfigResponse_InitialSyncComplete:
 		mk := msg.InitialSyncComplete
@@ -213,19 +223,76 @@ func (g *Gate) receive(st *streamState, m *configv1.StreamConfigResponse) {
 	case *configv1.StreamConfigResponse_Config:
 		c := msg.Config
 		g.cfg.Metrics.Received()
-		switch {
-		case !st.open:
-			g.drop(c, "before-marker")
-		case c.GetEpoch() != st.epoch:
-			g.drop(c, "other-epoch")
-		case c.GetVersion() < st.markerVersion:
-			g.drop(c, "older-than-marker")
-		case st.pending != nil && c.GetVersion() <= st.pending.GetVersion():
-			g.drop(c, "out-of-order")
-		default:
-			st.pending = c
+		if reason := g.admit(st, c); reason != "" {
+			g.drop(c, reason)
+			return
 		}
+		// The complete state: a new chain (also the answer to a Resync).
+		if st.chainRef != nil && c.GetVersion() < st.chainRef.GetVersion() {
+			g.drop(c, "out-of-order")
+			return
+		}
+		chain, err := contract.FromResources(c.GetResources(), c.GetHash())
+		if err != nil {
+			g.breakChain(st, c, err, send)
+			return
+		}
+		st.chain, st.chainRef, st.broken = chain, refOnly(c), false
+		st.pending = c
+	case *configv1.StreamConfigResponse_Delta:
+		d := msg.Delta
+		c := &configv1.Config{Epoch: d.GetEpoch(), Version: d.GetVersion(), Hash: d.GetHash(), WatcherEpoch: d.GetWatcherEpoch(), WatcherRevision: d.GetWatcherRevision()}
+		g.cfg.Metrics.Received()
+		if reason := g.admit(st, c); reason != "" {
+			g.drop(c, reason)
+			return
+		}
+		switch {
+		case st.broken:
+			g.drop(c, "broken-chain") // the complete state is on its way
+			return
+		case st.chain == nil:
+			g.breakChain(st, c, errors.New("a delta before the complete state"), send)
+			return
+		case d.GetBaseVersion() != st.chainRef.GetVersion():
+			g.breakChain(st, c, fmt.Errorf("a delta onto version %d, but version %d is held", d.GetBaseVersion(), st.chainRef.GetVersion()), send)
+			return
+		}
+		if err := st.chain.ApplyDelta(d); err != nil {
+			g.breakChain(st, c, err, send)
+			return
+		}
+		st.chainRef = c
+		st.pending = c // its resources are materialised from the chain when it is handled
 	}
+}
+
+// admit returns why the gate drops c, or "" when c is of the open epoch, at or after the
+// marker's version and not older than what the data plane runs.
+func (g *Gate) admit(st *streamState, c *configv1.Config) string {
+	switch {
+	case !st.open:
+		return "before-marker"
+	case c.GetEpoch() != st.epoch:
+		return "other-epoch"
+	case c.GetVersion() < st.markerVersion:
+		return "older-than-marker"
+	case g.applied != nil && g.applied.GetEpoch() == c.GetEpoch() && c.GetVersion() < g.applied.GetVersion():
+		return "older-than-applied"
+	}
+	return ""
+}
+
+// breakChain drops c and everything after it until the complete state comes again.
+func (g *Gate) breakChain(st *streamState, c *configv1.Config, err error, send func(*configv1.StreamConfigRequest)) {
+	g.drop(c, "broken-chain")
+	g.log.Error("config chain broken; asking for the complete state and applying nothing from this chain", "version", c.GetVersion(), "error", err)
+	st.broken, st.pending = true, nil
+	send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Resync{Resync: &configv1.Resync{Have: ref(st.chainRef), Reason: err.Error()}}})
+}
+
+func refOnly(c *configv1.Config) *configv1.Config {
+	return &configv1.Config{Epoch: c.GetEpoch(), Version: c.GetVersion(), Hash: c.GetHash(), WatcherEpoch: c.GetWatcherEpoch(), WatcherRevision: c.GetWatcherRevision()}
 }
 
 func (g *Gate) drop(c *configv1.Config, reason string) {
@@ -234,12 +301,19 @@ func (g *Gate) drop(c *configv1.Config, reason string) {
 }
 
 func ref(c *configv1.Config) *configv1.ConfigRef {
+	if c == nil {
+		return nil
+	}
 	return &configv1.ConfigRef{Epoch: c.GetEpoch(), Version: c.GetVersion(), Hash: c.GetHash()}
 }
 
 // handle applies st.pending; it returns true when the push should be retried later.
 func (g *Gate) handle(ctx context.Context, st *streamState, send func(*configv1.StreamConfigRequest)) bool {
 	c := st.pending
+	if c.GetResources() == nil && st.chain != nil {
+		// A version reached by deltas: the data plane takes the complete state.
+		c.Resources = st.chain.Resources()
+	}
 	ack := func() {
 		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Ack{Ack: &configv1.Ack{Config: ref(c)}}})
 	}

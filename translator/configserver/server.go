@@ -55,12 +55,12 @@ type Server struct {
 	marker *configv1.InitialSyncComplete // of the current epoch, nil until complete
 	// The newest version: its state, its reference and, once built for a reader, the
 	// complete config (nil until then; resources are never mutated, so it may be shared).
-	state   *contract.State
-	latest  *configv1.Config // without resources
-	full    *configv1.Config
-	history []published // the deltas up to latest, contiguous, oldest first
-	changed chan struct{} // closed on every change
-	pushers map[string]*pusher
+	state    *contract.State
+	latest   *configv1.Config // without resources
+	full     *configv1.Config
+	history  []published   // the deltas up to latest, contiguous, oldest first
+	changed  chan struct{} // closed on every change
+	pushers  map[string]*pusher
 	complete sync.Once
 }
 

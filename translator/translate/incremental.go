@@ -168,7 +168,7 @@ func New(opts Options) *Translator {
 		dirtyIngresses: set[nsName]{}, dirtySecrets: set[nsName]{}, dirtyServices: set[nsName]{},
 		dirtyHosts: set[string]{}, dirtyBackends: set[string]{}, dirtyCerts: set[string]{}, dirtyFindings: set[string]{},
 		statusDirty: set[nsName]{},
-		out: contract.NewState(),
+		out:         contract.NewState(),
 	}
 }
 
