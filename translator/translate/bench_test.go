@@ -66,27 +66,44 @@ func BenchmarkTranslate(b *testing.B) {
 	}
 }
 
-// BenchmarkChange is the cost of one Ingress change at 1k and 10k objects: translate, hash,
-// and serialize for sending. The translation is a pure function of the whole set, so the
-// cost grows with the number of unrelated objects; the two sizes side by side show by how
-// much.
+// BenchmarkChange is the cost of one change with the incremental translator at 1k, 10k and
+// 100k Ingresses (each with its Service and EndpointSlice): an Ingress's path changed, or an
+// EndpointSlice's endpoints, then Build and the delta to send, with its serialised size.
+// Side by side, the sizes show whether the cost of a change grows with the cluster.
 func BenchmarkChange(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
+	for _, n := range []int{1000, 10000, 100000} {
 		in := benchInput(b, n)
-		b.Run(fmt.Sprintf("ingresses=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				ing := in.Ingresses[i%n].DeepCopy()
-				ing.Spec.Rules[0].HTTP.Paths[1].Path = fmt.Sprintf("/api%d", i)
-				in.Ingresses[i%n] = ing
-				res := Translate(in, goldenOpts)
-				_ = Hash(res)
-				if _, err := proto.Marshal(res); err != nil {
-					b.Fatal(err)
+		tr := New(goldenOpts)
+		for _, o := range in.objects() {
+			tr.Set(o)
+		}
+		tr.Build()
+		tr.State().TakeDelta()
+		seq := 0 // across runs, so that every change is new
+		for _, kind := range []string{"ingress", "endpointslice"} {
+			b.Run(fmt.Sprintf("ingresses=%d/change=%s", n, kind), func(b *testing.B) {
+				b.ReportAllocs()
+				i, bytes := 0, 0
+				for b.Loop() {
+					seq++
+					switch kind {
+					case "ingress":
+						ing := in.Ingresses[i%n].DeepCopy()
+						ing.Spec.Rules[0].HTTP.Paths[1].Path = fmt.Sprintf("/api%d", seq)
+						tr.Set(ing)
+					default:
+						s := in.EndpointSlices[i%n].DeepCopy()
+						s.Endpoints[0].Addresses[0] = fmt.Sprintf("10.%d.%d.%d", 100+seq/62500%100, seq/250%250, seq%250)
+						tr.Set(s)
+					}
+					tr.Build()
+					d := tr.State().TakeDelta()
+					d.Hash = tr.State().Hash()
+					bytes += proto.Size(d)
+					i++
 				}
-				i++
-			}
-		})
+				b.ReportMetric(float64(bytes)/float64(i), "delta-bytes/op")
+			})
+		}
 	}
 }
