@@ -142,13 +142,13 @@ type streamState struct {
 	open          bool
 	// chain is the translator's state as received in this epoch (nil before the complete
 	// state), at chainRef; broken means it failed and a Resync is outstanding.
-	chain    *contract.State
-	chainRef *configv1.Config // without resources
-	broken   bool
-	pending  *configv1.Config // newest admissible config not yet handled (resources filled when handled)
-	rejectedFP    string           // refused by the data plane; not retried for the same fingerprint
-	held          *configv1.Config // held back by the deletion guard
-	heldSince     time.Time
+	chain      *contract.State
+	chainRef   *configv1.Config // without resources
+	broken     bool
+	pending    *configv1.Config // newest admissible config not yet handled (resources filled when handled)
+	rejectedFP string           // refused by the data plane; not retried for the same fingerprint
+	held       *configv1.Config // held back by the deletion guard
+	heldSince  time.Time
 }
 
 func (g *Gate) stream(ctx context.Context) error {
