@@ -1,5 +1,5 @@
 // Command pusher applies the translator's configs to a proxy (Caddy through its admin API),
-// and nothing before the InitialSyncComplete of its current stream. See DESIGN.md.
+// and nothing before the InitialSyncComplete of its current stream. See docs/design.md.
 package main
 
 import (

@@ -257,7 +257,7 @@ func answer(resp *http.Response) string {
 	return a.Backend
 }
 
-// DESIGN.md's pusher gate, against a test-double translator and a real Caddy: configs before
+// docs/design.md's pusher gate, against a test-double translator and a real Caddy: configs before
 // the marker and older than the version it names are dropped; after it the newest is
 // applied; a reset stream closes the gate again and Caddy keeps what it had; the next
 // epoch's marker opens it.
@@ -338,7 +338,7 @@ func deltaTo(t *testing.T, from *configv1.Config, version uint64, host string, b
 	return d, st
 }
 
-// DESIGN.md's pusher gate with the delta config stream, against a real Caddy: a delta onto
+// docs/design.md's pusher gate with the delta config stream, against a real Caddy: a delta onto
 // the version held is applied; a delta whose resulting hash differs (corrupt) or onto
 // another base breaks the chain: the pusher asks for the complete state (Resync) and applies
 // nothing from the broken chain until it comes; a version older than the one applied is
@@ -465,7 +465,7 @@ func TestRejectedConfigRestartAndShutdown(t *testing.T) {
 	}
 }
 
-// DESIGN.md's "Real parts": every golden case of the translator, served by a real Caddy,
+// docs/design.md's "Real parts": every golden case of the translator, served by a real Caddy,
 // answers exactly as translate.Match says, over HTTP and (with SNI) HTTPS; what matches
 // nothing gets 404, a route without endpoints 503.
 func TestCaddyRoutesEveryGoldenCaseLikeTheReference(t *testing.T) {

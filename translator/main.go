@@ -1,5 +1,5 @@
 // Command translator turns the watcher's stream into complete, versioned proxy configs and
-// serves them to pushers, never before the watcher's InitialSyncComplete. See DESIGN.md.
+// serves them to pushers, never before the watcher's InitialSyncComplete. See docs/design.md.
 package main
 
 import (

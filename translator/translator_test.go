@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/testenv"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
@@ -27,6 +29,8 @@ type configFollower struct {
 	mu      sync.Mutex
 	markers []*configv1.InitialSyncComplete
 	configs []*configv1.Config
+	state   *contract.State // the chain, as a pusher keeps it
+	errs    []error
 	changed chan struct{}
 	client  configv1.ConfigServiceClient
 }
@@ -39,6 +43,13 @@ func followConfig(t *testing.T, addr string) *configFollower {
 	}
 	t.Cleanup(func() { conn.Close() })
 	f := &configFollower{changed: make(chan struct{}, 1), client: configv1.NewConfigServiceClient(conn)}
+	t.Cleanup(func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, err := range f.errs {
+			t.Errorf("the config stream broke its chain: %v", err)
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	stream, err := f.client.StreamConfig(ctx, grpc.WaitForReady(true))
@@ -59,7 +70,26 @@ func followConfig(t *testing.T, addr string) *configFollower {
 			if mk := m.GetInitialSyncComplete(); mk != nil {
 				f.markers = append(f.markers, mk)
 			}
-			if c := m.GetConfig(); c != nil {
+			// Follow the chain as a pusher does: the complete state, then deltas onto it.
+			c := m.GetConfig()
+			if c != nil {
+				st, err := contract.FromResources(c.GetResources(), c.GetHash())
+				if err != nil {
+					f.errs = append(f.errs, err)
+				}
+				f.state = st
+			}
+			if d := m.GetDelta(); d != nil {
+				if f.state == nil || f.configs[len(f.configs)-1].GetVersion() != d.GetBaseVersion() {
+					f.errs = append(f.errs, fmt.Errorf("delta %d onto %d, which the follower does not hold", d.GetVersion(), d.GetBaseVersion()))
+				} else if err := f.state.ApplyDelta(d); err != nil {
+					f.errs = append(f.errs, err)
+				} else {
+					c = &configv1.Config{Epoch: d.GetEpoch(), Version: d.GetVersion(), Hash: d.GetHash(), WatcherEpoch: d.GetWatcherEpoch(),
+						WatcherRevision: d.GetWatcherRevision(), Resources: f.state.Resources()}
+				}
+			}
+			if c != nil {
 				f.configs = append(f.configs, c)
 				_ = stream.Send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Ack{Ack: &configv1.Ack{
 					Config: &configv1.ConfigRef{Epoch: c.GetEpoch(), Version: c.GetVersion(), Hash: c.GetHash()}}}})

@@ -1,5 +1,5 @@
 // Command watcher lists and watches the cluster objects Sluice translates and streams them,
-// ordered and revisioned, with an explicit InitialSyncComplete marker. See DESIGN.md.
+// ordered and revisioned, with an explicit InitialSyncComplete marker. See docs/design.md.
 package main
 
 import (

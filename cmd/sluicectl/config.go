@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	"github.com/sluice-io/sluice/translator/translate"
@@ -27,8 +28,10 @@ func runConfig(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	var cf clientFlags
 	cf.register(fs, "127.0.0.1:18010")
-	output := fs.String("output", "text", "text (summary) or json (the whole status, resources included)")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the answer")
+	output := fs.String("output", "text", "text (summary) or json (the whole status, resources included; with --watch, one message per line)")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the answer (without --watch)")
+	watch := fs.Bool("watch", false, "follow the config stream: print every version, its size on the wire and what changed, until interrupted")
+	count := fs.Int("count", 0, "with --watch: stop after this many versions (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -37,6 +40,9 @@ func runConfig(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer conn.Close()
+	if *watch {
+		return watchConfig(ctx, configv1.NewConfigServiceClient(conn), cf.addr, *output == "json", *count, stdout)
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	st, err := configv1.NewConfigServiceClient(conn).GetStatus(ctx, &configv1.GetStatusRequest{IncludeResources: true})
@@ -182,5 +188,121 @@ func writeJSON(w io.Writer, m proto.Message) error {
 	}
 	out.WriteByte('\n')
 	_, err = w.Write(out.Bytes())
+	return err
+}
+
+// watchConfig follows the config stream as a pusher does (the chain checked against every
+// state hash) without applying anything, and prints each version and what it changed.
+func watchConfig(ctx context.Context, c configv1.ConfigServiceClient, addr string, asJSON bool, count int, stdout io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.StreamConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", addr, err)
+	}
+	host, _ := os.Hostname()
+	if err := stream.Send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Hello{Hello: &configv1.Hello{
+		PusherId: fmt.Sprintf("sluicectl-%s-%d", host, os.Getpid()), DataPlane: configv1.DataPlaneKind_DATA_PLANE_KIND_NONE}}}); err != nil {
+		return fmt.Errorf("%s: %w", addr, err)
+	}
+	var chain *contract.State
+	var held uint64
+	versions := 0
+	for count == 0 || versions < count {
+		m, err := stream.Recv()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", addr, err)
+		}
+		if asJSON {
+			if err := writeJSONLine(stdout, m); err != nil {
+				return err
+			}
+		}
+		size := proto.Size(m)
+		switch msg := m.GetMessage().(type) {
+		case *configv1.StreamConfigResponse_InitialSyncComplete:
+			mk := msg.InitialSyncComplete
+			chain, held = nil, 0
+			if !asJSON {
+				fmt.Fprintf(stdout, "marker: epoch %s, complete from version %d (watcher %s revision %d)\n", mk.GetEpoch(), mk.GetVersion(), mk.GetWatcherEpoch(), mk.GetWatcherRevision())
+			}
+		case *configv1.StreamConfigResponse_Config:
+			cfg := msg.Config
+			chain, err = contract.FromResources(cfg.GetResources(), cfg.GetHash())
+			if err != nil {
+				return fmt.Errorf("version %d: %w", cfg.GetVersion(), err)
+			}
+			held = cfg.GetVersion()
+			versions++
+			if !asJSON {
+				fmt.Fprintf(stdout, "version %d complete, hash %.12s, %d bytes: %d virtual hosts, %d backends, %d certificates, %d objects with findings\n",
+					cfg.GetVersion(), cfg.GetHash(), size, chain.Len(contract.VirtualHosts), chain.Len(contract.Backends), chain.Len(contract.Certificates), chain.Len(contract.Findings))
+			}
+		case *configv1.StreamConfigResponse_Delta:
+			d := msg.Delta
+			if chain == nil || d.GetBaseVersion() != held {
+				return fmt.Errorf("version %d: a delta onto version %d, but version %d is held", d.GetVersion(), d.GetBaseVersion(), held)
+			}
+			if err := chain.ApplyDelta(d); err != nil {
+				return fmt.Errorf("version %d: %w", d.GetVersion(), err)
+			}
+			held = d.GetVersion()
+			versions++
+			if !asJSON {
+				fmt.Fprintf(stdout, "version %d onto %d, hash %.12s, %d bytes:%s\n", d.GetVersion(), d.GetBaseVersion(), d.GetHash(), size, describeDelta(d))
+			}
+		}
+	}
+	return nil
+}
+
+// describeDelta lists what a delta changes: +upserted, -removed, per type.
+func describeDelta(d *configv1.ConfigDelta) string {
+	var b strings.Builder
+	part := func(what string, up, rm []string) {
+		if len(up) == 0 && len(rm) == 0 {
+			return
+		}
+		fmt.Fprintf(&b, " %s", what)
+		for _, k := range up {
+			fmt.Fprintf(&b, " +%q", k)
+		}
+		for _, k := range rm {
+			fmt.Fprintf(&b, " -%q", k)
+		}
+		b.WriteString(";")
+	}
+	var vh, be, ce, fi, rfi []string
+	for _, x := range d.GetVirtualHosts() {
+		vh = append(vh, x.GetHostname())
+	}
+	for _, x := range d.GetBackends() {
+		be = append(be, x.GetName())
+	}
+	for _, x := range d.GetCertificates() {
+		ce = append(ce, x.GetName())
+	}
+	for _, x := range d.GetFindings() {
+		fi = append(fi, contract.KeyOfObject(x.GetObject()))
+	}
+	for _, x := range d.GetRemovedFindings() {
+		rfi = append(rfi, contract.KeyOfObject(x))
+	}
+	part("virtual hosts", vh, d.GetRemovedVirtualHosts())
+	part("backends", be, d.GetRemovedBackends())
+	part("certificates", ce, d.GetRemovedCertificates())
+	part("findings", fi, rfi)
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+func writeJSONLine(w io.Writer, m proto.Message) error {
+	b, err := protojson.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
 }

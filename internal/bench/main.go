@@ -29,12 +29,14 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"google.golang.org/protobuf/proto"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/stack"
 	"github.com/sluice-io/sluice/internal/testenv"
@@ -76,6 +78,13 @@ type Result struct {
 	ChurnP99Ms     float64 `json:"change_churn_p99_ms"`
 	ChurnRate      float64 `json:"churn_updates_per_s"`
 	ChangeCaddyMs  float64 `json:"change_limit_caddy_load_ms"`
+	// Change to config received on the config stream (a pusher's receipt), and the mean
+	// translation time of one published build during the idle measure.
+	IdleConfigP50Ms      float64 `json:"change_config_idle_p50_ms"`
+	IdleConfigP99Ms      float64 `json:"change_config_idle_p99_ms"`
+	ChurnConfigP50Ms     float64 `json:"change_config_churn_p50_ms"`
+	ChurnConfigP99Ms     float64 `json:"change_config_churn_p99_ms"`
+	TranslateMsPerChange float64 `json:"translate_ms_per_change"`
 	ChangesApplied float64 `json:"changes_caddy_loads"`
 
 	RSS map[string]map[string]float64 `json:"rss_mib"` // process -> steady|peak
@@ -85,6 +94,7 @@ type Result struct {
 	ObjectBytes          float64 `json:"changed_object_bytes"`
 
 	Profile string `json:"profile_top,omitempty"`
+	Date    string `json:"-"` // of a baseline: when it was measured
 }
 
 type env struct {
@@ -97,6 +107,7 @@ type env struct {
 }
 
 func run(sizeList string, runs, changes int, mdPath, jsPath, profDir string) error {
+	base := baseline(jsPath)
 	ctx := context.Background()
 	e := &env{}
 	var err error
@@ -145,7 +156,29 @@ func run(sizeList string, runs, changes int, mdPath, jsPath, profDir string) err
 	if err := os.WriteFile(jsPath, append(js, '\n'), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(mdPath, []byte(report(results, runs, changes)), 0o644)
+	return os.WriteFile(mdPath, []byte(report(results, base, runs, changes)), 0o644)
+}
+
+// baseline reads the results the last run wrote, by size, so that the report shows each
+// figure beside the one it replaces (none when there is no readable file).
+func baseline(path string) map[int]Result {
+	out := map[int]Result{}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return out
+	}
+	var prev struct {
+		Machine map[string]string `json:"machine"`
+		Results []Result          `json:"results"`
+	}
+	if json.Unmarshal(b, &prev) != nil {
+		return out
+	}
+	for _, r := range prev.Results {
+		r.Date = prev.Machine["date"]
+		out[r.Ingresses] = r
+	}
+	return out
 }
 
 func (e *env) populate(ctx context.Context, ns string, size int) error {
@@ -383,18 +416,34 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	r.ColdRatio = r.ColdStartMs / (r.InformerListMs + r.CaddyLoadMs)
 	r.HoldoffMs = 50
 
-	// Change to served: an Ingress created until Caddy serves it; idle, then under churn.
-	wBytes0, cBytes0 := metric(st.WatcherHTTP, "sluice_watcher_stream_bytes_total"), metric(st.TranslatorHTTP, "sluice_translator_config_bytes_total")
+	// Change to served: an Ingress created until the config stream carries it, and until
+	// Caddy serves it; idle, then under churn. The bytes are those of one config stream.
+	fctx, stopFollow := context.WithCancel(ctx)
+	defer stopFollow()
+	f, err := follow(fctx, st.TranslatorAddr)
+	if err != nil {
+		return r, err
+	}
+	if _, err := f.waitHost(last, time.Minute); err != nil {
+		return r, err
+	}
+	wBytes0, cBytes0 := metric(st.WatcherHTTP, "sluice_watcher_stream_bytes_total"), f.streamBytes()
 	applied0 := metric(st.PusherHTTP, "sluice_pusher_configs_applied_total")
-	idle, objBytes, err := e.changes(ctx, st, ns, "idle", changes)
+	build0 := metric(st.TranslatorHTTP, `sluice_translator_build_seconds_sum{published="true"}`)
+	builds0 := metric(st.TranslatorHTTP, `sluice_translator_build_seconds_count{published="true"}`)
+	idleConfig, idle, objBytes, err := e.changes(ctx, st, f, ns, "idle", changes)
 	if err != nil {
 		return r, err
 	}
 	r.WatchBytesPerChange = (metric(st.WatcherHTTP, "sluice_watcher_stream_bytes_total") - wBytes0) / float64(changes)
-	r.ConfigBytesPerChange = (metric(st.TranslatorHTTP, "sluice_translator_config_bytes_total") - cBytes0) / float64(changes)
+	r.ConfigBytesPerChange = (f.streamBytes() - cBytes0) / float64(changes)
 	r.ChangesApplied = metric(st.PusherHTTP, "sluice_pusher_configs_applied_total") - applied0
+	if n := metric(st.TranslatorHTTP, `sluice_translator_build_seconds_count{published="true"}`) - builds0; n > 0 {
+		r.TranslateMsPerChange = (metric(st.TranslatorHTTP, `sluice_translator_build_seconds_sum{published="true"}`) - build0) * 1000 / n
+	}
 	r.ObjectBytes = objBytes
 	r.IdleP50Ms, r.IdleP99Ms = percentile(idle, 0.5), percentile(idle, 0.99)
+	r.IdleConfigP50Ms, r.IdleConfigP99Ms = percentile(idleConfig, 0.5), percentile(idleConfig, 0.99)
 
 	churnCtx, stopChurn := context.WithCancel(ctx)
 	churned := make(chan int)
@@ -416,7 +465,7 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	profDone := make(chan error, 1)
 	go func() { profDone <- fetch("http://"+st.TranslatorHTTP+"/debug/pprof/profile?seconds=15", profile) }()
 	churnStart := time.Now()
-	churn, _, err := e.changes(ctx, st, ns, "churn", changes)
+	churnConfig, churn, _, err := e.changes(ctx, st, f, ns, "churn", changes)
 	stopChurn()
 	n := <-churned
 	if err != nil {
@@ -424,6 +473,7 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	}
 	r.ChurnRate = float64(n) / time.Since(churnStart).Seconds()
 	r.ChurnP50Ms, r.ChurnP99Ms = percentile(churn, 0.5), percentile(churn, 0.99)
+	r.ChurnConfigP50Ms, r.ChurnConfigP99Ms = percentile(churnConfig, 0.5), percentile(churnConfig, 0.99)
 	if err := <-profDone; err == nil {
 		out, _ := exec.Command("go", "tool", "pprof", "-top", "-nodecount=12", profile).Output()
 		r.Profile = string(out)
@@ -435,6 +485,121 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	return r, nil
 }
 
+// follower follows the translator's config stream as a pusher does (the chain checked
+// against every state hash) and records when each virtual host first arrived and how many
+// bytes the stream carried: a pusher's receipt, without its apply.
+type follower struct {
+	mu      sync.Mutex
+	arrived map[string]time.Time
+	bytes   float64
+	changed chan struct{}
+	err     error
+}
+
+func follow(ctx context.Context, addr string) (*follower, error) {
+	conn, err := grpcx.Dial(addr, grpcx.ClientConfig{})
+	if err != nil {
+		return nil, err
+	}
+	stream, err := configv1.NewConfigServiceClient(conn).StreamConfig(ctx)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if err := stream.Send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Hello{Hello: &configv1.Hello{
+		PusherId: "bench-follower", DataPlane: configv1.DataPlaneKind_DATA_PLANE_KIND_NONE}}}); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	f := &follower{arrived: map[string]time.Time{}, changed: make(chan struct{}, 1)}
+	go func() {
+		defer conn.Close()
+		var chain *contract.State
+		for {
+			m, err := stream.Recv()
+			now := time.Now()
+			if err != nil {
+				f.fail(err)
+				return
+			}
+			var hosts []string
+			switch msg := m.GetMessage().(type) {
+			case *configv1.StreamConfigResponse_Config:
+				if chain, err = contract.FromResources(msg.Config.GetResources(), msg.Config.GetHash()); err != nil {
+					f.fail(err)
+					return
+				}
+				for _, vh := range msg.Config.GetResources().GetVirtualHosts() {
+					hosts = append(hosts, vh.GetHostname())
+				}
+			case *configv1.StreamConfigResponse_Delta:
+				if chain == nil {
+					f.fail(fmt.Errorf("a delta before the complete state"))
+					return
+				}
+				if err := chain.ApplyDelta(msg.Delta); err != nil {
+					f.fail(err)
+					return
+				}
+				for _, vh := range msg.Delta.GetVirtualHosts() {
+					hosts = append(hosts, vh.GetHostname())
+				}
+			}
+			f.mu.Lock()
+			f.bytes += float64(proto.Size(m))
+			for _, h := range hosts {
+				if _, ok := f.arrived[h]; !ok {
+					f.arrived[h] = now
+				}
+			}
+			f.mu.Unlock()
+			select {
+			case f.changed <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return f, nil
+}
+
+func (f *follower) fail(err error) {
+	f.mu.Lock()
+	f.err = err
+	f.mu.Unlock()
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (f *follower) streamBytes() float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.bytes
+}
+
+// waitHost returns when host h first arrived on the config stream.
+func (f *follower) waitHost(h string, d time.Duration) (time.Time, error) {
+	deadline := time.After(d)
+	for {
+		f.mu.Lock()
+		at, ok := f.arrived[h]
+		err := f.err
+		f.mu.Unlock()
+		switch {
+		case ok:
+			return at, nil
+		case err != nil:
+			return time.Time{}, fmt.Errorf("config stream: %w", err)
+		}
+		select {
+		case <-f.changed:
+		case <-deadline:
+			return time.Time{}, fmt.Errorf("%s not on the config stream within %s", h, d)
+		}
+	}
+}
+
 func withRV(e *env, ns, name string, extra int) *discoveryv1.EndpointSlice {
 	s := e.slice(name, extra)
 	cur, err := e.cs.DiscoveryV1().EndpointSlices(ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -444,9 +609,9 @@ func withRV(e *env, ns, name string, extra int) *discoveryv1.EndpointSlice {
 	return s
 }
 
-// changes creates n Ingresses one at a time and measures each until Caddy serves it.
-func (e *env) changes(ctx context.Context, st *stack.Stack, ns, tag string, n int) ([]float64, float64, error) {
-	var out []float64
+// changes creates n Ingresses one at a time and measures each until the config stream
+// carries it (config) and until Caddy serves it (served).
+func (e *env) changes(ctx context.Context, st *stack.Stack, f *follower, ns, tag string, n int) (config, served []float64, objBytes float64, _ error) {
 	var size float64
 	enc := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 	for i := 0; i < n; i++ {
@@ -457,19 +622,24 @@ func (e *env) changes(ctx context.Context, st *stack.Stack, ns, tag string, n in
 		start := time.Now()
 		created, err := e.cs.NetworkingV1().Ingresses(ns).Create(ctx, ing, metav1.CreateOptions{})
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 		if _, err := waitServed(st.HTTPAddr(), h, time.Minute); err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
-		out = append(out, ms(time.Since(start)))
+		served = append(served, ms(time.Since(start)))
+		at, err := f.waitHost(h, time.Minute)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		config = append(config, ms(at.Sub(start)))
 		var buf bytes.Buffer
 		created.ManagedFields = nil
 		created.SetGroupVersionKind(networkingv1.SchemeGroupVersion.WithKind("Ingress"))
 		_ = enc.Encode(created, &buf)
 		size += float64(buf.Len())
 	}
-	return out, size / float64(n), nil
+	return config, served, size / float64(n), nil
 }
 
 func currentConfig(ctx context.Context, addr string) (*configv1.Config, error) {

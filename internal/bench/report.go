@@ -7,7 +7,21 @@ import (
 )
 
 // report renders the results as docs/benchmarks.md.
-func report(rs []Result, runs, changes int) string {
+func report(rs []Result, base map[int]Result, runs, changes int) string {
+	// was prints a figure beside the one it replaces, when the baseline has it.
+	was := func(size int, now float64, get func(Result) float64, format string) string {
+		cur := fmt.Sprintf(format, now)
+		if old, ok := base[size]; ok && get(old) > 0 {
+			return fmt.Sprintf("%s (was "+format+")", cur, get(old))
+		}
+		return cur
+	}
+	baseDate := ""
+	for _, r := range base {
+		if r.Date != "" {
+			baseDate = r.Date[:10]
+		}
+	}
 	m := machine()
 	var b strings.Builder
 	fmt.Fprintf(&b, `# Benchmarks
@@ -20,6 +34,7 @@ has every figure for scripts).
 
 Objects per size: N Ingresses, each with its Service and EndpointSlice (one ready endpoint,
 a backend in a network namespace), and a TLS Secret for every tenth Ingress.
+`+"`(was …)`"+` is the figure this run replaces, from the report of %s.
 
 ## Cold start
 
@@ -29,9 +44,10 @@ config, against (a) a bare client-go informer listing the same objects and (b) o
 
 | Ingresses | objects | Sluice (ms) | (a) informer list (ms) | (b) Caddy load (ms) | Sluice / (a + b) |
 |---|---|---|---|---|---|
-`, m["cpus"], m["cpu"], m["go"], m["kube-apiserver"], m["etcd"], m["caddy"], m["date"][:10], runs, changes)
+`, m["cpus"], m["cpu"], m["go"], m["kube-apiserver"], m["etcd"], m["caddy"], m["date"][:10], runs, changes, baseDate)
 	for _, r := range rs {
-		fmt.Fprintf(&b, "| %d | %d | %.0f | %.0f | %.0f | **%.2f** |\n", r.Ingresses, r.Objects, r.ColdStartMs, r.InformerListMs, r.CaddyLoadMs, r.ColdRatio)
+		fmt.Fprintf(&b, "| %d | %d | %s | %.0f | %.0f | **%s** |\n", r.Ingresses, r.Objects, was(r.Ingresses, r.ColdStartMs, func(o Result) float64 { return o.ColdStartMs }, "%.0f"),
+			r.InformerListMs, r.CaddyLoadMs, was(r.Ingresses, r.ColdRatio, func(o Result) float64 { return o.ColdRatio }, "%.2f"))
 	}
 	b.WriteString("\nWhere the time goes (medians, ms; the rest is process start-up and the first request):\n\n| stage |")
 	var stages []string
@@ -46,35 +62,65 @@ config, against (a) a bare client-go informer listing the same objects and (b) o
 	for _, s := range stages {
 		fmt.Fprintf(&b, "| %s |", s[2:])
 		for _, r := range rs {
-			fmt.Fprintf(&b, " %.0f |", r.Stages[s])
+			fmt.Fprintf(&b, " %s |", was(r.Ingresses, r.Stages[s], func(o Result) float64 { return o.Stages[s] }, "%.0f"))
 		}
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, `
+## Change to config
+
+An Ingress created until the config stream carries it (what a pusher receives: a client of
+the stream that follows the chain, checking every state hash), %d changes one after the
+other; idle, and under a steady churn of unrelated EndpointSlice updates (each adds or removes
+not-ready endpoints, so each changes the config). Translation is the translator's mean build
+time per published config during the idle measure: the cost of one change, which must not
+grow with the number of Ingresses.
+
+| Ingresses | translation per change | idle p50 | idle p99 | churn p50 | churn p99 |
+|---|---|---|---|---|---|
+`, changes)
+	for _, r := range rs {
+		fmt.Fprintf(&b, "| %d | %.2f ms | %.0f ms | %.0f ms | %.0f ms | %.0f ms |\n", r.Ingresses, r.TranslateMsPerChange, r.IdleConfigP50Ms, r.IdleConfigP99Ms, r.ChurnConfigP50Ms, r.ChurnConfigP99Ms)
+	}
+	if len(rs) > 1 && rs[0].TranslateMsPerChange > 0 {
+		first, last := rs[0], rs[len(rs)-1]
+		fmt.Fprintf(&b, "\nTranslation per change at %d Ingresses is **%.2fx** that at %d.\n", last.Ingresses, last.TranslateMsPerChange/first.TranslateMsPerChange, first.Ingresses)
+	}
+	fmt.Fprintf(&b, `
 ## Change to served
 
-An Ingress created until requests through Caddy get the new answer, %d changes one after
-the other; idle, and under a steady churn of unrelated EndpointSlice updates (each adds or
-removes not-ready endpoints, so each changes the config). Holdoff %.0f ms, maximum delay
-500 ms (the translator's defaults). The limit is one Caddy `+"`/load`"+` of a config of that size.
+The same changes until requests through Caddy get the new answer. Holdoff %.0f ms, maximum
+delay 500 ms (the translator's defaults); a change after a quiet holdoff is built at once.
+The limit is one Caddy `+"`/load`"+` of a config of that size: the stock Caddy target reloads the
+whole config on every change.
 
 | Ingresses | idle p50 | idle p99 | churn p50 | churn p99 | churn (updates/s) | limit: Caddy load |
 |---|---|---|---|---|---|---|
-`, changes, rs[0].HoldoffMs)
+`, rs[0].HoldoffMs)
 	for _, r := range rs {
-		fmt.Fprintf(&b, "| %d | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %.1f | %.0f ms |\n", r.Ingresses, r.IdleP50Ms, r.IdleP99Ms, r.ChurnP50Ms, r.ChurnP99Ms, r.ChurnRate, r.ChangeCaddyMs)
+		n := r.Ingresses
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %.1f | %.0f ms |\n", n,
+			was(n, r.IdleP50Ms, func(o Result) float64 { return o.IdleP50Ms }, "%.0f ms"), was(n, r.IdleP99Ms, func(o Result) float64 { return o.IdleP99Ms }, "%.0f ms"),
+			was(n, r.ChurnP50Ms, func(o Result) float64 { return o.ChurnP50Ms }, "%.0f ms"), was(n, r.ChurnP99Ms, func(o Result) float64 { return o.ChurnP99Ms }, "%.0f ms"),
+			r.ChurnRate, r.ChangeCaddyMs)
 	}
-	b.WriteString("\n## Memory\n\nResident set size per process after the change measures (steady) and its peak, MiB.\n\n| Ingresses | watcher | translator | pusher | Caddy |\n|---|---|---|---|---|\n")
+	b.WriteString("\n## Memory\n\nResident set size per process after the change measures (steady) and its peak, MiB.\n\n| Ingresses | watcher | translator | pusher | the three | Caddy |\n|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		fmt.Fprintf(&b, "| %d |", r.Ingresses)
-		for _, p := range []string{"watcher", "translator", "pusher", "caddy"} {
-			fmt.Fprintf(&b, " %.0f (peak %.0f) |", r.RSS[p]["steady"], r.RSS[p]["peak"])
+		three := func(o Result) float64 { return o.RSS["watcher"]["steady"] + o.RSS["translator"]["steady"] + o.RSS["pusher"]["steady"] }
+		for _, p := range []string{"watcher", "translator", "pusher", "", "caddy"} {
+			if p == "" {
+				fmt.Fprintf(&b, " **%s** |", was(r.Ingresses, three(r), three, "%.0f"))
+				continue
+			}
+			fmt.Fprintf(&b, " %s, peak %.0f |", was(r.Ingresses, r.RSS[p]["steady"], func(o Result) float64 { return o.RSS[p]["steady"] }, "%.0f"), r.RSS[p]["peak"])
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("\n## Bytes on the wire per change\n\nFor one Ingress created (idle measure): serialized bytes on the watch stream (watcher to\ntranslator) and on the config stream (translator to pusher), against the size of the\nchanged object (protobuf, managedFields stripped).\n\n| Ingresses | changed object | watch stream | config stream | config stream / object |\n|---|---|---|---|---|\n")
+	b.WriteString("\n## Bytes on the wire per change\n\nFor one Ingress created (idle measure): serialized bytes on the watch stream (watcher to\ntranslator) and on one config stream (translator to a pusher), against the size of the\nchanged object (protobuf, managedFields stripped).\n\n| Ingresses | changed object | watch stream | config stream | config stream / object |\n|---|---|---|---|---|\n")
 	for _, r := range rs {
-		fmt.Fprintf(&b, "| %d | %.0f B | %.0f B | %.0f B | %.0fx |\n", r.Ingresses, r.ObjectBytes, r.WatchBytesPerChange, r.ConfigBytesPerChange, r.ConfigBytesPerChange/r.ObjectBytes)
+		fmt.Fprintf(&b, "| %d | %.0f B | %.0f B | %s | %.1fx |\n", r.Ingresses, r.ObjectBytes, r.WatchBytesPerChange,
+			was(r.Ingresses, r.ConfigBytesPerChange, func(o Result) float64 { return o.ConfigBytesPerChange }, "%.0f B"), r.ConfigBytesPerChange/r.ObjectBytes)
 	}
 	b.WriteString("\n## Profiles\n\nCPU profile of the translator during the churn measure (the files are in `.bench/`, not in\ngit); the top of the largest size:\n\n```\n")
 	last := rs[len(rs)-1]

@@ -346,6 +346,30 @@ func TestScenario8BadObjectsReportedGoodRoutesServed(t *testing.T) {
 			t.Errorf("sluicectl config lacks the finding %q:\n%s", want, out)
 		}
 	}
+
+	// The config stream carries one new Ingress as a small delta, which sluicectl follows.
+	watch := testenv.StartBinary(t, "sluicectl", "config", "--watch", "--count", "2", "--addr", w.st.TranslatorAddr)
+	watch.WaitLog(t, " complete, hash ")
+	host := "watched." + w.ns + ".example.com"
+	if _, err := ings.Create(ctx, ingress("watched", host, "alpha"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if code := watch.WaitExit(t, 30*time.Second); code != 0 {
+		t.Fatalf("sluicectl config --watch exited %d:\n%s", code, watch.Logs())
+	}
+	var deltaLine string
+	for _, l := range strings.Split(watch.Logs(), "\n") {
+		if strings.Contains(l, " onto ") {
+			deltaLine = l
+		}
+	}
+	if !strings.Contains(deltaLine, "+"+strconv.Quote(host)) {
+		t.Fatalf("sluicectl config --watch did not show the new host as a delta:\n%s", watch.Logs())
+	}
+	var size int
+	if _, err := fmt.Sscanf(deltaLine[strings.Index(deltaLine, "hash ")+18:], "%d bytes", &size); err != nil || size <= 0 || size > 2048 {
+		t.Fatalf("the delta for one Ingress is %d bytes (%v), want at most 2 KB: %s", size, err, deltaLine)
+	}
 	k.finish()
 }
 

@@ -177,7 +177,7 @@ func (w *world) waitLeader(prefix string, d time.Duration) time.Duration {
 // translator talks to the other one, which relays); killing the leader moves the lease and
 // writing resumes on the survivor; then the survivor, which is also the translator's watch
 // source, is killed too and the translator fails over to a third replica. Through both
-// failovers every route keeps being served (DESIGN.md, scenario 6) and new ones appear.
+// failovers every route keeps being served (docs/design.md, scenario 6) and new ones appear.
 func TestStatusLeaderElectionFailover(t *testing.T) {
 	const ip = "203.0.113.20"
 	w := newWorld(t, false, stack.Config{})

@@ -129,7 +129,7 @@ func (c *client) readUntil(want uint64) {
 	}
 }
 
-// DESIGN.md, "The config stream": the first message after the marker is the complete state,
+// docs/design.md, "The config stream": the first message after the marker is the complete state,
 // later versions are deltas onto the version the stream holds; a slow client that skipped
 // versions gets one merged delta (a host added and removed in between is not in it), and a
 // client further behind than the history gets the complete state; every result has the

@@ -195,7 +195,7 @@ func (os objects) input() Input {
 
 // Incremental translation: after every Build of a random sequence of changes, the state is
 // byte-identical to a full translation of the same objects, and the chain of deltas it
-// emitted, applied by a receiver, gives the same state and hash (DESIGN.md: "Translation is
+// emitted, applied by a receiver, gives the same state and hash (docs/design.md: "Translation is
 // incremental ... the result equals a full translation of the same objects").
 func TestIncrementalEqualsFullTranslation(t *testing.T) {
 	base := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)

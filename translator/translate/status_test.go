@@ -15,7 +15,7 @@ import (
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
 
-// Every golden case also has its statuses (DESIGN.md, "Status"): testdata/NAME.status.json
+// Every golden case also has its statuses (docs/design.md, "Status"): testdata/NAME.status.json
 // holds what each served Ingress should show, with the findings of the translation, for a
 // proxy published at one IP and one hostname.
 func TestGoldenStatuses(t *testing.T) {

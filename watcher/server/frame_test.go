@@ -61,7 +61,7 @@ func (c *client) drain(t *testing.T) {
 }
 
 // runStreamProperty drives a store with random changes, subscribers joining (fresh or
-// resuming) at random points, with random kind subsets, and checks DESIGN.md's watch stream
+// resuming) at random points, with random kind subsets, and checks docs/design.md's watch stream
 // invariants: what each client holds equals the store (restricted to its kinds), revisions
 // have no gap (the Mirror checks), the marker comes exactly once per stream, only after the
 // barrier opened, and its inventory verifies.

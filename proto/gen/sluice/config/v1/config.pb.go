@@ -5,7 +5,7 @@
 // source: sluice/config/v1/config.proto
 
 // Package sluice.config.v1 is the config stream: complete, versioned, data-plane-neutral proxy
-// configurations from the translator to pushers, and the pushers' answers. See DESIGN.md, "The
+// configurations from the translator to pushers, and the pushers' answers. See docs/design.md, "The
 // config stream".
 
 package configv1

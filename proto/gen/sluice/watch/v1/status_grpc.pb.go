@@ -5,7 +5,7 @@
 // source: sluice/watch/v1/status.proto
 
 // The status stream (translator → watcher) is part of package sluice.watch.v1: it runs on
-// the same connection as the watch stream, the other way round. See DESIGN.md, "Status".
+// the same connection as the watch stream, the other way round. See docs/design.md, "Status".
 
 package watchv1
 

@@ -6,7 +6,7 @@
 
 // Package sluice.watch.v1 is the watch stream: the watcher's ordered, revisioned view of the
 // cluster objects Sluice translates, with an explicit marker for the moment that view became
-// complete. See DESIGN.md, "The watch stream".
+// complete. See docs/design.md, "The watch stream".
 
 package watchv1
 
