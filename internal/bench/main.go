@@ -24,12 +24,12 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"google.golang.org/protobuf/proto"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -71,13 +71,13 @@ type Result struct {
 	CaddyLoadMs    float64            `json:"limit_caddy_load_ms"`
 	ColdRatio      float64            `json:"cold_start_ratio"`
 
-	HoldoffMs      float64 `json:"holdoff_ms"`
-	IdleP50Ms      float64 `json:"change_idle_p50_ms"`
-	IdleP99Ms      float64 `json:"change_idle_p99_ms"`
-	ChurnP50Ms     float64 `json:"change_churn_p50_ms"`
-	ChurnP99Ms     float64 `json:"change_churn_p99_ms"`
-	ChurnRate      float64 `json:"churn_updates_per_s"`
-	ChangeCaddyMs  float64 `json:"change_limit_caddy_load_ms"`
+	HoldoffMs     float64 `json:"holdoff_ms"`
+	IdleP50Ms     float64 `json:"change_idle_p50_ms"`
+	IdleP99Ms     float64 `json:"change_idle_p99_ms"`
+	ChurnP50Ms    float64 `json:"change_churn_p50_ms"`
+	ChurnP99Ms    float64 `json:"change_churn_p99_ms"`
+	ChurnRate     float64 `json:"churn_updates_per_s"`
+	ChangeCaddyMs float64 `json:"change_limit_caddy_load_ms"`
 	// Change to config received on the config stream (a pusher's receipt), and the mean
 	// translation time of one published build during the idle measure.
 	IdleConfigP50Ms      float64 `json:"change_config_idle_p50_ms"`
@@ -85,7 +85,7 @@ type Result struct {
 	ChurnConfigP50Ms     float64 `json:"change_config_churn_p50_ms"`
 	ChurnConfigP99Ms     float64 `json:"change_config_churn_p99_ms"`
 	TranslateMsPerChange float64 `json:"translate_ms_per_change"`
-	ChangesApplied float64 `json:"changes_caddy_loads"`
+	ChangesApplied       float64 `json:"changes_caddy_loads"`
 
 	RSS map[string]map[string]float64 `json:"rss_mib"` // process -> steady|peak
 

@@ -107,7 +107,9 @@ whole config on every change.
 	b.WriteString("\n## Memory\n\nResident set size per process after the change measures (steady) and its peak, MiB.\n\n| Ingresses | watcher | translator | pusher | the three | Caddy |\n|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		fmt.Fprintf(&b, "| %d |", r.Ingresses)
-		three := func(o Result) float64 { return o.RSS["watcher"]["steady"] + o.RSS["translator"]["steady"] + o.RSS["pusher"]["steady"] }
+		three := func(o Result) float64 {
+			return o.RSS["watcher"]["steady"] + o.RSS["translator"]["steady"] + o.RSS["pusher"]["steady"]
+		}
 		for _, p := range []string{"watcher", "translator", "pusher", "", "caddy"} {
 			if p == "" {
 				fmt.Fprintf(&b, " **%s** |", was(r.Ingresses, three(r), three, "%.0f"))
