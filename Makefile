@@ -17,7 +17,7 @@ export SLUICE_TOOLS_BIN := $(TOOLS)
 all: build
 
 help:
-	@echo "make build        binaries into bin/"
+	@echo "make build        binaries into bin/ (and bin/caddy: Caddy with Sluice's module)"
 	@echo "make test         every test (builds the pinned tools first; needs root for network namespaces)"
 	@echo "make demo         the whole system on a local apiserver and a real Caddy"
 	@echo "make bench        the benchmark harness (docs/benchmarks.md)"
@@ -25,9 +25,13 @@ help:
 	@echo "make lint         gofmt, go vet, staticcheck"
 	@echo "make tools        build the pinned kube-apiserver, etcd, caddy and developer tools into .tools/"
 
+# CADDYMOD is Sluice's Caddy module, a Go module of its own (Caddy never enters the main one).
+CADDYMOD := pusher/caddymod
+
 build:
 	@mkdir -p bin
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./watcher ./translator ./pusher ./cmd/sluicectl
+	cd $(CADDYMOD) && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/bin/caddy ./cmd/caddy
 
 tools:
 	@tools/build.sh
@@ -53,10 +57,12 @@ lint: tools-dev
 	if [ -n "$$out" ]; then echo "gofmt: not formatted:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
+	cd $(CADDYMOD) && $(GO) vet ./... && $(TOOLS)/staticcheck ./...
 
 # test runs every test. The suite starts real kube-apiserver, etcd and Caddy processes, the
 # real binaries, and network namespaces for the test backends (root).
 test: tools proto-check
+	cd $(CADDYMOD) && $(GO) test -count=1 ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 demo: tools build

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -126,14 +127,32 @@ type env struct {
 	caddy    *testenv.Caddy
 	pusher   *testenv.Process
 	httpAddr string
-	target   *caddy.Target
+	target   probe
 	args     []string
 }
 
+// probe asks Caddy what it runs, as the pusher's target does.
+type probe interface {
+	Fingerprint(*configv1.Config) (string, error)
+	Current(context.Context) (string, error)
+}
+
+// startPusher starts a pusher on a Caddy with Sluice's module (the default data plane).
 func startPusher(t testing.TB, translatorAddr string, extra ...string) *env {
 	t.Helper()
+	return startPusherOn(t, false, translatorAddr, extra...)
+}
+
+// startPusherOn starts a pusher (--caddy-target auto) on Caddy with the module, or on stock
+// Caddy, and checks the target the pusher chose.
+func startPusherOn(t testing.TB, stock bool, translatorAddr string, extra ...string) *env {
+	t.Helper()
 	ctx := context.Background()
-	cd, err := testenv.StartCaddy(ctx)
+	start, want := testenv.StartCaddy, "target=caddy-module"
+	if stock {
+		start, want = testenv.StartStockCaddy, "target=caddy\n"
+	}
+	cd, err := start(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,23 +162,37 @@ func startPusher(t testing.TB, translatorAddr string, extra ...string) *env {
 		"--proxy-http-listen", fmt.Sprintf("127.0.0.1:%d", cd.HTTPPort), "--proxy-https-listen", fmt.Sprintf("127.0.0.1:%d", cd.HTTPSPort),
 		"--listen", a[0], "--http-listen", a[1], "--log-level", "debug"}, extra...)
 	p := testenv.StartBinary(t, "pusher", args...)
-	// The same render options as the pusher's, so that fingerprints compare.
-	target, err := caddy.New(caddy.Config{Admin: cd.AdminURL, Render: caddy.RenderOptions{
-		HTTPListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPPort), HTTPSListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPSPort)}})
+	p.WaitLog(t, want)
+	// The same options as the pusher's, so that fingerprints compare.
+	cc := caddy.Config{Admin: cd.AdminURL, Render: caddy.RenderOptions{
+		HTTPListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPPort), HTTPSListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPSPort)}}
+	var target probe
+	if stock {
+		target, err = caddy.New(cc)
+	} else {
+		target, err = caddy.NewModule(cc)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &env{caddy: cd, pusher: p, httpAddr: a[1], target: target, args: args}
 }
 
-// caddyHash is the fingerprint of the config Caddy runs ("" for none of ours).
+// caddyHash is the fingerprint of the config Caddy runs ("" for none of ours), asked again
+// for a while when Caddy's admin API does not answer (it restarts its listener on a load).
 func (e *env) caddyHash(t *testing.T) string {
 	t.Helper()
-	fp, err := e.target.CurrentWithin(context.Background(), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fp, err := e.target.Current(context.Background())
+		if err == nil {
+			return fp
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return fp
 }
 
 // fp is the fingerprint Caddy runs for cfg.
@@ -469,6 +502,12 @@ func TestRejectedConfigRestartAndShutdown(t *testing.T) {
 // answers exactly as translate.Match says, over HTTP and (with SNI) HTTPS; what matches
 // nothing gets 404, a route without endpoints 503.
 func TestCaddyRoutesEveryGoldenCaseLikeTheReference(t *testing.T) {
+	for _, target := range []string{"module", "load"} {
+		t.Run(target, func(t *testing.T) { replayGoldens(t, target == "load") })
+	}
+}
+
+func replayGoldens(t *testing.T, stock bool) {
 	n := testenv.SharedNet(t)
 	backends := map[string]*testenv.Backend{}
 	for _, name := range []string{"web", "api", "v6", "empty"} {
@@ -479,7 +518,7 @@ func TestCaddyRoutesEveryGoldenCaseLikeTheReference(t *testing.T) {
 		backends[name] = b
 	}
 	fake, addr := startFake(t)
-	e := startPusher(t, addr)
+	e := startPusherOn(t, stock, addr)
 	s := fake.nextStream(t)
 	goldens, err := filepath.Glob("../translator/translate/testdata/*.yaml")
 	if err != nil || len(goldens) == 0 {
@@ -589,4 +628,112 @@ func getTLS(t *testing.T, port int, host, path string) string {
 		return "error: " + err.Error()
 	}
 	return answer(resp)
+}
+
+// Issue 15, against a real Caddy with Sluice's module: 1,000 successive route changes, each
+// seen at once (the first request after the pusher's ACK) on a kept-alive HTTP/1.1
+// connection and on a fresh one, with no failed request and no connection closed by Caddy:
+// the module swaps its table in place and Caddy never reloads; its own config
+// (GET /config/) stays byte-identical throughout.
+func TestModuleChangesRoutesInPlaceWithoutReload(t *testing.T) {
+	n := testenv.SharedNet(t)
+	one, err := n.StartBackend("one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := n.StartBackend("two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake, addr := startFake(t)
+	e := startPusher(t, addr)
+	s := fake.nextStream(t)
+	v1 := simpleConfig("e1", 1, "keep.example.com", one)
+	_ = s.send(marker("e1", 1))
+	_ = s.send(configMsg(v1))
+	e.waitConfig(t, v1)
+	configBefore := e.caddyConfig(t)
+
+	var dials int
+	var mu sync.Mutex
+	kept := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1,
+		DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
+			mu.Lock()
+			dials++
+			mu.Unlock()
+			var d net.Dialer
+			return d.DialContext(ctx, network, a)
+		}}}
+	fresh := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	ask := func(c *http.Client, host string) string {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", e.caddy.HTTPPort), nil)
+		req.Host = host
+		resp, err := c.Do(req)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return answer(resp)
+	}
+	if got := ask(kept, "keep.example.com"); got != "one" {
+		t.Fatalf("before the changes: %q", got)
+	}
+
+	cur := v1
+	for i := 1; i <= 1000; i++ {
+		// Each change moves keep.example.com to the other backend and adds a host.
+		b := map[bool]*testenv.Backend{true: two, false: one}[i%2 == 1]
+		st, err := contract.FromResources(cur.GetResources(), cur.GetHash())
+		if err != nil {
+			t.Fatal(err)
+		}
+		be := &configv1.Backend{Name: "be", Endpoints: []*configv1.Endpoint{{Address: b.Address, Port: uint32(b.Port), Ready: true}}}
+		st.Put(contract.Backends, "be", be)
+		host := fmt.Sprintf("h%d.example.com", i)
+		st.Put(contract.VirtualHosts, host, &configv1.VirtualHost{Hostname: host, Routes: []*configv1.Route{{Name: host,
+			Path: &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: "/"}, Backends: []*configv1.WeightedBackend{{Backend: "be", Weight: 1}}}}})
+		d := st.TakeDelta()
+		d.Epoch, d.Version, d.BaseVersion, d.Hash = "e1", uint64(i+1), cur.GetVersion(), st.Hash()
+		if err := s.send(deltaMsg(d)); err != nil {
+			t.Fatal(err)
+		}
+		fake.waitAnswer(t, fmt.Sprintf("ACK of version %d", i+1), func(a *configv1.StreamConfigRequest) bool { return a.GetAck().GetConfig().GetVersion() == uint64(i+1) })
+		for _, c := range []struct {
+			name   string
+			client *http.Client
+		}{{"kept-alive", kept}, {"fresh", fresh}} {
+			if got := ask(c.client, "keep.example.com"); got != b.Name {
+				t.Fatalf("change %d, %s connection: keep.example.com answered by %q, want %q", i, c.name, got, b.Name)
+			}
+			if got := ask(c.client, host); got != b.Name {
+				t.Fatalf("change %d, %s connection: the new host %s answered %q, want %q", i, c.name, host, got, b.Name)
+			}
+		}
+		cur = &configv1.Config{Epoch: "e1", Version: uint64(i + 1), Hash: st.Hash(), Resources: st.Resources()}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if dials != 1 {
+		t.Fatalf("the kept-alive client dialed %d times over 1,000 changes: Caddy closed its connection", dials)
+	}
+	if after := e.caddyConfig(t); !bytes.Equal(after, configBefore) {
+		t.Fatalf("Caddy's own config changed over the route changes:\nbefore %s\nafter  %s", configBefore, after)
+	}
+	if n := strings.Count(e.pusher.Logs(), "data plane does not run the delta's base"); n != 0 {
+		t.Fatalf("the pusher fell back to the complete state %d times", n)
+	}
+}
+
+// caddyConfig is what GET /config/ answers.
+func (e *env) caddyConfig(t *testing.T) []byte {
+	t.Helper()
+	resp, err := http.Get(e.caddy.AdminURL + "/config/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

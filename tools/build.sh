@@ -16,8 +16,13 @@ KUBE_VERSION=v1.37.2
 ETCD_VERSION=v3.6.16
 CADDY_VERSION=v2.11.9
 
-key() { # module dir -> short hash of its go.mod and go.sum
-	cat "$root/tools/$1/go.mod" "$root/tools/$1/go.sum" | sha256sum | cut -c1-12
+key() { # module dir, then source paths it builds from -> short hash of its go.mod, go.sum and those sources
+	local dir=$1
+	shift
+	{
+		cat "$dir/go.mod" "$dir/go.sum"
+		[ $# -eq 0 ] || find "$@" -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) | LC_ALL=C sort | xargs cat
+	} | sha256sum | cut -c1-12
 }
 
 fail() { # tool, log file
@@ -30,15 +35,24 @@ fail() { # tool, log file
 }
 
 # build NAME VERSION MODULE_PATH_TO_CHECK LDFLAGS PKG:BIN ...
+# The module is tools/NAME unless SRC names another; SOURCES are further paths whose content
+# keys the build (a tool built from the repository's own code).
 build() {
 	local name=$1 version=$2 modpath=$3 ldflags=$4
 	shift 4
-	if [ -n "$modpath" ] && ! grep -q "$modpath $version" "$root/tools/$name/go.mod"; then
-		echo "error: tools/$name/go.mod does not pin $modpath $version; update tools/build.sh or the module" >&2
+	local src=${SRC:-$root/tools/$name}
+	if [ -n "$modpath" ] && ! grep -q "$modpath $version" "$src/go.mod"; then
+		echo "error: ${src#$root/}/go.mod does not pin $modpath $version; update tools/build.sh or the module" >&2
 		exit 1
 	fi
-	local dir="$cache/$name-$version-$(key "$name")"
-	if [ -f "$dir/.complete" ]; then
+	# shellcheck disable=SC2086 # SOURCES is a list of paths
+	local dir="$cache/$name-$version-$(key "$src" ${SOURCES:-})"
+	local complete=true spec
+	[ -f "$dir/.complete" ] || complete=false
+	for spec in "$@"; do
+		[ -x "$dir/${spec##*:}" ] || complete=false
+	done
+	if $complete; then
 		echo "tools: $name $version is current ($dir)"
 	else
 		echo "tools: building $name $version into $dir (kube-apiserver takes about 10 minutes on 2 cores)"
@@ -48,7 +62,7 @@ build() {
 		local spec pkg bin
 		for spec in "$@"; do
 			pkg=${spec%%:*} bin=${spec##*:}
-			(cd "$root/tools/$name" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$dir/$bin" "$pkg") >>"$log" 2>&1 || fail "$name" "$log"
+			(cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$dir/$bin" "$pkg") >>"$log" 2>&1 || fail "$name" "$log"
 		done
 		touch "$dir/.complete"
 		echo "tools: built $name in $((SECONDS - start))s"
@@ -65,7 +79,7 @@ for kv in gitVersion=$KUBE_VERSION gitMajor=1 gitMinor=37 gitTreeState=clean git
 done
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(dev etcd caddy kube)
+[ ${#targets[@]} -gt 0 ] || targets=(dev etcd caddy caddy-stock kube)
 for t in "${targets[@]}"; do
 	case $t in
 	dev) build dev pinned "" "-s -w" \
@@ -77,7 +91,11 @@ for t in "${targets[@]}"; do
 		k8s.io/kubernetes/cmd/kube-apiserver:kube-apiserver \
 		k8s.io/kubernetes/cmd/kubectl:kubectl ;;
 	etcd) build etcd $ETCD_VERSION go.etcd.io/etcd/server/v3 "-s -w" go.etcd.io/etcd/server/v3:etcd ;;
-	caddy) build caddy $CADDY_VERSION github.com/caddyserver/caddy/v2 "-s -w" github.com/caddyserver/caddy/v2/cmd/caddy:caddy ;;
-	*) echo "error: unknown tool '$t' (dev, kube, etcd, caddy)" >&2; exit 2 ;;
+	# Caddy with Sluice's module (pusher/caddymod), what the system runs; and stock Caddy, to
+	# test the pusher's POST /load target against.
+	caddy) SRC=$root/pusher/caddymod SOURCES="$root/pusher/caddymod $root/internal/contract $root/proto/gen/sluice/config $root/go.mod $root/go.sum" \
+		build caddy $CADDY_VERSION github.com/caddyserver/caddy/v2 "-s -w" ./cmd/caddy:caddy ;;
+	caddy-stock) build caddy $CADDY_VERSION github.com/caddyserver/caddy/v2 "-s -w" github.com/caddyserver/caddy/v2/cmd/caddy:caddy-stock ;;
+	*) echo "error: unknown tool '$t' (dev, kube, etcd, caddy, caddy-stock)" >&2; exit 2 ;;
 	esac
 done

@@ -366,6 +366,72 @@ func (s *State) ApplyDelta(d *configv1.ConfigDelta) error {
 	return nil
 }
 
+// Applied is a delta that was applied, with, per type, the keys it added (that its base did
+// not hold): what Merge needs to know of the states between deltas.
+type Applied struct {
+	Delta *configv1.ConfigDelta
+	Added map[Type]map[string]bool
+}
+
+// Apply is ApplyDelta that also returns what Merge needs.
+func (s *State) Apply(d *configv1.ConfigDelta) (Applied, error) {
+	changes, err := Changes(d)
+	if err != nil {
+		return Applied{}, err
+	}
+	a := Applied{Delta: d, Added: map[Type]map[string]bool{}}
+	for _, c := range changes {
+		if c.Msg != nil && !s.Has(c.Type, c.Key) {
+			if a.Added[c.Type] == nil {
+				a.Added[c.Type] = map[string]bool{}
+			}
+			a.Added[c.Type][c.Key] = true
+		}
+	}
+	if err := s.ApplyDelta(d); err != nil {
+		return Applied{}, err
+	}
+	return a, nil
+}
+
+// Merge folds contiguous applied deltas into one onto the first one's base, with the last
+// one's version, hash and watcher reference: the last word on each key wins, and a key added
+// and removed again within them is left out (the base never held it).
+func Merge(as []Applied) *configv1.ConfigDelta {
+	type net struct {
+		c      Change
+		atBase bool // the base held the key
+	}
+	var byKey [numTypes]map[string]*net
+	var order []*net
+	for _, a := range as {
+		changes, _ := Changes(a.Delta) // checked when applied
+		for _, c := range changes {
+			if byKey[c.Type] == nil {
+				byKey[c.Type] = map[string]*net{}
+			}
+			n, ok := byKey[c.Type][c.Key]
+			if !ok {
+				n = &net{atBase: c.Msg == nil || !a.Added[c.Type][c.Key]}
+				byKey[c.Type][c.Key] = n
+				order = append(order, n)
+			}
+			n.c = c
+		}
+	}
+	var changes []Change
+	for _, n := range order {
+		if n.c.Msg != nil || n.atBase {
+			changes = append(changes, n.c)
+		}
+	}
+	first, last := as[0].Delta, as[len(as)-1].Delta
+	d := DeltaOf(changes)
+	d.Epoch, d.Version, d.BaseVersion, d.Hash = last.GetEpoch(), last.GetVersion(), first.GetBaseVersion(), last.GetHash()
+	d.WatcherEpoch, d.WatcherRevision = last.GetWatcherEpoch(), last.GetWatcherRevision()
+	return d
+}
+
 // FromResources returns the state of a complete config; want, when not empty, is the hash
 // it must have. Duplicate keys are an error.
 func FromResources(r *configv1.Resources, want string) (*State, error) {

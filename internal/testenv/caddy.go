@@ -22,9 +22,16 @@ type Caddy struct {
 	proc *Process
 }
 
-// StartCaddy starts Caddy with an admin-only config and waits until the admin API answers.
-func StartCaddy(ctx context.Context) (*Caddy, error) {
-	bin, err := ToolPath("caddy")
+// StartCaddy starts Caddy (with Sluice's module) with an admin-only config and waits until
+// the admin API answers.
+func StartCaddy(ctx context.Context) (*Caddy, error) { return startCaddy(ctx, "caddy") }
+
+// StartStockCaddy is StartCaddy with stock Caddy (no Sluice module), for the pusher's
+// POST /load target.
+func StartStockCaddy(ctx context.Context) (*Caddy, error) { return startCaddy(ctx, "caddy-stock") }
+
+func startCaddy(ctx context.Context, tool string) (*Caddy, error) {
+	bin, err := ToolPath(tool)
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ type Settings struct {
 	ID               string
 	TranslatorAddr   string
 	CaddyAdmin       string
+	CaddyTarget      string
 	ProxyHTTPListen  string
 	ProxyHTTPSListen string
 	Listen           string
@@ -39,6 +40,7 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.ID, "id", "", "this pusher's id in the translator's status (default: the host name)")
 	fs.StringVar(&s.TranslatorAddr, "translator-addr", "127.0.0.1:18010", "gRPC address of the translator")
 	fs.StringVar(&s.CaddyAdmin, "caddy-admin", "http://127.0.0.1:2019", "Caddy admin API: an http:// URL or unix:///path/to/socket")
+	fs.StringVar(&s.CaddyTarget, "caddy-target", "auto", "how configs reach Caddy: module (Sluice's Caddy module: changes in place, no reload), load (stock Caddy: POST /load of the whole config per change, a reload each time), or auto (the module when the Caddy has it, else load)")
 	fs.StringVar(&s.ProxyHTTPListen, "proxy-http-listen", ":8080", "address Caddy serves HTTP on")
 	fs.StringVar(&s.ProxyHTTPSListen, "proxy-https-listen", ":8443", "address Caddy serves HTTPS on")
 	fs.StringVar(&s.Listen, "listen", "127.0.0.1:18020", "gRPC address of the pusher's health service")
@@ -61,6 +63,11 @@ func (s *Settings) Validate() error {
 	if err := config.CheckURL("caddy-admin", s.CaddyAdmin); err != nil {
 		return err
 	}
+	switch s.CaddyTarget {
+	case "auto", "module", "load":
+	default:
+		return config.Errorf("caddy-target", s.CaddyTarget, "must be auto, module or load")
+	}
 	if s.GuardMaxDeletes < 0 || s.GuardMaxDeletes > 1 {
 		return config.Errorf("guard-max-delete-ratio", "", "must be between 0 and 1, got %g", s.GuardMaxDeletes)
 	}
@@ -68,6 +75,46 @@ func (s *Settings) Validate() error {
 		return config.Errorf("guard-hold", s.GuardHold.String(), "must not be negative")
 	}
 	return s.TLS.Validate()
+}
+
+// target chooses the data plane target: with auto, it asks Caddy (waiting for its admin API)
+// whether it has Sluice's module.
+func (s *Settings) target(ctx context.Context, log hclog.Logger) (gate.DataPlane, error) {
+	cc := caddy.Config{Admin: s.CaddyAdmin, Render: caddy.RenderOptions{HTTPListen: s.ProxyHTTPListen, HTTPSListen: s.ProxyHTTPSListen}}
+	kind := s.CaddyTarget
+	if kind == "auto" {
+		for {
+			has, err := caddy.HasModule(ctx, cc)
+			if err == nil {
+				kind = "load"
+				if has {
+					kind = "module"
+				} else {
+					log.Warn("caddy has no Sluice module; every change reloads Caddy's whole config (POST /load)", "caddy_admin", s.CaddyAdmin,
+						"hint", "run the Caddy that make build builds (bin/caddy), or set --caddy-target=load to say this is intended")
+				}
+				break
+			}
+			log.Info("waiting for caddy's admin API to choose the target", "error", err)
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	var dp gate.DataPlane
+	var err error
+	if kind == "module" {
+		dp, err = caddy.NewModule(cc)
+	} else {
+		dp, err = caddy.New(cc)
+	}
+	if err != nil {
+		return nil, &config.Error{Setting: "caddy-admin", Value: s.CaddyAdmin, Cause: err}
+	}
+	log.Info("data plane target", "target", dp.Name())
+	return dp, nil
 }
 
 // Run runs the pusher until ctx is done or it fails.
@@ -80,9 +127,9 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 		}
 		id = host
 	}
-	target, err := caddy.New(caddy.Config{Admin: s.CaddyAdmin, Render: caddy.RenderOptions{HTTPListen: s.ProxyHTTPListen, HTTPSListen: s.ProxyHTTPSListen}})
+	target, err := s.target(ctx, log)
 	if err != nil {
-		return &config.Error{Setting: "caddy-admin", Value: s.CaddyAdmin, Cause: err}
+		return err
 	}
 	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files()})
 	if err != nil {

@@ -117,6 +117,11 @@ func (t *Target) Apply(ctx context.Context, cfg *configv1.Config) error {
 	if err != nil {
 		return &RejectedError{Status: 0, Message: "cannot render: " + err.Error()}
 	}
+	return t.load(ctx, body)
+}
+
+// load replaces Caddy's whole config with body (POST /load: all or nothing).
+func (t *Target) load(ctx context.Context, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.base+"/load", bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -127,18 +132,11 @@ func (t *Target) Apply(ctx context.Context, cfg *configv1.Config) error {
 		return fmt.Errorf("caddy /load: %w", err)
 	}
 	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode/100 == 2 {
+		_, _ = io.Copy(io.Discard, resp.Body)
 		return nil
 	}
-	var e struct {
-		Error string `json:"error"`
-	}
-	text := strings.TrimSpace(string(msg))
-	if json.Unmarshal(msg, &e) == nil && e.Error != "" {
-		text = e.Error
-	}
-	return &RejectedError{Status: resp.StatusCode, Message: text}
+	return &RejectedError{Status: resp.StatusCode, Message: errorText(resp)}
 }
 
 // Current returns the fingerprint of the config Caddy runs, "" when it runs none of the

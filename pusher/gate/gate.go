@@ -45,6 +45,19 @@ type DataPlane interface {
 // Rejection is implemented by errors that mean "the data plane refused this config".
 type Rejection interface{ Rejected() bool }
 
+// DeltaPlane is a data plane that also takes a version as a delta onto the one it runs (the
+// Sluice Caddy module): what changed goes to it, not the complete state. Its Fingerprint of a
+// config is the config's state hash.
+type DeltaPlane interface {
+	DataPlane
+	// ApplyDelta applies d onto the version the data plane runs, atomically. An error that
+	// is a NotAtBase means it runs another version: the gate sends the complete state.
+	ApplyDelta(ctx context.Context, d *configv1.ConfigDelta) error
+}
+
+// NotAtBase is implemented by errors that mean "the data plane does not run the delta's base".
+type NotAtBase interface{ NotAtBase() bool }
+
 // ConfigClient opens config streams; configv1.ConfigServiceClient is one.
 type ConfigClient interface {
 	StreamConfig(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[configv1.StreamConfigRequest, configv1.StreamConfigResponse], error)
@@ -142,9 +155,12 @@ type streamState struct {
 	open          bool
 	// chain is the translator's state as received in this epoch (nil before the complete
 	// state), at chainRef; broken means it failed and a Resync is outstanding.
-	chain      *contract.State
-	chainRef   *configv1.Config // without resources
-	broken     bool
+	chain    *contract.State
+	chainRef *configv1.Config // without resources
+	broken   bool
+	// since are the deltas the chain took after the version last handed to the data plane:
+	// merged, they bring a DeltaPlane from what it runs to the newest.
+	since      []contract.Applied
 	pending    *configv1.Config // newest admissible config not yet handled (resources filled when handled)
 	rejectedFP string           // refused by the data plane; not retried for the same fingerprint
 	held       *configv1.Config // held back by the deletion guard
@@ -174,23 +190,32 @@ func (g *Gate) stream(ctx context.Context) error {
 	defer check.Stop()
 	var retry <-chan time.Time
 	retryBackoff := g.cfg.BackoffMin
-	g.verify(ctx) // a data plane restarted while the pusher was away gets its config back
+	g.verify(ctx, &st) // a data plane restarted while the pusher was away gets its config back
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case r := <-msgs:
-			if r.Err != nil {
-				if errors.Is(r.Err, io.EOF) {
-					return errors.New("translator closed the stream")
+			// Everything already received goes onto the chain before anything is handled: deltas
+			// are small, so many arrive while a push is under way, and only the newest is pushed.
+			for more := true; more; {
+				if r.Err != nil {
+					if errors.Is(r.Err, io.EOF) {
+						return errors.New("translator closed the stream")
+					}
+					return r.Err
 				}
-				return r.Err
+				g.receive(&st, r.Msg, send)
+				select {
+				case r = <-msgs:
+				default:
+					more = false
+				}
 			}
-			g.receive(&st, r.Msg, send)
 		case <-retry:
 			retry = nil
 		case <-check.C:
-			g.verify(ctx)
+			g.verify(ctx, &st)
 			if st.held != nil && st.pending == nil {
 				st.pending = st.held // re-evaluate the hold
 			}
@@ -237,7 +262,7 @@ func (g *Gate) receive(st *streamState, m *configv1.StreamConfigResponse, send f
 			g.breakChain(st, c, err, send)
 			return
 		}
-		st.chain, st.chainRef, st.broken = chain, refOnly(c), false
+		st.chain, st.chainRef, st.broken, st.since = chain, refOnly(c), false, nil
 		st.pending = c
 	case *configv1.StreamConfigResponse_Delta:
 		d := msg.Delta
@@ -258,10 +283,12 @@ func (g *Gate) receive(st *streamState, m *configv1.StreamConfigResponse, send f
 			g.breakChain(st, c, fmt.Errorf("a delta onto version %d, but version %d is held", d.GetBaseVersion(), st.chainRef.GetVersion()), send)
 			return
 		}
-		if err := st.chain.ApplyDelta(d); err != nil {
+		applied, err := st.chain.Apply(d)
+		if err != nil {
 			g.breakChain(st, c, err, send)
 			return
 		}
+		st.since = append(st.since, applied)
 		st.chainRef = c
 		st.pending = c // its resources are materialised from the chain when it is handled
 	}
@@ -287,7 +314,7 @@ func (g *Gate) admit(st *streamState, c *configv1.Config) string {
 func (g *Gate) breakChain(st *streamState, c *configv1.Config, err error, send func(*configv1.StreamConfigRequest)) {
 	g.drop(c, "broken-chain")
 	g.log.Error("config chain broken; asking for the complete state and applying nothing from this chain", "version", c.GetVersion(), "error", err)
-	st.broken, st.pending = true, nil
+	st.broken, st.pending, st.since = true, nil, nil
 	send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Resync{Resync: &configv1.Resync{Have: ref(st.chainRef), Reason: err.Error()}}})
 }
 
@@ -310,9 +337,17 @@ func ref(c *configv1.Config) *configv1.ConfigRef {
 // handle applies st.pending; it returns true when the push should be retried later.
 func (g *Gate) handle(ctx context.Context, st *streamState, send func(*configv1.StreamConfigRequest)) bool {
 	c := st.pending
-	if c.GetResources() == nil && st.chain != nil {
-		// A version reached by deltas: the data plane takes the complete state.
-		c.Resources = st.chain.Resources()
+	// The complete state of c, materialised from the chain only when something needs it: a
+	// DeltaPlane that follows the deltas never does.
+	full := func() *configv1.Config {
+		if c.GetResources() == nil && st.chain != nil {
+			c.Resources = st.chain.Resources()
+		}
+		return c
+	}
+	dp, deltas := g.cfg.DataPlane.(DeltaPlane)
+	if !deltas || g.cfg.GuardMaxDeleteRatio > 0 {
+		full() // fingerprints of a rendering data plane and the deletion guard look at every route
 	}
 	ack := func() {
 		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Ack{Ack: &configv1.Ack{Config: ref(c)}}})
@@ -328,7 +363,7 @@ func (g *Gate) handle(ctx context.Context, st *streamState, send func(*configv1.
 	if g.applied != nil && g.appliedFP == fp {
 		// Nothing the data plane runs changed (a not-ready endpoint, a finding): no push.
 		g.applied = c
-		st.pending, st.held = nil, nil
+		st.pending, st.held, st.since = nil, nil, nil
 		ack()
 		return false
 	}
@@ -344,12 +379,25 @@ func (g *Gate) handle(ctx context.Context, st *streamState, send func(*configv1.
 		return false
 	}
 	start := time.Now()
-	err = g.cfg.DataPlane.Apply(ctx, c)
+	if deltas && g.applied != nil && g.applied.GetEpoch() == c.GetEpoch() && len(st.since) > 0 && st.since[0].Delta.GetBaseVersion() == g.applied.GetVersion() {
+		d := st.since[0].Delta
+		if len(st.since) > 1 {
+			d = contract.Merge(st.since)
+		}
+		err = dp.ApplyDelta(ctx, d)
+		var nab NotAtBase
+		if errors.As(err, &nab) && nab.NotAtBase() {
+			g.log.Info("data plane does not run the delta's base; sending the complete state", "version", c.GetVersion(), "error", err)
+			err = dp.Apply(ctx, full())
+		}
+	} else {
+		err = g.cfg.DataPlane.Apply(ctx, full())
+	}
 	var rej Rejection
 	switch {
 	case err == nil:
 		g.applied, g.appliedFP = c, fp
-		st.pending, st.held = nil, nil
+		st.pending, st.held, st.since = nil, nil, nil
 		g.cfg.Metrics.Applied(c.GetVersion(), time.Since(start))
 		g.log.Info("config applied", "epoch", c.GetEpoch(), "version", c.GetVersion(), "hash", short(c.GetHash()), "took", time.Since(start).Round(time.Millisecond))
 		g.cfg.OnApplied()
@@ -409,7 +457,7 @@ func routeKeys(c *configv1.Config) map[string]bool {
 }
 
 // verify re-pushes the last applied config when the data plane lost it.
-func (g *Gate) verify(ctx context.Context) {
+func (g *Gate) verify(ctx context.Context, st *streamState) {
 	if g.applied == nil {
 		return
 	}
@@ -424,13 +472,28 @@ func (g *Gate) verify(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	g.log.Warn("data plane does not run the last applied config (restarted or replaced); pushing it again", "version", g.applied.GetVersion(), "found", short(cur))
+	cfg := g.applied
+	if cfg.GetResources() == nil {
+		// Applied as a delta: its complete state is the chain's, if the chain is still there.
+		switch {
+		case st.chain != nil && !st.broken && st.chainRef.GetEpoch() == cfg.GetEpoch() && st.chainRef.GetVersion() == cfg.GetVersion():
+			cfg.Resources = st.chain.Resources()
+		case st.chain != nil && !st.broken && st.pending == nil:
+			// The chain moved on: its newest version goes in full, as the next to apply.
+			g.log.Warn("data plane does not run the last applied config (restarted or replaced); pushing the newest in full", "version", st.chainRef.GetVersion(), "found", short(cur))
+			st.pending, st.since = refOnly(st.chainRef), nil
+			return
+		default:
+			return // the next complete state of this stream is pushed in full anyway
+		}
+	}
+	g.log.Warn("data plane does not run the last applied config (restarted or replaced); pushing it again", "version", cfg.GetVersion(), "found", short(cur))
 	start := time.Now()
-	if err := g.cfg.DataPlane.Apply(ctx, g.applied); err != nil {
+	if err := g.cfg.DataPlane.Apply(ctx, cfg); err != nil {
 		g.log.Error("re-push failed", "error", err)
 		return
 	}
-	g.cfg.Metrics.Applied(g.applied.GetVersion(), time.Since(start))
+	g.cfg.Metrics.Applied(cfg.GetVersion(), time.Since(start))
 }
 
 func short(h string) string {

@@ -58,17 +58,10 @@ type Server struct {
 	state    *contract.State
 	latest   *configv1.Config // without resources
 	full     *configv1.Config
-	history  []published   // the deltas up to latest, contiguous, oldest first
-	changed  chan struct{} // closed on every change
+	history  []contract.Applied // the deltas up to latest, contiguous, oldest first
+	changed  chan struct{}      // closed on every change
 	pushers  map[string]*pusher
 	complete sync.Once
-}
-
-// published is one delta with, per type, the keys it added (that its base did not hold),
-// so that merging deltas knows what a receiver at an older version holds.
-type published struct {
-	delta *configv1.ConfigDelta
-	added map[contract.Type]map[string]bool
 }
 
 // maxHistory bounds the deltas kept for streams that fell behind; further behind, a stream
@@ -147,30 +140,17 @@ func (s *Server) PublishDelta(d *configv1.ConfigDelta) {
 		s.log.Error("the translator built a delta onto another version; not published", "version", d.GetVersion(), "base", d.GetBaseVersion(), "newest", s.latest.GetVersion())
 		return
 	}
-	changes, err := contract.Changes(d)
+	applied, err := s.state.Apply(d)
 	if err != nil {
-		s.log.Error("the translator built a malformed delta; not published", "version", d.GetVersion(), "error", err)
-		return
-	}
-	added := map[contract.Type]map[string]bool{}
-	for _, c := range changes {
-		if c.Msg != nil && !s.state.Has(c.Type, c.Key) {
-			if added[c.Type] == nil {
-				added[c.Type] = map[string]bool{}
-			}
-			added[c.Type][c.Key] = true
-		}
-	}
-	if err := s.state.ApplyDelta(d); err != nil {
-		s.log.Error("the translator built a delta that does not match its hash; not published", "version", d.GetVersion(), "error", err)
+		s.log.Error("the translator built a delta that does not apply onto its base; not published", "version", d.GetVersion(), "error", err)
 		return
 	}
 	s.latest = &configv1.Config{Epoch: d.GetEpoch(), Version: d.GetVersion(), Hash: d.GetHash(),
 		WatcherEpoch: d.GetWatcherEpoch(), WatcherRevision: d.GetWatcherRevision()}
 	s.full = nil
-	s.history = append(s.history, published{delta: d, added: added})
+	s.history = append(s.history, applied)
 	if len(s.history) > maxHistory {
-		s.history = append([]published(nil), s.history[len(s.history)-maxHistory:]...)
+		s.history = append([]contract.Applied(nil), s.history[len(s.history)-maxHistory:]...)
 	}
 	s.cfg.Metrics.Published(d.GetVersion())
 	s.signalLocked()
@@ -194,52 +174,16 @@ func (s *Server) fullLocked() *configv1.Config {
 // one delta, several merged into one, or the complete state.
 func (s *Server) nextLocked(from uint64) *configv1.StreamConfigResponse {
 	i := len(s.history)
-	for i > 0 && s.history[i-1].delta.GetBaseVersion() >= from {
+	for i > 0 && s.history[i-1].Delta.GetBaseVersion() >= from {
 		i--
 	}
-	if from == 0 || i == len(s.history) || s.history[i].delta.GetBaseVersion() != from {
+	if from == 0 || i == len(s.history) || s.history[i].Delta.GetBaseVersion() != from {
 		return &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Config{Config: s.fullLocked()}}
 	}
 	if i == len(s.history)-1 {
-		return &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Delta{Delta: s.history[i].delta}}
+		return &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Delta{Delta: s.history[i].Delta}}
 	}
-	return &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Delta{Delta: merge(s.history[i:], s.latest)}}
-}
-
-// merge folds contiguous deltas into one onto the first one's base: the last word on each
-// key wins, and a key added and removed again within them is left out.
-func merge(ps []published, latest *configv1.Config) *configv1.ConfigDelta {
-	type net struct {
-		c      contract.Change
-		atBase bool // the base held the key
-	}
-	byKey := map[contract.Type]map[string]*net{}
-	var order []*net
-	for _, p := range ps {
-		changes, _ := contract.Changes(p.delta) // checked when published
-		for _, c := range changes {
-			if byKey[c.Type] == nil {
-				byKey[c.Type] = map[string]*net{}
-			}
-			n, ok := byKey[c.Type][c.Key]
-			if !ok {
-				n = &net{atBase: c.Msg == nil || !p.added[c.Type][c.Key]}
-				byKey[c.Type][c.Key] = n
-				order = append(order, n)
-			}
-			n.c = c
-		}
-	}
-	var changes []contract.Change
-	for _, n := range order {
-		if n.c.Msg != nil || n.atBase {
-			changes = append(changes, n.c)
-		}
-	}
-	d := contract.DeltaOf(changes)
-	d.Epoch, d.Version, d.BaseVersion, d.Hash = latest.GetEpoch(), latest.GetVersion(), ps[0].delta.GetBaseVersion(), latest.GetHash()
-	d.WatcherEpoch, d.WatcherRevision = latest.GetWatcherEpoch(), latest.GetWatcherRevision()
-	return d
+	return &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Delta{Delta: contract.Merge(s.history[i:])}}
 }
 
 func (s *Server) stopping() bool {

@@ -1,0 +1,197 @@
+package caddymod
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/caddyserver/certmagic"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-io/sluice/internal/contract"
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+)
+
+func init() {
+	caddy.RegisterModule(Admin{})
+	caddy.RegisterModule(Router{})
+	caddy.RegisterModule(Upstreams{})
+	caddy.RegisterModule(Certificates{})
+}
+
+// The admin API paths.
+const (
+	PathState = "/sluice/state"
+	PathDelta = "/sluice/delta"
+)
+
+// upstreamsVar is the request variable through which the router hands the chosen backend's
+// endpoints to the upstream source.
+const upstreamsVar = "sluice.upstreams"
+
+// Admin is the pusher's endpoint on Caddy's admin API (admin.api.sluice).
+type Admin struct{}
+
+// CaddyModule returns the Caddy module information.
+func (Admin) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "admin.api.sluice", New: func() caddy.Module { return Admin{} }}
+}
+
+// Routes returns the admin routes.
+func (Admin) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{
+		{Pattern: PathState, Handler: caddy.AdminHandlerFunc(serveState)},
+		{Pattern: PathDelta, Handler: caddy.AdminHandlerFunc(serveDelta)},
+	}
+}
+
+// StateInfo is what GET /sluice/state answers: the version held (all empty when none).
+type StateInfo struct {
+	Ref
+	VirtualHosts int `json:"virtual_hosts"`
+	Backends     int `json:"backends"`
+	Certificates int `json:"certificates"`
+}
+
+func serveState(w http.ResponseWriter, r *http.Request) error {
+	switch r.Method {
+	case http.MethodGet:
+		var info StateInfo
+		if t := store.Current(); t != nil {
+			info = StateInfo{Ref: t.Ref, VirtualHosts: t.hosts.len(), Backends: t.backends.len(), Certificates: t.certs.len()}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		return json.NewEncoder(w).Encode(info)
+	case http.MethodPut:
+		cfg := &configv1.Config{}
+		if err := readProto(r, cfg); err != nil {
+			return err
+		}
+		return answer(w, store.Replace(cfg))
+	default:
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+	}
+}
+
+func serveDelta(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodPost {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+	}
+	d := &configv1.ConfigDelta{}
+	if err := readProto(r, d); err != nil {
+		return err
+	}
+	return answer(w, store.ApplyDelta(d))
+}
+
+func readProto(r *http.Request, m proto.Message) error {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("reading the body: %w", err)}
+	}
+	if err := proto.Unmarshal(b, m); err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("decoding %T: %w", m, err)}
+	}
+	return nil
+}
+
+func answer(w http.ResponseWriter, err error) error {
+	switch {
+	case err == nil:
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	case errors.Is(err, ErrNotAtBase), errors.Is(err, contract.ErrBrokenChain):
+		return caddy.APIError{HTTPStatus: http.StatusConflict, Err: err}
+	default:
+		return caddy.APIError{HTTPStatus: http.StatusUnprocessableEntity, Err: err}
+	}
+}
+
+// Router routes a request by the table (http.handlers.sluice): 404 without a route, 503
+// without ready endpoints, else the next handler (reverse_proxy with the sluice upstreams)
+// with the chosen backend, within the route's timeout.
+type Router struct{}
+
+// CaddyModule returns the Caddy module information.
+func (Router) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.sluice", New: func() caddy.Module { return Router{} }}
+}
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler.
+func (Router) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	t := store.Current()
+	var rt *route
+	if t != nil {
+		rt = t.Match(r.Host, r.URL.Path)
+	}
+	if rt == nil {
+		return plain(w, http.StatusNotFound, "no route\n")
+	}
+	b := t.pick(rt)
+	if b == nil {
+		return plain(w, http.StatusServiceUnavailable, "no ready endpoints\n")
+	}
+	caddyhttp.SetVar(r.Context(), upstreamsVar, b.upstreams)
+	if rt.timeout > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), rt.timeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
+	return next.ServeHTTP(w, r)
+}
+
+func plain(w http.ResponseWriter, code int, body string) error {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, err := io.WriteString(w, body)
+	return err
+}
+
+// Upstreams gives reverse_proxy the endpoints of the backend the router chose
+// (http.reverse_proxy.upstreams.sluice).
+type Upstreams struct{}
+
+// CaddyModule returns the Caddy module information.
+func (Upstreams) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.reverse_proxy.upstreams.sluice", New: func() caddy.Module { return Upstreams{} }}
+}
+
+// GetUpstreams implements reverseproxy.UpstreamSource.
+func (Upstreams) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, error) {
+	ups, ok := caddyhttp.GetVar(r.Context(), upstreamsVar).([]*reverseproxy.Upstream)
+	if !ok {
+		return nil, errors.New("no backend chosen: the sluice handler must come before reverse_proxy")
+	}
+	return ups, nil
+}
+
+// Certificates serves the table's certificates at handshake time (tls.get_certificate.sluice).
+type Certificates struct{}
+
+// CaddyModule returns the Caddy module information.
+func (Certificates) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "tls.get_certificate.sluice", New: func() caddy.Module { return Certificates{} }}
+}
+
+// GetCertificate implements certmagic.Manager: nil (no certificate, the handshake fails) for
+// a name the table has no certificate for.
+func (Certificates) GetCertificate(_ context.Context, hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if t := store.Current(); t != nil {
+		return t.Certificate(hello.ServerName), nil
+	}
+	return nil, nil
+}
+
+var (
+	_ caddy.AdminRouter             = Admin{}
+	_ caddyhttp.MiddlewareHandler   = Router{}
+	_ reverseproxy.UpstreamSource   = Upstreams{}
+	_ certmagic.Manager             = Certificates{}
+)

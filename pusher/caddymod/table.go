@@ -1,0 +1,343 @@
+// Package caddymod is Sluice's Caddy module: Caddy's data plane without reloads. It holds
+// the routing table (virtual hosts, routes, backends with their endpoints, certificates) as
+// an immutable value behind an atomic pointer; a change builds the next table and swaps it
+// whole, so a request sees the table before a change or after it, never a mix, and Caddy's
+// own config never changes.
+//
+// It is four Caddy modules around one process-wide store (Caddy loads its admin modules once
+// per process, and the table must outlive any config load):
+//   - admin.api.sluice: the pusher's endpoint. PUT /sluice/state replaces the whole state
+//     (a sluice.config.v1.Config, protobuf); POST /sluice/delta applies a ConfigDelta onto the
+//     version held; GET /sluice/state says what is held. A change is checked whole (paths,
+//     certificates, the state hash) before anything is swapped: it applies entirely or not at
+//     all. 409 means "not at that base: send the complete state", 422 "this config is bad".
+//   - http.handlers.sluice: the router. It matches a request exactly as translate.Match does
+//     (the exact host, a one-label wildcard, the catch-all; in each the routes in order;
+//     Exact, Prefix and regular-expression paths), answers 404 when nothing matches and 503
+//     when the route has no ready endpoints, and otherwise picks a backend by weight and
+//     hands the request on.
+//   - http.reverse_proxy.upstreams.sluice: the backend's ready endpoints, for Caddy's own
+//     reverse_proxy, which does the proxying (transport, load balancing, retries, passive
+//     health). Routing and proxying are split this way because reverse_proxy's dynamic
+//     upstreams are its supported hook for per-request upstreams: nothing of the proxy is
+//     written here.
+//   - tls.get_certificate.sluice: the certificate for a handshake's SNI (exact host, then a
+//     one-label wildcard), from the same table, so a new or renewed Secret needs no reload
+//     either.
+package caddymod
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/sluice-io/sluice/internal/contract"
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+)
+
+// Ref names the version a table was built from.
+type Ref struct {
+	Epoch   string `json:"epoch"`
+	Version uint64 `json:"version"`
+	Hash    string `json:"hash"`
+}
+
+// Table is one immutable routing table.
+type Table struct {
+	Ref
+	hosts    cow[*vhost]
+	backends cow[*backend]
+	certs    cow[*tls.Certificate]
+}
+
+type vhost struct {
+	cert   string
+	routes []*route
+}
+
+type route struct {
+	name     string
+	typ      configv1.PathMatchType
+	value    string
+	re       *regexp.Regexp
+	backends []*configv1.WeightedBackend
+	timeout  time.Duration
+}
+
+type backend struct {
+	upstreams []*reverseproxy.Upstream // ready endpoints only
+}
+
+// ErrNotAtBase means a delta is not onto the version held (or nothing is held): the sender
+// must send the complete state.
+var ErrNotAtBase = errors.New("not at the delta's base")
+
+// ErrRejected means a config is invalid as a whole; nothing of it was applied.
+var ErrRejected = errors.New("config rejected")
+
+// Store is the process-wide state: the config state as received (for deltas and the hash)
+// and the table built from it. Changes are serialised; readers only load the table.
+type Store struct {
+	mu    sync.Mutex
+	state *contract.State
+	table atomic.Pointer[Table]
+}
+
+// store is the one Store of the process: the admin endpoint writes it, the router, the
+// upstream source and the certificate manager read it.
+var store = &Store{}
+
+// Current is the table requests are routed by (nil before the first state).
+func (s *Store) Current() *Table { return s.table.Load() }
+
+// Replace makes cfg, a complete state, the one held.
+func (s *Store) Replace(cfg *configv1.Config) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := contract.FromResources(cfg.GetResources(), cfg.GetHash())
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrRejected, err)
+	}
+	res := cfg.GetResources()
+	hosts, backends, certs := cow[*vhost]{}.edit(), cow[*backend]{}.edit(), cow[*tls.Certificate]{}.edit()
+	compiled := map[string]*vhost{}
+	for _, vh := range res.GetVirtualHosts() {
+		h, err := compileHost(vh)
+		if err != nil {
+			return err
+		}
+		hosts.set(vh.GetHostname(), h)
+		compiled[vh.GetHostname()] = h
+	}
+	for _, b := range res.GetBackends() {
+		backends.set(b.GetName(), buildBackend(b))
+	}
+	for _, c := range res.GetCertificates() {
+		tc, err := parseCert(c)
+		if err != nil {
+			return err
+		}
+		certs.set(c.GetName(), tc)
+	}
+	t := &Table{Ref: Ref{cfg.GetEpoch(), cfg.GetVersion(), cfg.GetHash()}, hosts: hosts.done(), backends: backends.done(), certs: certs.done()}
+	if err := t.check(compiled); err != nil {
+		return err
+	}
+	s.state = st
+	s.table.Store(t)
+	return nil
+}
+
+// ApplyDelta applies d onto the version held; on any error nothing changed.
+func (s *Store) ApplyDelta(d *configv1.ConfigDelta) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.table.Load()
+	if cur == nil || s.state == nil {
+		return fmt.Errorf("%w: nothing is held", ErrNotAtBase)
+	}
+	if d.GetEpoch() != cur.Epoch || d.GetBaseVersion() != cur.Version {
+		return fmt.Errorf("%w: the delta is onto %s/%d, %s/%d is held", ErrNotAtBase, d.GetEpoch(), d.GetBaseVersion(), cur.Epoch, cur.Version)
+	}
+	// Everything that can fail is done before the state changes.
+	hosts := map[string]*vhost{}
+	for _, vh := range d.GetVirtualHosts() {
+		h, err := compileHost(vh)
+		if err != nil {
+			return err
+		}
+		hosts[vh.GetHostname()] = h
+	}
+	certs := map[string]*tls.Certificate{}
+	for _, c := range d.GetCertificates() {
+		tc, err := parseCert(c)
+		if err != nil {
+			return err
+		}
+		certs[c.GetName()] = tc
+	}
+	he, be, ce := cur.hosts.edit(), cur.backends.edit(), cur.certs.edit()
+	for name, h := range hosts {
+		he.set(name, h)
+	}
+	for _, name := range d.GetRemovedVirtualHosts() {
+		he.del(name)
+	}
+	for _, b := range d.GetBackends() {
+		be.set(b.GetName(), buildBackend(b))
+	}
+	for _, name := range d.GetRemovedBackends() {
+		be.del(name)
+	}
+	for name, c := range certs {
+		ce.set(name, c)
+	}
+	for _, name := range d.GetRemovedCertificates() {
+		ce.del(name)
+	}
+	t := &Table{Ref: Ref{d.GetEpoch(), d.GetVersion(), d.GetHash()}, hosts: he.done(), backends: be.done(), certs: ce.done()}
+	if err := t.check(hosts); err != nil {
+		return err
+	}
+	if err := s.state.ApplyDelta(d); err != nil {
+		// The state held is not the sender's base after all: it must send the complete state.
+		return fmt.Errorf("%w: %v", ErrNotAtBase, err)
+	}
+	s.table.Store(t)
+	return nil
+}
+
+// check rejects a table whose hosts (all of them for a complete state, those a delta
+// changes for a delta, so that its cost is that of the change) refer to a backend or a
+// certificate the table does not hold. A removal that leaves a reference dangling can only
+// come with a state hash that matched, from a broken translator; it would answer 503 or fail
+// the handshake, never route elsewhere.
+func (t *Table) check(hosts map[string]*vhost) error {
+	for name, h := range hosts {
+		if _, ok := t.certs.get(h.cert); h.cert != "" && !ok {
+			return fmt.Errorf("%w: virtual host %q uses certificate %q, which is not in the config", ErrRejected, name, h.cert)
+		}
+		for _, r := range h.routes {
+			for _, b := range r.backends {
+				if _, ok := t.backends.get(b.GetBackend()); !ok {
+					return fmt.Errorf("%w: virtual host %q routes to backend %q, which is not in the config", ErrRejected, name, b.GetBackend())
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func compileHost(vh *configv1.VirtualHost) (*vhost, error) {
+	h := &vhost{cert: vh.GetCertificate()}
+	for _, rt := range vh.GetRoutes() {
+		r := &route{name: rt.GetName(), typ: rt.GetPath().GetType(), value: rt.GetPath().GetValue(), backends: rt.GetBackends(), timeout: rt.GetTimeout().AsDuration()}
+		switch r.typ {
+		case configv1.PathMatchType_PATH_MATCH_TYPE_EXACT, configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX:
+		case configv1.PathMatchType_PATH_MATCH_TYPE_REGEX:
+			re, err := regexp.Compile("^(?:" + r.value + ")$")
+			if err != nil {
+				return nil, fmt.Errorf("%w: route %s: %v", ErrRejected, rt.GetName(), err)
+			}
+			r.re = re
+		default:
+			return nil, fmt.Errorf("%w: route %s: unknown path match type %v", ErrRejected, rt.GetName(), r.typ)
+		}
+		if len(rt.GetHeaders()) > 0 {
+			return nil, fmt.Errorf("%w: route %s: header matches are not supported by this data plane", ErrRejected, rt.GetName())
+		}
+		h.routes = append(h.routes, r)
+	}
+	return h, nil
+}
+
+func buildBackend(b *configv1.Backend) *backend {
+	out := &backend{}
+	for _, ep := range b.GetEndpoints() {
+		if ep.GetReady() {
+			out.upstreams = append(out.upstreams, &reverseproxy.Upstream{Dial: net.JoinHostPort(ep.GetAddress(), strconv.Itoa(int(ep.GetPort())))})
+		}
+	}
+	return out
+}
+
+func parseCert(c *configv1.Certificate) (*tls.Certificate, error) {
+	tc, err := tls.X509KeyPair(c.GetCertificatePem(), c.GetPrivateKeyPem())
+	if err != nil {
+		return nil, fmt.Errorf("%w: certificate %s: %v", ErrRejected, c.GetName(), err)
+	}
+	return &tls.Certificate{Certificate: tc.Certificate, PrivateKey: tc.PrivateKey, Leaf: tc.Leaf}, nil
+}
+
+// candidates are the virtual hosts that apply to a request for host, in order: the exact
+// name, a wildcard of its first label, the catch-all.
+func candidates(host string) []string {
+	host = strings.ToLower(host)
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
+		host = host[:i]
+	}
+	if host == "" {
+		return []string{""}
+	}
+	if i := strings.IndexByte(host, '.'); i > 0 {
+		return []string{host, "*" + host[i:], ""}
+	}
+	return []string{host, ""}
+}
+
+// Match returns the route for a request, nil when none matches (404): translate.Match.
+func (t *Table) Match(host, path string) *route {
+	for _, name := range candidates(host) {
+		vh, ok := t.hosts.get(name)
+		if !ok {
+			continue
+		}
+		for _, r := range vh.routes {
+			if r.matches(path) {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+func (r *route) matches(path string) bool {
+	switch r.typ {
+	case configv1.PathMatchType_PATH_MATCH_TYPE_EXACT:
+		return path == r.value
+	case configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX:
+		return r.value == "/" || path == r.value || strings.HasPrefix(path, r.value+"/")
+	default:
+		return r.re.MatchString(path)
+	}
+}
+
+// pick chooses a backend of r by weight among those with ready endpoints; nil when none has
+// any (503).
+func (t *Table) pick(r *route) *backend {
+	var total uint32
+	for _, wb := range r.backends {
+		if b, _ := t.backends.get(wb.GetBackend()); b != nil && len(b.upstreams) > 0 {
+			total += max(wb.GetWeight(), 1)
+		}
+	}
+	if total == 0 {
+		return nil
+	}
+	n := rand.Uint32N(total)
+	for _, wb := range r.backends {
+		b, _ := t.backends.get(wb.GetBackend())
+		if b == nil || len(b.upstreams) == 0 {
+			continue
+		}
+		if w := max(wb.GetWeight(), 1); n < w {
+			return b
+		} else {
+			n -= w
+		}
+	}
+	return nil
+}
+
+// Certificate returns the certificate for a handshake's server name: the exact host's, else
+// a one-label wildcard's (no catch-all: a name without a certificate fails the handshake).
+func (t *Table) Certificate(serverName string) *tls.Certificate {
+	names := candidates(serverName)
+	for _, name := range names[:len(names)-1] {
+		if vh, _ := t.hosts.get(name); vh != nil && vh.cert != "" {
+			c, _ := t.certs.get(vh.cert)
+			return c
+		}
+	}
+	return nil
+}
