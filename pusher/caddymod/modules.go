@@ -190,8 +190,8 @@ func (Certificates) GetCertificate(_ context.Context, hello *tls.ClientHelloInfo
 }
 
 var (
-	_ caddy.AdminRouter             = Admin{}
-	_ caddyhttp.MiddlewareHandler   = Router{}
-	_ reverseproxy.UpstreamSource   = Upstreams{}
-	_ certmagic.Manager             = Certificates{}
+	_ caddy.AdminRouter           = Admin{}
+	_ caddyhttp.MiddlewareHandler = Router{}
+	_ reverseproxy.UpstreamSource = Upstreams{}
+	_ certmagic.Manager           = Certificates{}
 )
