@@ -69,6 +69,7 @@ type Result struct {
 	Stages         map[string]float64 `json:"cold_start_stages_ms"`
 	InformerListMs float64            `json:"limit_informer_list_ms"`
 	CaddyLoadMs    float64            `json:"limit_caddy_load_ms"`
+	ModuleApplyMs  float64            `json:"module_apply_complete_ms"`
 	ColdRatio      float64            `json:"cold_start_ratio"`
 
 	HoldoffMs     float64 `json:"holdoff_ms"`
@@ -396,22 +397,44 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	if err != nil {
 		return r, err
 	}
-	// Each run loads into a fresh Caddy: loading the same config again is a no-op for Caddy.
-	var loads []float64
+	// Each run loads into a fresh Caddy (loading the same config again is a no-op for Caddy):
+	// stock Caddy's POST /load of the rendered config, and the complete state put into the
+	// module of a Caddy that has it (its constant config loaded first, as the pusher does once).
+	var loads, puts []float64
 	for i := 0; i < runs; i++ {
-		cd, err := testenv.StartCaddy(ctx)
-		if err != nil {
-			return r, err
-		}
-		target, _ := caddy.New(caddy.Config{Admin: cd.AdminURL, Render: caddy.RenderOptions{HTTPListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPPort), HTTPSListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPSPort)}})
-		start := time.Now()
-		err = target.Apply(ctx, final)
-		loads = append(loads, ms(time.Since(start)))
-		cd.Kill()
-		if err != nil {
-			return r, err
+		for _, module := range []bool{false, true} {
+			start := testenv.StartStockCaddy
+			if module {
+				start = testenv.StartCaddy
+			}
+			cd, err := start(ctx)
+			if err != nil {
+				return r, err
+			}
+			cc := caddy.Config{Admin: cd.AdminURL, Render: caddy.RenderOptions{HTTPListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPPort), HTTPSListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPSPort)}}
+			var took float64
+			if module {
+				mt, _ := caddy.NewModule(cc)
+				if err = cd.Load(ctx, caddy.ModuleConfig(cc.Render)); err == nil {
+					t0 := time.Now()
+					err = mt.Apply(ctx, final)
+					took = ms(time.Since(t0))
+					puts = append(puts, took)
+				}
+			} else {
+				target, _ := caddy.New(cc)
+				t0 := time.Now()
+				err = target.Apply(ctx, final)
+				took = ms(time.Since(t0))
+				loads = append(loads, took)
+			}
+			cd.Kill()
+			if err != nil {
+				return r, err
+			}
 		}
 	}
+	r.ModuleApplyMs = median(puts)
 	r.CaddyLoadMs = median(loads)
 	r.ColdRatio = r.ColdStartMs / (r.InformerListMs + r.CaddyLoadMs)
 	r.HoldoffMs = 50

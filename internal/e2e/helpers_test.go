@@ -23,7 +23,6 @@ import (
 
 	"github.com/sluice-io/sluice/internal/stack"
 	"github.com/sluice-io/sluice/internal/testenv"
-	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	"github.com/sluice-io/sluice/pusher/caddy"
 	"github.com/sluice-io/sluice/translator/translate"
 )
@@ -37,7 +36,7 @@ type world struct {
 	ns       string
 	backends map[string]*testenv.Backend
 	st       *stack.Stack
-	target   *caddy.Target
+	target   *caddy.ModuleTarget
 }
 
 // newWorld makes a namespace with Services alpha and beta pointing at real backends, and
@@ -100,7 +99,7 @@ func (w *world) start(cfg stack.Config) {
 		st.Stop()
 	})
 	// The pusher's render options, so that fingerprints compare.
-	w.target, err = caddy.New(caddy.Config{Admin: st.Caddy.AdminURL, Render: caddy.RenderOptions{HTTPListen: st.HTTPAddr(), HTTPSListen: st.HTTPSAddr()}})
+	w.target, err = caddy.NewModule(caddy.Config{Admin: st.Caddy.AdminURL, Render: caddy.RenderOptions{HTTPListen: st.HTTPAddr(), HTTPSListen: st.HTTPSAddr()}})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -186,18 +185,26 @@ func (w *world) waitServed(from, n int, d time.Duration) {
 	}
 }
 
-// caddyHash is the fingerprint of the config Caddy runs.
+// caddyHash is the state hash of what Caddy's module routes by ("" for none), asked again
+// for a while when Caddy's admin API does not answer (a restarted Caddy).
 func (w *world) caddyHash() string {
 	w.t.Helper()
-	fp, err := w.target.CurrentWithin(context.Background(), 10*time.Second)
-	if err != nil {
-		w.t.Fatal(err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fp, err := w.target.Current(context.Background())
+		if err == nil {
+			return fp
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return fp
 }
 
 // expectedHash computes, independently of the watcher and translator, what Caddy must run
-// for the cluster's objects: listed straight from the apiserver, translated and rendered.
+// for the cluster's objects: listed straight from the apiserver and translated; its state
+// hash is what the module must hold.
 func (w *world) expectedHash() string {
 	w.t.Helper()
 	ctx := context.Background()
@@ -226,11 +233,7 @@ func (w *world) expectedHash() string {
 		in.Secrets = append(in.Secrets, &secrets.Items[i])
 	}
 	res := translate.Translate(in, translate.Options{IngressClass: class, ControllerName: "sluice.io/ingress-controller", Now: time.Now()})
-	fp, err := w.target.Fingerprint(&configv1.Config{Resources: res})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return fp
+	return translate.Hash(res)
 }
 
 // waitConverged waits until Caddy runs exactly what the cluster says.

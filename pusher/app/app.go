@@ -127,10 +127,6 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 		}
 		id = host
 	}
-	target, err := s.target(ctx, log)
-	if err != nil {
-		return err
-	}
 	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files()})
 	if err != nil {
 		return err
@@ -142,16 +138,26 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 		return &config.Error{Setting: "translator-addr", Value: s.TranslatorAddr, Cause: err}
 	}
 	defer conn.Close()
-	gt, err := gate.New(gate.Config{
-		Logger: log.Named("gate").With("pusher", id), Client: configv1.NewConfigServiceClient(conn), DataPlane: target,
-		PusherID: id, SoftwareVersion: version.Version, Kind: configv1.DataPlaneKind_DATA_PLANE_KIND_CADDY, Metrics: m,
-		GuardMaxDeleteRatio: s.GuardMaxDeletes, GuardHold: s.GuardHold, OnApplied: srv.Ops.SetReady,
-	})
-	if err != nil {
-		return err
-	}
 	var g run.Group
 	srv.Add(&g)
-	g.Add("gate", gt.Run)
+	// The target is chosen once Caddy answers, while health and metrics are already served.
+	g.Add("gate", func(ctx context.Context) error {
+		target, err := s.target(ctx, log)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		gt, err := gate.New(gate.Config{
+			Logger: log.Named("gate").With("pusher", id), Client: configv1.NewConfigServiceClient(conn), DataPlane: target,
+			PusherID: id, SoftwareVersion: version.Version, Kind: configv1.DataPlaneKind_DATA_PLANE_KIND_CADDY, Metrics: m,
+			GuardMaxDeleteRatio: s.GuardMaxDeletes, GuardHold: s.GuardHold, OnApplied: srv.Ops.SetReady,
+		})
+		if err != nil {
+			return err
+		}
+		return gt.Run(ctx)
+	})
 	return g.Run(ctx)
 }
