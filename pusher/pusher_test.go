@@ -737,3 +737,77 @@ func (e *env) caddyConfig(t *testing.T) []byte {
 	}
 	return b
 }
+
+// servedCert is the serial number of the certificate Caddy presents for a server name.
+func servedCert(t *testing.T, port int, host string) string {
+	t.Helper()
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", fmt.Sprintf("127.0.0.1:%d", port),
+		&tls.Config{ServerName: host, InsecureSkipVerify: true}) // self-signed in the test
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+}
+
+// Issue 15: certificates come from the module's table at handshake time, so a renewed Secret
+// (the same certificate name, a new certificate) is presented on the next handshake, with no
+// reload: Caddy's own config stays byte-identical.
+func TestModuleServesRenewedCertificateWithoutReload(t *testing.T) {
+	n := testenv.SharedNet(t)
+	one, err := n.StartBackend("one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake, addr := startFake(t)
+	e := startPusher(t, addr)
+	s := fake.nextStream(t)
+	const host = "tls.example.com"
+	issue := func() (*configv1.Certificate, string) {
+		t.Helper()
+		crt, key, err := testenv.SelfSigned(host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pair, err := tls.X509KeyPair(crt, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &configv1.Certificate{Name: "app/tls", CertificatePem: crt, PrivateKeyPem: key, DnsNames: []string{host}}, pair.Leaf.SerialNumber.String()
+	}
+	first, firstSerial := issue()
+	v1 := simpleConfig("e1", 1, host, one)
+	v1.Resources.VirtualHosts[0].Certificate = first.GetName()
+	v1.Resources.Certificates = []*configv1.Certificate{first}
+	v1.Hash = translate.Hash(v1.Resources)
+	_ = s.send(marker("e1", 1))
+	_ = s.send(configMsg(v1))
+	e.waitConfig(t, v1)
+	before := e.caddyConfig(t)
+	if got := servedCert(t, e.caddy.HTTPSPort, host); got != firstSerial {
+		t.Fatalf("served certificate %s, want %s", got, firstSerial)
+	}
+	if got := getTLS(t, e.caddy.HTTPSPort, host, "/"); got != "one" {
+		t.Fatalf("https %s answered %q", host, got)
+	}
+	if got := servedCert(t, e.caddy.HTTPSPort, "other.example.com"); !strings.HasPrefix(got, "error:") {
+		t.Fatalf("a name without a certificate got one (%s), want the handshake to fail", got)
+	}
+
+	renewed, renewedSerial := issue()
+	st, err := contract.FromResources(v1.GetResources(), v1.GetHash())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Put(contract.Certificates, renewed.GetName(), renewed)
+	d := st.TakeDelta()
+	d.Epoch, d.Version, d.BaseVersion, d.Hash = "e1", 2, 1, st.Hash()
+	_ = s.send(deltaMsg(d))
+	fake.waitAnswer(t, "ACK of version 2", func(a *configv1.StreamConfigRequest) bool { return a.GetAck().GetConfig().GetVersion() == 2 })
+	if got := servedCert(t, e.caddy.HTTPSPort, host); got != renewedSerial {
+		t.Fatalf("after the renewal: served certificate %s, want the renewed %s", got, renewedSerial)
+	}
+	if after := e.caddyConfig(t); !bytes.Equal(after, before) {
+		t.Fatalf("Caddy's own config changed for a renewed certificate:\nbefore %s\nafter  %s", before, after)
+	}
+}

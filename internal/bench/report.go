@@ -40,9 +40,9 @@ a backend in a network namespace), and a TLS Secret for every tenth Ingress.
 
 From starting the three processes (and Caddy) to the first request served by the complete
 config, against (a) a bare client-go informer listing the same objects and (b) one stock
-Caddy `+"`/load`"+` of the final config, prebuilt. Beside it, the same complete state put into
-Sluice's Caddy module (what the pusher does at cold start; its constant Caddy config is
-loaded once before).
+Caddy `+"`/load`"+` of the final config, prebuilt. Beside it, the pusher's first apply of the same
+config to a Caddy with Sluice's module: its small constant Caddy config, then the complete
+state into the module.
 
 | Ingresses | objects | Sluice (ms) | (a) informer list (ms) | (b) Caddy load (ms) | Sluice / (a + b) | module: complete state (ms) |
 |---|---|---|---|---|---|---|
@@ -73,7 +73,7 @@ loaded once before).
 
 An Ingress created until the config stream carries it (what a pusher receives: a client of
 the stream that follows the chain, checking every state hash), %d changes one after the
-other; idle, and under a steady churn of unrelated EndpointSlice updates (each adds or removes
+other, 100 ms apart; idle, and under a steady churn of unrelated EndpointSlice updates (each adds or removes
 not-ready endpoints, so each changes the config). Translation is the translator's mean build
 time per published config during the idle measure: the cost of one change, which must not
 grow with the number of Ingresses.

@@ -52,8 +52,12 @@ func ModuleConfig(o RenderOptions) []byte {
 				"http":  obj{"listen": []string{o.HTTPListen}, "routes": routes, "automatic_https": obj{"disable": true}},
 				"https": obj{"listen": []string{o.HTTPSListen}, "routes": routes, "automatic_https": obj{"disable": true}, "tls_connection_policies": []any{obj{}}},
 			}},
-			// Certificates come from the module at handshake time; nothing is issued.
-			"tls": obj{"automation": obj{"policies": []any{obj{"get_certificate": []any{obj{"via": "sluice"}}}}}},
+			// Certificates come from the module at handshake time; nothing is ever issued (the
+			// module's permission refuses on-demand issuance for names it has no certificate for).
+			"tls": obj{"automation": obj{
+				"on_demand": obj{"permission": obj{"module": "sluice"}},
+				"policies":  []any{obj{"get_certificate": []any{obj{"via": "sluice"}}}},
+			}},
 		},
 	}
 	b, _ := json.Marshal(doc) // cannot fail: plain maps and strings

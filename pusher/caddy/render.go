@@ -1,6 +1,6 @@
 // Package caddy is the Caddy data plane of the pusher: it renders a config into one Caddy
 // JSON document and applies it with POST /load, which replaces the whole config or none of
-// it. The request semantics are those of translate.Match: per request, the virtual hosts that
+// it. The request semantics are those of translate.Match (the reference): per request, the virtual hosts that
 // apply are tried in order (the exact host, a one-label wildcard, then the catch-all), each
 // as a subroute whose routes are tried in order; what nothing matches gets a 404. Paths are
 // matched with anchored RE2 expressions (Caddy's own path matcher is case-insensitive, the
@@ -16,8 +16,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
-	"github.com/sluice-io/sluice/translator/translate"
 )
 
 // MetaID is the @id of the object that carries the applied config's identity inside Caddy's
@@ -132,11 +132,11 @@ func Render(cfg *configv1.Config, o RenderOptions) ([]byte, string, error) {
 	return body, fp, err
 }
 
-// orderedHosts puts the virtual hosts in the order requests try them (translate.HostLess);
+// orderedHosts puts the virtual hosts in the order requests try them (contract.HostLess);
 // configs from translate are already in it, others (test doubles) may not be.
 func orderedHosts(vhs []*configv1.VirtualHost) []*configv1.VirtualHost {
 	out := append([]*configv1.VirtualHost(nil), vhs...)
-	sort.SliceStable(out, func(i, j int) bool { return translate.HostLess(out[i].GetHostname(), out[j].GetHostname()) })
+	sort.SliceStable(out, func(i, j int) bool { return contract.HostLess(out[i].GetHostname(), out[j].GetHostname()) })
 	return out
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
 	"github.com/caddyserver/certmagic"
 	"google.golang.org/protobuf/proto"
 
@@ -24,6 +25,7 @@ func init() {
 	caddy.RegisterModule(Router{})
 	caddy.RegisterModule(Upstreams{})
 	caddy.RegisterModule(Certificates{})
+	caddy.RegisterModule(NoIssuance{})
 }
 
 // The admin API paths.
@@ -189,7 +191,26 @@ func (Certificates) GetCertificate(_ context.Context, hello *tls.ClientHelloInfo
 	return nil, nil
 }
 
+// NoIssuance refuses every on-demand certificate (tls.permission.sluice). Caddy turns
+// on-demand TLS on for a policy with a certificate manager, and without a permission module
+// it would then try to obtain a certificate from its default issuers for any server name a
+// client sends that the table has no certificate for: a request to a public CA on a client's
+// behalf (and, offline, a handshake that hangs). With this module the table is the only
+// source of certificates; a name without one fails the handshake at once.
+type NoIssuance struct{}
+
+// CaddyModule returns the Caddy module information.
+func (NoIssuance) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "tls.permission.sluice", New: func() caddy.Module { return NoIssuance{} }}
+}
+
+// CertificateAllowed implements caddytls.OnDemandPermission: never.
+func (NoIssuance) CertificateAllowed(_ context.Context, name string) error {
+	return fmt.Errorf("no certificate for %q in the Sluice table; certificates are never obtained on demand", name)
+}
+
 var (
+	_ caddytls.OnDemandPermission = NoIssuance{}
 	_ caddy.AdminRouter           = Admin{}
 	_ caddyhttp.MiddlewareHandler = Router{}
 	_ reverseproxy.UpstreamSource = Upstreams{}

@@ -4,7 +4,7 @@
 // whole, so a request sees the table before a change or after it, never a mix, and Caddy's
 // own config never changes.
 //
-// It is four Caddy modules around one process-wide store (Caddy loads its admin modules once
+// It is five Caddy modules around one process-wide store (Caddy loads its admin modules once
 // per process, and the table must outlive any config load):
 //   - admin.api.sluice: the pusher's endpoint. PUT /sluice/state replaces the whole state
 //     (a sluice.config.v1.Config, protobuf); POST /sluice/delta applies a ConfigDelta onto the
@@ -23,7 +23,8 @@
 //     written here.
 //   - tls.get_certificate.sluice: the certificate for a handshake's SNI (exact host, then a
 //     one-label wildcard), from the same table, so a new or renewed Secret needs no reload
-//     either.
+//     either; with tls.permission.sluice, which refuses every on-demand issuance, the table
+//     is the only source of certificates.
 package caddymod
 
 import (

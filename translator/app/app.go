@@ -48,7 +48,7 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.IngressClass, "ingress-class", "sluice", "name of the IngressClass this translator serves")
 	fs.StringVar(&s.ControllerName, "controller-name", "sluice.io/ingress-controller", "spec.controller of the IngressClasses this translator serves")
 	fs.BoolVar(&s.WatchIngressWithoutClass, "watch-ingress-without-class", false, "also serve Ingresses without a class when no IngressClass is the default")
-	fs.DurationVar(&s.Holdoff, "holdoff", 50*time.Millisecond, "quiet time after a change before a config is built (coalesces bursts)")
+	fs.DurationVar(&s.Holdoff, "holdoff", 10*time.Millisecond, "quiet time after a change before a config is built (coalesces bursts); a change after a quiet holdoff is built at once")
 	fs.DurationVar(&s.MaxDelay, "max-delay", 500*time.Millisecond, "longest a change waits for a config while changes keep coming")
 	fs.StringVar(&s.PublishService, "publish-service", "", "namespace/name of the proxy's Service: its status.loadBalancer and externalIPs become every served Ingress's status.loadBalancer")
 	fs.StringSliceVar(&s.PublishAddresses, "publish-address", nil, "the proxy's addresses (IPs or hostnames) to put in every served Ingress's status.loadBalancer, instead of --publish-service")

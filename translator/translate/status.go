@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
@@ -107,29 +106,8 @@ func publishedAddresses(opts Options, service func(nsName) *corev1.Service) ([]*
 			out = append(out, &watchv1.LoadBalancerIngress{Hostname: a})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Ip != out[j].Ip {
-			return out[i].Ip < out[j].Ip
-		}
-		return out[i].Hostname < out[j].Hostname
-	})
+	contract.SortLoadBalancer(out)
 	return out, true
-}
-
-// LoadBalancerOf returns an Ingress's status.loadBalancer.ingress in the form Statuses uses,
-// sorted, so that the two compare.
-func LoadBalancerOf(ing *networkingv1.Ingress) []*watchv1.LoadBalancerIngress {
-	var out []*watchv1.LoadBalancerIngress
-	for _, i := range ing.Status.LoadBalancer.Ingress {
-		out = append(out, &watchv1.LoadBalancerIngress{Ip: i.IP, Hostname: i.Hostname})
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Ip != out[j].Ip {
-			return out[i].Ip < out[j].Ip
-		}
-		return out[i].Hostname < out[j].Hostname
-	})
-	return out
 }
 
 func statusFinding(f *configv1.Finding) *watchv1.StatusFinding {

@@ -25,10 +25,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/fifo"
 	"github.com/sluice-io/sluice/internal/watchstream"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
-	"github.com/sluice-io/sluice/translator/translate"
 	"github.com/sluice-io/sluice/watcher/store"
 )
 
@@ -317,14 +317,14 @@ func (w *Writer) evaluate(k key, fromReport bool) {
 			break // the report is about an earlier object of that name: wait for a new one
 		}
 		w.announce(k, ing, d.GetFindings())
-		if d.GetManageLoadBalancer() && !sameAddresses(translate.LoadBalancerOf(ing), d.GetLoadBalancer()) {
+		if d.GetManageLoadBalancer() && !sameAddresses(loadBalancerOf(ing), d.GetLoadBalancer()) {
 			want, write = d.GetLoadBalancer(), true
 		}
 	default:
 		// Kept until the Ingress shows exactly those addresses (the store may not have seen
 		// the write that set them yet) or shows none; addresses others set are left alone.
 		if rel, ok := w.released[k]; ok {
-			switch cur := translate.LoadBalancerOf(ing); {
+			switch cur := loadBalancerOf(ing); {
 			case len(cur) == 0:
 				delete(w.released, k)
 			case sameAddresses(cur, rel):
@@ -498,7 +498,7 @@ func (w *Writer) write(ctx context.Context, k key, in intent) error {
 			w.cfg.Metrics.StatusWrite("gone")
 			return nil
 		}
-		if sameAddresses(translate.LoadBalancerOf(fresh), in.lb) {
+		if sameAddresses(loadBalancerOf(fresh), in.lb) {
 			w.cfg.Metrics.StatusWrite("skipped")
 			return nil
 		}
@@ -542,3 +542,14 @@ type nopMetrics struct{}
 func (nopMetrics) SetStatusPending(int)     {}
 func (nopMetrics) StatusWrite(string)       {}
 func (nopMetrics) Event(typ, result string) {}
+
+// loadBalancerOf is an Ingress's status.loadBalancer.ingress in the form translators report
+// it (contract.SortLoadBalancer), so that the two compare.
+func loadBalancerOf(ing *networkingv1.Ingress) []*watchv1.LoadBalancerIngress {
+	var out []*watchv1.LoadBalancerIngress
+	for _, i := range ing.Status.LoadBalancer.Ingress {
+		out = append(out, &watchv1.LoadBalancerIngress{Ip: i.IP, Hostname: i.Hostname})
+	}
+	contract.SortLoadBalancer(out)
+	return out
+}
