@@ -94,8 +94,9 @@ type Result struct {
 	ConfigBytesPerChange float64 `json:"config_bytes_per_change"`
 	ObjectBytes          float64 `json:"changed_object_bytes"`
 
-	Profile string `json:"profile_top,omitempty"`
-	Date    string `json:"-"` // of a baseline: when it was measured
+	Profile string            `json:"profile_top,omitempty"`
+	Heap    map[string]string `json:"heap_top,omitempty"` // process -> pprof -top of its in-use heap
+	Date    string            `json:"-"`                  // of a baseline: when it was measured
 }
 
 type env struct {
@@ -501,6 +502,15 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 		r.Profile = string(out)
 	}
 	r.ChangeCaddyMs = median(loads)
+	// Where the bytes go: the in-use heap of each process after the change measures.
+	r.Heap = map[string]string{}
+	for name, addr := range map[string]string{"watcher": st.WatcherHTTP, "translator": st.TranslatorHTTP, "pusher": st.PusherHTTP} {
+		path := filepath.Join(profDir, fmt.Sprintf("%s-heap-%d.pprof", name, size))
+		if err := fetch("http://"+addr+"/debug/pprof/heap", path); err == nil {
+			out, _ := exec.Command("go", "tool", "pprof", "-top", "-nodecount=8", "-sample_index=inuse_space", path).Output()
+			r.Heap[name] = string(out)
+		}
+	}
 	for _, p := range []*testenv.Process{st.Watcher, st.Translator, st.Pusher, st.Caddy.Process()} {
 		r.RSS[p.Name()] = map[string]float64{"steady": p.RSS("VmRSS") / 1024, "peak": p.RSS("VmHWM") / 1024}
 	}

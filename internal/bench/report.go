@@ -121,14 +121,33 @@ Caddy `+"`/load`"+` of a config of that size: what every change cost before the 
 		}
 		b.WriteString("\n")
 	}
+	last := rs[len(rs)-1]
+	fmt.Fprintf(&b, "\nWhere the bytes go at %d Ingresses: the in-use heap of each process after the change measures\n(`go tool pprof -top -sample_index=inuse_space`; RSS is about twice the live heap with Go's default GOGC).\n", last.Ingresses)
+	for _, p := range []string{"watcher", "translator", "pusher"} {
+		if h := last.Heap[p]; h != "" {
+			fmt.Fprintf(&b, "\n%s:\n\n```\n%s\n```\n", p, heapTop(h))
+		}
+	}
 	b.WriteString("\n## Bytes on the wire per change\n\nFor one Ingress created (idle measure): serialized bytes on the watch stream (watcher to\ntranslator) and on one config stream (translator to a pusher), against the size of the\nchanged object (protobuf, managedFields stripped).\n\n| Ingresses | changed object | watch stream | config stream | config stream / object |\n|---|---|---|---|---|\n")
 	for _, r := range rs {
 		fmt.Fprintf(&b, "| %d | %.0f B | %.0f B | %s | %.1fx |\n", r.Ingresses, r.ObjectBytes, r.WatchBytesPerChange,
 			was(r.Ingresses, r.ConfigBytesPerChange, func(o Result) float64 { return o.ConfigBytesPerChange }, "%.0f B"), r.ConfigBytesPerChange/r.ObjectBytes)
 	}
 	b.WriteString("\n## Profiles\n\nCPU profile of the translator during the churn measure (the files are in `.bench/`, not in\ngit); the top of the largest size:\n\n```\n")
-	last := rs[len(rs)-1]
 	b.WriteString(strings.TrimSpace(last.Profile))
 	b.WriteString("\n```\n")
 	return b.String()
+}
+
+// heapTop keeps the summary and the table of a pprof -top output, without its header of
+// file names and build ids.
+func heapTop(out string) string {
+	var keep []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(l, "File:") || strings.HasPrefix(l, "Build ID:") || strings.HasPrefix(l, "Type:") || strings.HasPrefix(l, "Time:") {
+			continue
+		}
+		keep = append(keep, l)
+	}
+	return strings.Join(keep, "\n")
 }

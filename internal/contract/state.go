@@ -119,6 +119,21 @@ func NewState() *State {
 	return s
 }
 
+// Clone returns a copy of the state that shares its (immutable) resources and digests: what
+// another owner can take without serialising anything again. Changes not yet taken as a
+// delta are not part of the copy's pending delta.
+func (s *State) Clone() *State {
+	c := NewState()
+	for t := range s.m {
+		c.m[t] = make(map[string]entry, len(s.m[t]))
+		for k, e := range s.m[t] {
+			c.m[t][k] = e
+		}
+	}
+	c.sum = s.sum
+	return c
+}
+
 // Hash is the state hash of the state.
 func (s *State) Hash() string { return s.sum.hash() }
 

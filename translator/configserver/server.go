@@ -106,11 +106,11 @@ func (s *Server) NewEpoch(epoch string) {
 	s.signalLocked()
 }
 
-// Publish makes cfg, a complete config, the first of its epoch; the marker names it.
-func (s *Server) Publish(cfg *configv1.Config) {
-	st, err := contract.FromResources(cfg.GetResources(), cfg.GetHash())
-	if err != nil {
-		s.log.Error("the translator built a config that does not match its hash; not published", "version", cfg.GetVersion(), "error", err)
+// Publish makes cfg, a complete config, the first of its epoch; the marker names it. st is
+// cfg's state (the engine's, cloned), which the server keeps and changes from then on.
+func (s *Server) Publish(cfg *configv1.Config, st *contract.State) {
+	if st.Hash() != cfg.GetHash() {
+		s.log.Error("the translator built a config that does not match its hash; not published", "version", cfg.GetVersion(), "hash", cfg.GetHash(), "state", st.Hash())
 		return
 	}
 	s.mu.Lock()

@@ -57,7 +57,7 @@ func (src *source) first(s *Server) {
 	}
 	src.st.TakeDelta()
 	s.NewEpoch(src.epoch)
-	s.Publish(&configv1.Config{Epoch: src.epoch, Version: 1, Hash: src.st.Hash(), Resources: src.st.Resources()})
+	s.Publish(&configv1.Config{Epoch: src.epoch, Version: 1, Hash: src.st.Hash(), Resources: src.st.Resources()}, src.st.Clone())
 }
 
 // next publishes one delta: host i upserted (changed), and host j removed when held.

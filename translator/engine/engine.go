@@ -41,8 +41,9 @@ type WatchClient interface {
 type Publisher interface {
 	// NewEpoch starts a new epoch: nothing of it is complete until its first config.
 	NewEpoch(epoch string)
-	// Publish makes cfg, a complete config, the first of its epoch; the marker names it.
-	Publish(cfg *configv1.Config)
+	// Publish makes cfg, a complete config, the first of its epoch; the marker names it. st
+	// is cfg's state, the publisher's to keep (so that it need not digest cfg again).
+	Publish(cfg *configv1.Config, st *contract.State)
 	// PublishDelta makes the version d describes the newest of its epoch.
 	PublishDelta(d *configv1.ConfigDelta)
 }
@@ -328,7 +329,7 @@ func (e *Engine) build(first bool) {
 	hash := st.Hash()
 	if first {
 		e.cfg.Publisher.Publish(&configv1.Config{Epoch: e.epoch, Version: e.version, Hash: hash,
-			WatcherEpoch: e.mirror.Epoch(), WatcherRevision: e.mirror.Revision(), Resources: st.Resources()})
+			WatcherEpoch: e.mirror.Epoch(), WatcherRevision: e.mirror.Revision(), Resources: st.Resources()}, st.Clone())
 	} else {
 		delta.Epoch, delta.Version, delta.BaseVersion, delta.Hash = e.epoch, e.version, e.version-1, hash
 		delta.WatcherEpoch, delta.WatcherRevision = e.mirror.Epoch(), e.mirror.Revision()

@@ -102,7 +102,8 @@ func (r *recorder) NewEpoch(e string) {
 	r.signal()
 }
 
-func (r *recorder) Publish(c *configv1.Config) {
+func (r *recorder) Publish(c *configv1.Config, _ *contract.State) {
+	// Rebuilt from the resources, so that the config itself is checked against its hash.
 	st, err := contract.FromResources(c.GetResources(), c.GetHash())
 	r.mu.Lock()
 	if err != nil {

@@ -75,6 +75,7 @@ type Translator struct {
 	dirtyCerts     set[string]
 	dirtyFindings  set[string] // findings keys
 	statusDirty    set[nsName] // Ingresses whose status may have changed (TakeStatusChanges)
+	rebuilt        set[string] // backends built in this Build (each once: the inputs do not change within it)
 
 	out *contract.State
 }
@@ -167,7 +168,7 @@ func New(opts Options) *Translator {
 		backendRefs: map[string]int{}, certRefs: map[string]int{},
 		dirtyIngresses: set[nsName]{}, dirtySecrets: set[nsName]{}, dirtyServices: set[nsName]{},
 		dirtyHosts: set[string]{}, dirtyBackends: set[string]{}, dirtyCerts: set[string]{}, dirtyFindings: set[string]{},
-		statusDirty: set[nsName]{},
+		statusDirty: set[nsName]{}, rebuilt: set[string]{},
 		out:         contract.NewState(),
 	}
 }
@@ -354,6 +355,7 @@ func (t *Translator) Build() {
 	}
 	t.dirtyIngresses, t.dirtySecrets, t.dirtyServices = set[nsName]{}, set[nsName]{}, set[nsName]{}
 	t.dirtyHosts, t.dirtyBackends, t.dirtyCerts, t.dirtyFindings = set[string]{}, set[string]{}, set[string]{}, set[string]{}
+	t.rebuilt = set[string]{}
 }
 
 // expire re-checks the certificates whose notAfter has passed since they were read.
@@ -617,6 +619,10 @@ func parseBackendName(name string) (nsName, int32) {
 // rebuildBackend builds backend name from its Service and EndpointSlices. A change in
 // whether it has ready endpoints changes the findings of every Ingress referring to it.
 func (t *Translator) rebuildBackend(name string) {
+	if _, ok := t.rebuilt[name]; ok {
+		return
+	}
+	t.rebuilt.add(name)
 	sk, port := parseBackendName(name)
 	old := t.backends[name]
 	nb := buildBackend(t.services[sk], port, t.bySvc[sk])
