@@ -169,7 +169,7 @@ func New(opts Options) *Translator {
 		dirtyIngresses: set[nsName]{}, dirtySecrets: set[nsName]{}, dirtyServices: set[nsName]{},
 		dirtyHosts: set[string]{}, dirtyBackends: set[string]{}, dirtyCerts: set[string]{}, dirtyFindings: set[string]{},
 		statusDirty: set[nsName]{}, rebuilt: set[string]{},
-		out:         contract.NewState(),
+		out: contract.NewState(),
 	}
 }
 
