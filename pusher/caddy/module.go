@@ -157,13 +157,9 @@ type ModuleState struct {
 
 func (m *ModuleTarget) state(ctx context.Context) (ModuleState, error) {
 	var info ModuleState
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.t.base+modulePathState, nil)
+	resp, err := m.get(ctx, modulePathState)
 	if err != nil {
 		return info, err
-	}
-	resp, err := m.t.client.Do(req)
-	if err != nil {
-		return info, fmt.Errorf("caddy admin: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -174,20 +170,29 @@ func (m *ModuleTarget) state(ctx context.Context) (ModuleState, error) {
 
 // baseLoaded reports whether Caddy runs the module's constant config.
 func (m *ModuleTarget) baseLoaded(ctx context.Context) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.t.base+"/config/", nil)
+	resp, err := m.get(ctx, "/config/")
 	if err != nil {
 		return false, err
 	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("caddy admin: %s: %s", resp.Status, errorText(resp))
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return sameJSON(body, m.base), nil
+}
+
+// get asks Caddy's admin API; the caller closes the body.
+func (m *ModuleTarget) get(ctx context.Context, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.t.base+path, nil)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := m.t.client.Do(req)
 	if err != nil {
-		return false, fmt.Errorf("caddy admin: %w", err)
+		return nil, fmt.Errorf("caddy admin: %w", err)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		return false, fmt.Errorf("caddy admin: %s: %s", resp.Status, strings.TrimSpace(string(body)))
-	}
-	return sameJSON(body, m.base), nil
+	return resp, nil
 }
 
 func sameJSON(a, b []byte) bool {
@@ -206,13 +211,9 @@ func HasModule(ctx context.Context, cfg Config) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.t.base+modulePathState, nil)
+	resp, err := m.get(ctx, modulePathState)
 	if err != nil {
 		return false, err
-	}
-	resp, err := m.t.client.Do(req)
-	if err != nil {
-		return false, fmt.Errorf("caddy admin: %w", err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
