@@ -185,19 +185,6 @@ func (s *State) Remove(t Type, key string) bool {
 	return true
 }
 
-// Dirty reports whether anything changed since the last TakeDelta.
-func (s *State) Dirty() bool {
-	for t := range s.touched {
-		for key, was := range s.touched[t] {
-			e, has := s.m[t][key]
-			if was.had != has || (has && e.digest != was.digest) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // TakeDelta returns the net change since the last TakeDelta (resources only: the caller
 // sets the versions and the hash) and starts a new one; nil when nothing changed.
 func (s *State) TakeDelta() *configv1.ConfigDelta {
