@@ -174,9 +174,10 @@ func TestSlowClientGetsOneMergedDeltaOrTheCompleteState(t *testing.T) {
 		}
 	}
 
-	// Further behind than the history: the complete state.
+	// Further behind than the history: the complete state. (The fast client keeps up.)
 	for v := range maxHistory + 5 {
 		src.next(s, v, v+11)
+		fast.readUntil(src.version)
 	}
 	s.mu.Lock()
 	next = s.nextLocked(1)
