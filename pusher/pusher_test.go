@@ -178,21 +178,14 @@ func startPusherOn(t testing.TB, stock bool, translatorAddr string, extra ...str
 	return &env{caddy: cd, pusher: p, httpAddr: a[1], target: target, args: args}
 }
 
-// caddyHash is the fingerprint of the config Caddy runs ("" for none of ours), asked again
-// for a while when Caddy's admin API does not answer (it restarts its listener on a load).
+// caddyHash is the fingerprint of the config Caddy runs ("" for none of ours).
 func (e *env) caddyHash(t *testing.T) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		fp, err := e.target.Current(context.Background())
-		if err == nil {
-			return fp
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	fp, err := caddy.CurrentWithin(context.Background(), e.target, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return fp
 }
 
 // fp is the fingerprint Caddy runs for cfg.
@@ -376,24 +369,30 @@ func deltaTo(t *testing.T, from *configv1.Config, version uint64, host string, b
 // another base breaks the chain: the pusher asks for the complete state (Resync) and applies
 // nothing from the broken chain until it comes; a version older than the one applied is
 // never applied.
-func TestDeltaChainResyncAndNeverBack(t *testing.T) {
+// servingOne starts two backends, a scripted translator and a pusher on Caddy with the
+// module, and has Caddy serve host from the first backend at version 1 of epoch e1.
+func servingOne(t *testing.T, host string) (b1, b2 *testenv.Backend, fake *fakeTranslator, e *env, s *fakeStream, v1 *configv1.Config) {
+	t.Helper()
 	n := testenv.SharedNet(t)
-	b1, err := n.StartBackend("one")
-	if err != nil {
+	var err error
+	if b1, err = n.StartBackend("one"); err != nil {
 		t.Fatal(err)
 	}
-	b2, err := n.StartBackend("two")
-	if err != nil {
+	if b2, err = n.StartBackend("two"); err != nil {
 		t.Fatal(err)
 	}
 	fake, addr := startFake(t)
-	e := startPusher(t, addr)
-	s := fake.nextStream(t)
-
-	v1 := simpleConfig("e1", 1, "a.example.com", b1)
+	e = startPusher(t, addr)
+	s = fake.nextStream(t)
+	v1 = simpleConfig("e1", 1, host, b1)
 	_ = s.send(marker("e1", 1))
 	_ = s.send(configMsg(v1))
 	e.waitConfig(t, v1)
+	return b1, b2, fake, e, s, v1
+}
+
+func TestDeltaChainResyncAndNeverBack(t *testing.T) {
+	b1, b2, fake, e, s, v1 := servingOne(t, "a.example.com")
 
 	d2, st2 := deltaTo(t, v1, 2, "b.example.com", b2)
 	v2 := &configv1.Config{Epoch: "e1", Version: 2, Hash: st2.Hash(), Resources: st2.Resources()}
@@ -636,22 +635,7 @@ func getTLS(t *testing.T, port int, host, path string) string {
 // the module swaps its table in place and Caddy never reloads; its own config
 // (GET /config/) stays byte-identical throughout.
 func TestModuleChangesRoutesInPlaceWithoutReload(t *testing.T) {
-	n := testenv.SharedNet(t)
-	one, err := n.StartBackend("one")
-	if err != nil {
-		t.Fatal(err)
-	}
-	two, err := n.StartBackend("two")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake, addr := startFake(t)
-	e := startPusher(t, addr)
-	s := fake.nextStream(t)
-	v1 := simpleConfig("e1", 1, "keep.example.com", one)
-	_ = s.send(marker("e1", 1))
-	_ = s.send(configMsg(v1))
-	e.waitConfig(t, v1)
+	one, two, fake, e, s, v1 := servingOne(t, "keep.example.com")
 	configBefore := e.caddyConfig(t)
 
 	var dials int

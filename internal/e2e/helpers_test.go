@@ -185,21 +185,14 @@ func (w *world) waitServed(from, n int, d time.Duration) {
 	}
 }
 
-// caddyHash is the state hash of what Caddy's module routes by ("" for none), asked again
-// for a while when Caddy's admin API does not answer (a restarted Caddy).
+// caddyHash is the state hash of what Caddy's module routes by ("" for none).
 func (w *world) caddyHash() string {
 	w.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		fp, err := w.target.Current(context.Background())
-		if err == nil {
-			return fp
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	fp, err := caddy.CurrentWithin(context.Background(), w.target, 10*time.Second)
+	if err != nil {
+		w.t.Fatal(err)
 	}
+	return fp
 }
 
 // expectedHash computes, independently of the watcher and translator, what Caddy must run

@@ -173,6 +173,14 @@ func (e *RejectedError) Rejected() bool { return true }
 // answer: Caddy restarts its admin listener when a load changes the admin section, and a
 // restarted Caddy takes a moment to listen.
 func (t *Target) CurrentWithin(ctx context.Context, within time.Duration) (string, error) {
+	return CurrentWithin(ctx, t, within)
+}
+
+// CurrentWithin asks a target (stock or module) what Caddy runs, again for up to `within`
+// while Caddy's admin API does not answer.
+func CurrentWithin(ctx context.Context, t interface {
+	Current(context.Context) (string, error)
+}, within time.Duration) (string, error) {
 	deadline := time.Now().Add(within)
 	for {
 		fp, err := t.Current(ctx)
