@@ -188,34 +188,23 @@ func (s *State) Remove(t Type, key string) bool {
 // TakeDelta returns the net change since the last TakeDelta (resources only: the caller
 // sets the versions and the hash) and starts a new one; nil when nothing changed.
 func (s *State) TakeDelta() *configv1.ConfigDelta {
-	d := &configv1.ConfigDelta{}
-	changed := false
+	var changes []Change
 	for t := Type(0); t < numTypes; t++ {
-		keys := make([]string, 0, len(s.touched[t]))
-		for k := range s.touched[t] {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, key := range keys {
-			was := s.touched[t][key]
+		for key, was := range s.touched[t] {
 			e, has := s.m[t][key]
 			switch {
 			case has && (!was.had || e.digest != was.digest):
-				addUpsert(d, t, e.msg)
+				changes = append(changes, Change{t, key, e.msg})
 			case !has && was.had:
-				addRemoval(d, t, key)
-			default:
-				continue
+				changes = append(changes, Change{t, key, nil})
 			}
-			changed = true
 		}
 		s.touched[t] = map[string]touch{}
 	}
-	if !changed {
+	if len(changes) == 0 {
 		return nil
 	}
-	sortDelta(d)
-	return d
+	return DeltaOf(changes)
 }
 
 func addUpsert(d *configv1.ConfigDelta, t Type, m proto.Message) {
@@ -327,45 +316,8 @@ func DeltaOf(changes []Change) *configv1.ConfigDelta {
 // It is atomic: on any error (a key removed that is not held, a key given twice, a resource
 // without a key, a different resulting hash) the state is unchanged.
 func (s *State) ApplyDelta(d *configv1.ConfigDelta) error {
-	changes, err := Changes(d)
-	if err != nil {
-		return err
-	}
-	seen := [numTypes]map[string]bool{}
-	for t := range seen {
-		seen[t] = map[string]bool{}
-	}
-	digests := make([][32]byte, len(changes))
-	next := s.sum
-	for i, c := range changes {
-		if seen[c.Type][c.Key] {
-			return fmt.Errorf("%w: %s %q appears twice in the delta", ErrBrokenChain, c.Type, c.Key)
-		}
-		seen[c.Type][c.Key] = true
-		old, had := s.m[c.Type][c.Key]
-		if c.Msg == nil && !had {
-			return fmt.Errorf("%w: the delta removes %s %q, which is not held", ErrBrokenChain, c.Type, c.Key)
-		}
-		if had {
-			next.sub(old.digest)
-		}
-		if c.Msg != nil {
-			digests[i] = digest(c.Type, c.Key, c.Msg)
-			next.add(digests[i])
-		}
-	}
-	if got := next.hash(); got != d.GetHash() {
-		return fmt.Errorf("%w: the state after the delta has hash %.12s, the delta says %.12s", ErrBrokenChain, got, d.GetHash())
-	}
-	for i, c := range changes {
-		if c.Msg == nil {
-			delete(s.m[c.Type], c.Key)
-		} else {
-			s.m[c.Type][c.Key] = entry{msg: c.Msg, digest: digests[i]}
-		}
-	}
-	s.sum = next
-	return nil
+	_, err := s.Apply(d)
+	return err
 }
 
 // Applied is a delta that was applied, with, per type, the keys it added (that its base did
@@ -382,17 +334,45 @@ func (s *State) Apply(d *configv1.ConfigDelta) (Applied, error) {
 		return Applied{}, err
 	}
 	a := Applied{Delta: d, Added: map[Type]map[string]bool{}}
-	for _, c := range changes {
-		if c.Msg != nil && !s.Has(c.Type, c.Key) {
+	seen := [numTypes]map[string]bool{}
+	for t := range seen {
+		seen[t] = map[string]bool{}
+	}
+	digests := make([][32]byte, len(changes))
+	next := s.sum
+	for i, c := range changes {
+		if seen[c.Type][c.Key] {
+			return Applied{}, fmt.Errorf("%w: %s %q appears twice in the delta", ErrBrokenChain, c.Type, c.Key)
+		}
+		seen[c.Type][c.Key] = true
+		old, had := s.m[c.Type][c.Key]
+		if c.Msg == nil && !had {
+			return Applied{}, fmt.Errorf("%w: the delta removes %s %q, which is not held", ErrBrokenChain, c.Type, c.Key)
+		}
+		if had {
+			next.sub(old.digest)
+		} else {
 			if a.Added[c.Type] == nil {
 				a.Added[c.Type] = map[string]bool{}
 			}
 			a.Added[c.Type][c.Key] = true
 		}
+		if c.Msg != nil {
+			digests[i] = digest(c.Type, c.Key, c.Msg)
+			next.add(digests[i])
+		}
 	}
-	if err := s.ApplyDelta(d); err != nil {
-		return Applied{}, err
+	if got := next.hash(); got != d.GetHash() {
+		return Applied{}, fmt.Errorf("%w: the state after the delta has hash %.12s, the delta says %.12s", ErrBrokenChain, got, d.GetHash())
 	}
+	for i, c := range changes {
+		if c.Msg == nil {
+			delete(s.m[c.Type], c.Key)
+		} else {
+			s.m[c.Type][c.Key] = entry{msg: c.Msg, digest: digests[i]}
+		}
+	}
+	s.sum = next
 	return a, nil
 }
 
@@ -438,32 +418,36 @@ func Merge(as []Applied) *configv1.ConfigDelta {
 // it must have. Duplicate keys are an error.
 func FromResources(r *configv1.Resources, want string) (*State, error) {
 	s := NewState()
-	put := func(t Type, key string, m proto.Message) error {
+	// add puts without recording a pending delta: a complete state is nobody's change.
+	add := func(t Type, key string, m proto.Message) error {
 		if s.Has(t, key) {
 			return fmt.Errorf("%w: %s %q appears twice in the config", ErrBrokenChain, t, key)
 		}
-		s.Put(t, key, m)
+		d := digest(t, key, m)
+		s.m[t][key] = entry{msg: m, digest: d}
+		s.sum.add(d)
 		return nil
 	}
 	for _, vh := range r.GetVirtualHosts() {
-		if err := put(VirtualHosts, vh.GetHostname(), vh); err != nil {
+		if err := add(VirtualHosts, vh.GetHostname(), vh); err != nil {
 			return nil, err
 		}
 	}
 	for _, b := range r.GetBackends() {
-		if err := put(Backends, b.GetName(), b); err != nil {
+		if err := add(Backends, b.GetName(), b); err != nil {
 			return nil, err
 		}
 	}
 	for _, c := range r.GetCertificates() {
-		if err := put(Certificates, c.GetName(), c); err != nil {
+		if err := add(Certificates, c.GetName(), c); err != nil {
 			return nil, err
 		}
 	}
 	for _, g := range GroupFindings(r.GetFindings()) {
-		s.Put(Findings, KeyOfObject(g.GetObject()), g)
+		if err := add(Findings, KeyOfObject(g.GetObject()), g); err != nil {
+			return nil, err
+		}
 	}
-	s.touched = NewState().touched
 	if want != "" && s.Hash() != want {
 		return nil, fmt.Errorf("%w: the config has hash %.12s, it says %.12s", ErrBrokenChain, s.Hash(), want)
 	}

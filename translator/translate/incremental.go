@@ -639,6 +639,7 @@ func (t *Translator) rebuildBackend(name string) {
 func (t *Translator) dropBackend(name string) {
 	sk, _ := parseBackendName(name)
 	delete(t.backends, name)
+	delete(t.rebuilt, name) // a backend dropped and needed again within one Build is built again
 	removeFrom(t.svcBackends, sk, name)
 	t.dirtyBackends.add(name)
 }
