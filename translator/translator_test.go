@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -29,7 +28,7 @@ type configFollower struct {
 	mu      sync.Mutex
 	markers []*configv1.InitialSyncComplete
 	configs []*configv1.Config
-	state   *contract.State // the chain, as a pusher keeps it
+	chain   contract.Chain // followed as a pusher follows it
 	errs    []error
 	changed chan struct{}
 	client  configv1.ConfigServiceClient
@@ -71,23 +70,12 @@ func followConfig(t *testing.T, addr string) *configFollower {
 				f.markers = append(f.markers, mk)
 			}
 			// Follow the chain as a pusher does: the complete state, then deltas onto it.
-			c := m.GetConfig()
-			if c != nil {
-				st, err := contract.FromResources(c.GetResources(), c.GetHash())
-				if err != nil {
-					f.errs = append(f.errs, err)
-				}
-				f.state = st
-			}
-			if d := m.GetDelta(); d != nil {
-				if f.state == nil || f.configs[len(f.configs)-1].GetVersion() != d.GetBaseVersion() {
-					f.errs = append(f.errs, fmt.Errorf("delta %d onto %d, which the follower does not hold", d.GetVersion(), d.GetBaseVersion()))
-				} else if err := f.state.ApplyDelta(d); err != nil {
-					f.errs = append(f.errs, err)
-				} else {
-					c = &configv1.Config{Epoch: d.GetEpoch(), Version: d.GetVersion(), Hash: d.GetHash(), WatcherEpoch: d.GetWatcherEpoch(),
-						WatcherRevision: d.GetWatcherRevision(), Resources: f.state.Resources()}
-				}
+			var c *configv1.Config
+			if v, err := f.chain.Receive(m); err != nil {
+				f.errs = append(f.errs, err)
+			} else if v != nil {
+				c = contract.RefOf(v)
+				c.Resources = f.chain.State.Resources()
 			}
 			if c != nil {
 				f.configs = append(f.configs, c)

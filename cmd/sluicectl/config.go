@@ -205,8 +205,7 @@ func watchConfig(ctx context.Context, c configv1.ConfigServiceClient, addr strin
 		PusherId: fmt.Sprintf("sluicectl-%s-%d", host, os.Getpid()), DataPlane: configv1.DataPlaneKind_DATA_PLANE_KIND_NONE}}}); err != nil {
 		return fmt.Errorf("%s: %w", addr, err)
 	}
-	var chain *contract.State
-	var held uint64
+	var chain contract.Chain
 	versions := 0
 	for count == 0 || versions < count {
 		m, err := stream.Recv()
@@ -221,39 +220,28 @@ func watchConfig(ctx context.Context, c configv1.ConfigServiceClient, addr strin
 				return err
 			}
 		}
+		v, err := chain.Receive(m)
+		if err != nil {
+			return err
+		}
+		if v != nil {
+			versions++
+		}
+		if asJSON {
+			continue
+		}
 		size := proto.Size(m)
 		switch msg := m.GetMessage().(type) {
 		case *configv1.StreamConfigResponse_InitialSyncComplete:
 			mk := msg.InitialSyncComplete
-			chain, held = nil, 0
-			if !asJSON {
-				fmt.Fprintf(stdout, "marker: epoch %s, complete from version %d (watcher %s revision %d)\n", mk.GetEpoch(), mk.GetVersion(), mk.GetWatcherEpoch(), mk.GetWatcherRevision())
-			}
+			fmt.Fprintf(stdout, "marker: epoch %s, complete from version %d (watcher %s revision %d)\n", mk.GetEpoch(), mk.GetVersion(), mk.GetWatcherEpoch(), mk.GetWatcherRevision())
 		case *configv1.StreamConfigResponse_Config:
-			cfg := msg.Config
-			chain, err = contract.FromResources(cfg.GetResources(), cfg.GetHash())
-			if err != nil {
-				return fmt.Errorf("version %d: %w", cfg.GetVersion(), err)
-			}
-			held = cfg.GetVersion()
-			versions++
-			if !asJSON {
-				fmt.Fprintf(stdout, "version %d complete, hash %.12s, %d bytes: %d virtual hosts, %d backends, %d certificates, %d objects with findings\n",
-					cfg.GetVersion(), cfg.GetHash(), size, chain.Len(contract.VirtualHosts), chain.Len(contract.Backends), chain.Len(contract.Certificates), chain.Len(contract.Findings))
-			}
+			st := chain.State
+			fmt.Fprintf(stdout, "version %d complete, hash %.12s, %d bytes: %d virtual hosts, %d backends, %d certificates, %d objects with findings\n",
+				v.GetVersion(), v.GetHash(), size, st.Len(contract.VirtualHosts), st.Len(contract.Backends), st.Len(contract.Certificates), st.Len(contract.Findings))
 		case *configv1.StreamConfigResponse_Delta:
 			d := msg.Delta
-			if chain == nil || d.GetBaseVersion() != held {
-				return fmt.Errorf("version %d: a delta onto version %d, but version %d is held", d.GetVersion(), d.GetBaseVersion(), held)
-			}
-			if err := chain.ApplyDelta(d); err != nil {
-				return fmt.Errorf("version %d: %w", d.GetVersion(), err)
-			}
-			held = d.GetVersion()
-			versions++
-			if !asJSON {
-				fmt.Fprintf(stdout, "version %d onto %d, hash %.12s, %d bytes:%s\n", d.GetVersion(), d.GetBaseVersion(), d.GetHash(), size, describeDelta(d))
-			}
+			fmt.Fprintf(stdout, "version %d onto %d, hash %.12s, %d bytes:%s\n", d.GetVersion(), d.GetBaseVersion(), d.GetHash(), size, describeDelta(d))
 		}
 	}
 	return nil

@@ -546,36 +546,23 @@ func follow(ctx context.Context, addr string) (*follower, error) {
 	f := &follower{arrived: map[string]time.Time{}, changed: make(chan struct{}, 1)}
 	go func() {
 		defer conn.Close()
-		var chain *contract.State
+		var chain contract.Chain
 		for {
 			m, err := stream.Recv()
 			now := time.Now()
+			if err == nil {
+				_, err = chain.Receive(m)
+			}
 			if err != nil {
 				f.fail(err)
 				return
 			}
 			var hosts []string
-			switch msg := m.GetMessage().(type) {
-			case *configv1.StreamConfigResponse_Config:
-				if chain, err = contract.FromResources(msg.Config.GetResources(), msg.Config.GetHash()); err != nil {
-					f.fail(err)
-					return
-				}
-				for _, vh := range msg.Config.GetResources().GetVirtualHosts() {
-					hosts = append(hosts, vh.GetHostname())
-				}
-			case *configv1.StreamConfigResponse_Delta:
-				if chain == nil {
-					f.fail(fmt.Errorf("a delta before the complete state"))
-					return
-				}
-				if err := chain.ApplyDelta(msg.Delta); err != nil {
-					f.fail(err)
-					return
-				}
-				for _, vh := range msg.Delta.GetVirtualHosts() {
-					hosts = append(hosts, vh.GetHostname())
-				}
+			for _, vh := range m.GetConfig().GetResources().GetVirtualHosts() {
+				hosts = append(hosts, vh.GetHostname())
+			}
+			for _, vh := range m.GetDelta().GetVirtualHosts() {
+				hosts = append(hosts, vh.GetHostname())
 			}
 			f.mu.Lock()
 			f.bytes += float64(proto.Size(m))

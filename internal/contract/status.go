@@ -16,3 +16,16 @@ func SortLoadBalancer(lbs []*watchv1.LoadBalancerIngress) {
 		return lbs[i].GetHostname() < lbs[j].GetHostname()
 	})
 }
+
+// SameLoadBalancer reports whether two sorted load-balancer lists name the same addresses.
+func SameLoadBalancer(a, b []*watchv1.LoadBalancerIngress) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].GetIp() != b[i].GetIp() || a[i].GetHostname() != b[i].GetHostname() {
+			return false
+		}
+	}
+	return true
+}

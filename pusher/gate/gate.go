@@ -262,11 +262,11 @@ func (g *Gate) receive(st *streamState, m *configv1.StreamConfigResponse, send f
 			g.breakChain(st, c, err, send)
 			return
 		}
-		st.chain, st.chainRef, st.broken, st.since = chain, refOnly(c), false, nil
+		st.chain, st.chainRef, st.broken, st.since = chain, contract.RefOf(c), false, nil
 		st.pending = c
 	case *configv1.StreamConfigResponse_Delta:
 		d := msg.Delta
-		c := &configv1.Config{Epoch: d.GetEpoch(), Version: d.GetVersion(), Hash: d.GetHash(), WatcherEpoch: d.GetWatcherEpoch(), WatcherRevision: d.GetWatcherRevision()}
+		c := contract.VersionOf(d)
 		g.cfg.Metrics.Received()
 		if reason := g.admit(st, c); reason != "" {
 			g.drop(c, reason)
@@ -316,10 +316,6 @@ func (g *Gate) breakChain(st *streamState, c *configv1.Config, err error, send f
 	g.log.Error("config chain broken; asking for the complete state and applying nothing from this chain", "version", c.GetVersion(), "error", err)
 	st.broken, st.pending, st.since = true, nil, nil
 	send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Resync{Resync: &configv1.Resync{Have: ref(st.chainRef), Reason: err.Error()}}})
-}
-
-func refOnly(c *configv1.Config) *configv1.Config {
-	return &configv1.Config{Epoch: c.GetEpoch(), Version: c.GetVersion(), Hash: c.GetHash(), WatcherEpoch: c.GetWatcherEpoch(), WatcherRevision: c.GetWatcherRevision()}
 }
 
 func (g *Gate) drop(c *configv1.Config, reason string) {
@@ -481,7 +477,7 @@ func (g *Gate) verify(ctx context.Context, st *streamState) {
 		case st.chain != nil && !st.broken && st.pending == nil:
 			// The chain moved on: its newest version goes in full, as the next to apply.
 			g.log.Warn("data plane does not run the last applied config (restarted or replaced); pushing the newest in full", "version", st.chainRef.GetVersion(), "found", short(cur))
-			st.pending, st.since = refOnly(st.chainRef), nil
+			st.pending, st.since = contract.RefOf(st.chainRef), nil
 			return
 		default:
 			return // the next complete state of this stream is pushed in full anyway

@@ -119,7 +119,7 @@ func (s *Server) Publish(cfg *configv1.Config, st *contract.State) {
 		return
 	}
 	s.state, s.full, s.history = st, cfg, nil
-	s.latest = refOnly(cfg)
+	s.latest = contract.RefOf(cfg)
 	if s.marker == nil {
 		s.marker = &configv1.InitialSyncComplete{Epoch: cfg.GetEpoch(), Version: cfg.GetVersion(),
 			WatcherEpoch: cfg.GetWatcherEpoch(), WatcherRevision: cfg.GetWatcherRevision()}
@@ -145,8 +145,7 @@ func (s *Server) PublishDelta(d *configv1.ConfigDelta) {
 		s.log.Error("the translator built a delta that does not apply onto its base; not published", "version", d.GetVersion(), "error", err)
 		return
 	}
-	s.latest = &configv1.Config{Epoch: d.GetEpoch(), Version: d.GetVersion(), Hash: d.GetHash(),
-		WatcherEpoch: d.GetWatcherEpoch(), WatcherRevision: d.GetWatcherRevision()}
+	s.latest = contract.VersionOf(d)
 	s.full = nil
 	s.history = append(s.history, applied)
 	if len(s.history) > maxHistory {
@@ -156,15 +155,10 @@ func (s *Server) PublishDelta(d *configv1.ConfigDelta) {
 	s.signalLocked()
 }
 
-func refOnly(c *configv1.Config) *configv1.Config {
-	return &configv1.Config{Epoch: c.GetEpoch(), Version: c.GetVersion(), Hash: c.GetHash(),
-		WatcherEpoch: c.GetWatcherEpoch(), WatcherRevision: c.GetWatcherRevision()}
-}
-
 // fullLocked is the complete config of the newest version, built once per version.
 func (s *Server) fullLocked() *configv1.Config {
 	if s.full == nil {
-		s.full = refOnly(s.latest)
+		s.full = contract.RefOf(s.latest)
 		s.full.Resources = s.state.Resources()
 	}
 	return s.full
@@ -357,7 +351,7 @@ func (s *Server) GetStatus(_ context.Context, req *configv1.GetStatusRequest) (*
 	defer s.mu.Unlock()
 	resp := &configv1.GetStatusResponse{Synced: s.marker != nil && s.marker.GetEpoch() == s.epoch}
 	if l := s.latest; l != nil {
-		resp.Current = refOnly(l)
+		resp.Current = contract.RefOf(l)
 		if req.GetIncludeResources() {
 			// Published resources are never mutated, so they can be shared.
 			resp.Current.Resources = s.fullLocked().GetResources()

@@ -75,12 +75,11 @@ func (src *source) next(s *Server, i, j int) {
 	s.PublishDelta(d)
 }
 
-// client follows a stream as a pusher does (contract.State), reading only when told.
+// client follows a stream as a pusher does (contract.Chain), reading only when told.
 type client struct {
 	t      *testing.T
 	stream grpc.BidiStreamingClient[configv1.StreamConfigRequest, configv1.StreamConfigResponse]
-	st     *contract.State
-	ver    uint64
+	chain  contract.Chain
 	fulls  int
 	deltas int
 }
@@ -103,27 +102,18 @@ func follow(t *testing.T, c configv1.ConfigServiceClient) *client {
 // holds with its hash.
 func (c *client) readUntil(want uint64) {
 	c.t.Helper()
-	for c.ver < want {
+	for c.chain.Version.GetVersion() < want {
 		m, err := c.stream.Recv()
 		if err != nil {
-			c.t.Fatalf("stream ended at version %d, want %d: %v", c.ver, want, err)
+			c.t.Fatalf("stream ended at version %d, want %d: %v", c.chain.Version.GetVersion(), want, err)
 		}
-		switch msg := m.GetMessage().(type) {
+		if _, err := c.chain.Receive(m); err != nil {
+			c.t.Fatal(err)
+		}
+		switch m.GetMessage().(type) {
 		case *configv1.StreamConfigResponse_Config:
-			st, err := contract.FromResources(msg.Config.GetResources(), msg.Config.GetHash())
-			if err != nil {
-				c.t.Fatal(err)
-			}
-			c.st, c.ver = st, msg.Config.GetVersion()
 			c.fulls++
 		case *configv1.StreamConfigResponse_Delta:
-			if c.st == nil || msg.Delta.GetBaseVersion() != c.ver {
-				c.t.Fatalf("delta onto %d while the client holds %d", msg.Delta.GetBaseVersion(), c.ver)
-			}
-			if err := c.st.ApplyDelta(msg.Delta); err != nil {
-				c.t.Fatalf("delta %d: %v", msg.Delta.GetVersion(), err)
-			}
-			c.ver = msg.Delta.GetVersion()
 			c.deltas++
 		}
 	}
@@ -165,7 +155,7 @@ func TestSlowClientGetsOneMergedDeltaOrTheCompleteState(t *testing.T) {
 	if err := slow.ApplyDelta(d); err != nil {
 		t.Fatalf("the merged delta does not apply onto version 1: %v", err)
 	}
-	if slow.Hash() != src.st.Hash() || fast.st.Hash() != src.st.Hash() {
+	if slow.Hash() != src.st.Hash() || fast.chain.State.Hash() != src.st.Hash() {
 		t.Fatal("a client holds another state than the source")
 	}
 	for _, h := range d.GetRemovedVirtualHosts() {
@@ -186,7 +176,7 @@ func TestSlowClientGetsOneMergedDeltaOrTheCompleteState(t *testing.T) {
 		t.Fatalf("a stream behind the whole history gets %T, want the complete state of version %d", next.GetMessage(), src.version)
 	}
 	fast.readUntil(src.version)
-	if fast.fulls != 1 || fast.st.Hash() != src.st.Hash() {
+	if fast.fulls != 1 || fast.chain.State.Hash() != src.st.Hash() {
 		t.Fatalf("the fast client got %d complete states, want only the first", fast.fulls)
 	}
 }

@@ -21,7 +21,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/sluice-io/sluice/internal/contract"
@@ -360,7 +359,7 @@ func (e *Engine) statuses(first bool) {
 		}
 		e.publishMissing = !known
 	}
-	if first || known != e.lbKnown || !sameAddresses(lb, e.published) {
+	if first || known != e.lbKnown || !contract.SameLoadBalancer(lb, e.published) {
 		e.published, e.lbKnown = lb, known
 		keys := e.tr.ServedKeys()
 		all := make([]*watchv1.IngressStatus, 0, len(keys))
@@ -382,18 +381,6 @@ func (e *Engine) statuses(first bool) {
 	if len(changed) > 0 || len(removed) > 0 {
 		e.cfg.Status.Update(changed, removed)
 	}
-}
-
-func sameAddresses(a, b []*watchv1.LoadBalancerIngress) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !proto.Equal(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
 }
 
 type nopMetrics struct{}

@@ -68,8 +68,8 @@ type recorder struct {
 	configs []*configv1.Config
 	firsts  []bool
 	objects int
-	state   *contract.State
-	errs    []error // deltas that did not apply
+	chain   contract.Chain
+	errs    []error // configs that did not follow from the one before
 	changed chan struct{}
 	// unpublished is closed on the first build whose hash was unchanged.
 	unpublished     chan struct{}
@@ -103,32 +103,26 @@ func (r *recorder) NewEpoch(e string) {
 }
 
 func (r *recorder) Publish(c *configv1.Config, _ *contract.State) {
-	// Rebuilt from the resources, so that the config itself is checked against its hash.
-	st, err := contract.FromResources(c.GetResources(), c.GetHash())
-	r.mu.Lock()
-	if err != nil {
-		r.errs = append(r.errs, err)
-	}
-	r.state = st
-	r.configs, r.firsts = append(r.configs, c), append(r.firsts, true)
-	r.mu.Unlock()
-	r.signal()
+	r.follow(&configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Config{Config: c}}, true)
 }
 
 // PublishDelta applies d onto the last config, so that the tests see complete configs and
 // every delta is checked to apply onto its base with its hash.
 func (r *recorder) PublishDelta(d *configv1.ConfigDelta) {
+	r.follow(&configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Delta{Delta: d}}, false)
+}
+
+// follow takes what the engine published as a pusher would (contract.Chain; a complete
+// config is checked against its hash too) and records the complete config it makes.
+func (r *recorder) follow(m *configv1.StreamConfigResponse, first bool) {
 	r.mu.Lock()
-	last := r.configs[len(r.configs)-1]
-	if d.GetBaseVersion() != last.GetVersion() || d.GetEpoch() != last.GetEpoch() {
-		r.errs = append(r.errs, fmt.Errorf("delta %d onto %d, but the last config is %d", d.GetVersion(), d.GetBaseVersion(), last.GetVersion()))
-	}
-	if err := r.state.ApplyDelta(d); err != nil {
+	if v, err := r.chain.Receive(m); err != nil {
 		r.errs = append(r.errs, err)
+	} else {
+		c := contract.RefOf(v)
+		c.Resources = r.chain.State.Resources()
+		r.configs, r.firsts = append(r.configs, c), append(r.firsts, first)
 	}
-	c := &configv1.Config{Epoch: d.GetEpoch(), Version: d.GetVersion(), Hash: d.GetHash(), WatcherEpoch: d.GetWatcherEpoch(),
-		WatcherRevision: d.GetWatcherRevision(), Resources: r.state.Resources()}
-	r.configs, r.firsts = append(r.configs, c), append(r.firsts, false)
 	r.mu.Unlock()
 	r.signal()
 }

@@ -317,7 +317,7 @@ func (w *Writer) evaluate(k key, fromReport bool) {
 			break // the report is about an earlier object of that name: wait for a new one
 		}
 		w.announce(k, ing, d.GetFindings())
-		if d.GetManageLoadBalancer() && !sameAddresses(loadBalancerOf(ing), d.GetLoadBalancer()) {
+		if d.GetManageLoadBalancer() && !contract.SameLoadBalancer(loadBalancerOf(ing), d.GetLoadBalancer()) {
 			want, write = d.GetLoadBalancer(), true
 		}
 	default:
@@ -327,7 +327,7 @@ func (w *Writer) evaluate(k key, fromReport bool) {
 			switch cur := loadBalancerOf(ing); {
 			case len(cur) == 0:
 				delete(w.released, k)
-			case sameAddresses(cur, rel):
+			case contract.SameLoadBalancer(cur, rel):
 				want, write = nil, true
 			}
 		}
@@ -498,7 +498,7 @@ func (w *Writer) write(ctx context.Context, k key, in intent) error {
 			w.cfg.Metrics.StatusWrite("gone")
 			return nil
 		}
-		if sameAddresses(loadBalancerOf(fresh), in.lb) {
+		if contract.SameLoadBalancer(loadBalancerOf(fresh), in.lb) {
 			w.cfg.Metrics.StatusWrite("skipped")
 			return nil
 		}
@@ -523,18 +523,6 @@ func statusPatch(resourceVersion string, lb []*watchv1.LoadBalancerIngress) ([]b
 		"metadata": map[string]any{"resourceVersion": resourceVersion},
 		"status":   map[string]any{"loadBalancer": map[string]any{"ingress": list}},
 	})
-}
-
-func sameAddresses(a, b []*watchv1.LoadBalancerIngress) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].GetIp() != b[i].GetIp() || a[i].GetHostname() != b[i].GetHostname() {
-			return false
-		}
-	}
-	return true
 }
 
 type nopMetrics struct{}
