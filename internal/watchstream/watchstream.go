@@ -79,6 +79,9 @@ const (
 	ChangeSynced                 // the stream's InitialSyncComplete arrived and verified
 )
 
+// maxCountHint bounds the capacity reserved from a count a peer announced.
+const maxCountHint = 4096
+
 type phase int
 
 const (
@@ -167,7 +170,9 @@ func (m *Mirror) Apply(ev *watchv1.WatchResponse) (Change, error) {
 		}
 		m.epoch, m.revision = ev.GetEpoch(), ev.GetRevision()
 		m.setKinds(e.SnapshotStart.GetKinds())
-		m.objects = make(map[ObjectKey]*watchv1.Object, e.SnapshotStart.GetCount())
+		// The count is the peer's word, not a size to allocate: a lying or broken watcher
+		// could claim 2^64 objects. It is only a hint, bounded; the map grows as objects come.
+		m.objects = make(map[ObjectKey]*watchv1.Object, min(e.SnapshotStart.GetCount(), maxCountHint))
 		m.remaining = e.SnapshotStart.GetCount()
 		m.phase = phaseSnapshot
 		return ChangeReset, nil
