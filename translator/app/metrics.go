@@ -18,6 +18,8 @@ type metrics struct {
 	applied   *prometheus.GaugeVec
 	published prometheus.Counter
 	sentBytes prometheus.Counter
+	slow      prometheus.Counter
+	tooLarge  prometheus.Counter
 
 	statusReports   *prometheus.CounterVec
 	statusEntries   prometheus.Counter
@@ -37,12 +39,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		applied:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_translator_pusher_applied_version", Help: "Newest config version each pusher acknowledged."}, []string{"pusher"}),
 		published:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_configs_published_total", Help: "Configs published."}),
 		sentBytes:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_config_bytes_total", Help: "Serialized bytes sent on Config streams (configs, markers, heartbeats)."}),
+		slow:            prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_slow_pushers_dropped_total", Help: "Config streams ended because the pusher stopped reading (a send exceeded --send-timeout)."}),
+		tooLarge:        prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_configs_too_large_total", Help: "Config versions not sent because they exceed the gRPC message limit."}),
 		statusReports:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_translator_status_reports_total", Help: "Status reports sent to the watcher, by kind (full or delta)."}, []string{"kind"}),
 		statusEntries:   prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_status_entries_total", Help: "Ingress statuses (and removals) sent to the watcher."}),
 		statusConnected: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_translator_status_connected", Help: "1 while a status stream to the watcher is accepted."}),
 	}
 	reg.MustRegister(m.statusReports, m.statusEntries, m.statusConnected)
-	reg.MustRegister(m.restarts, m.builds, m.objects, m.version, m.pushers, m.acks, m.nacks, m.applied, m.published, m.sentBytes)
+	reg.MustRegister(m.restarts, m.builds, m.objects, m.version, m.pushers, m.acks, m.nacks, m.applied, m.published, m.sentBytes, m.slow, m.tooLarge)
 	return m
 }
 
@@ -62,6 +66,15 @@ func (m *metrics) Ack(pusher string, v uint64) {
 	m.applied.WithLabelValues(pusher).Set(float64(v))
 }
 func (m *metrics) Published(v uint64) { m.published.Inc(); m.version.Set(float64(v)) }
+func (m *metrics) SlowPusherDropped() { m.slow.Inc() }
+func (m *metrics) TooLarge()          { m.tooLarge.Inc() }
+
+// Forget deletes a gone pusher's series, which would otherwise stay forever.
+func (m *metrics) Forget(pusher string) {
+	m.acks.DeleteLabelValues(pusher)
+	m.nacks.DeleteLabelValues(pusher)
+	m.applied.DeleteLabelValues(pusher)
+}
 
 func (m *metrics) StatusReported(full bool, n int) {
 	kind := "delta"

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/grpcx"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
@@ -31,6 +32,12 @@ type Metrics interface {
 	Ack(pusher string, version uint64)
 	Nack(pusher string)
 	Published(version uint64)
+	// SlowPusherDropped counts a stream ended because its pusher stopped reading.
+	SlowPusherDropped()
+	// TooLarge counts a version not sent because it exceeds the message limit.
+	TooLarge()
+	// Forget removes what is kept per pusher: it has been gone for ForgetAfter.
+	Forget(pusher string)
 }
 
 // Config configures a Server.
@@ -42,6 +49,16 @@ type Config struct {
 	// OnComplete is called once, when the first complete config is published.
 	OnComplete func()
 	Now        func() time.Time
+	// SendTimeout bounds one send: a pusher that stops reading blocks its stream's sends
+	// (gRPC flow control), and its stream ends after this instead of holding a goroutine
+	// and the versions queued for it forever.
+	SendTimeout time.Duration
+	// MaxMessageSize is the largest message the gRPC server sends. A version larger than it
+	// is not sent (gRPC would fail the stream, and the pusher would reconnect into the same
+	// failure): the pusher keeps what it applied until a version fits.
+	MaxMessageSize int
+	// ForgetAfter is how long a pusher without a stream stays in GetStatus and the metrics.
+	ForgetAfter time.Duration
 }
 
 // Server is the ConfigService and the engine's Publisher.
@@ -62,6 +79,11 @@ type Server struct {
 	changed  chan struct{}      // closed on every change
 	pushers  map[string]*pusher
 	complete sync.Once
+	// tooLarge is the version last found over MaxMessageSize, so that it is logged once.
+	tooLarge *configv1.Config
+
+	// senderDone, when set (tests), is called when a stream's sender goroutine ends.
+	senderDone func(pusher string)
 }
 
 // maxHistory bounds the deltas kept for streams that fell behind; further behind, a stream
@@ -71,6 +93,7 @@ const maxHistory = 128
 type pusher struct {
 	status  *configv1.PusherStatus
 	streams int
+	gone    time.Time // when streams fell to 0
 }
 
 // New returns a server.
@@ -89,6 +112,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = 30 * time.Second
+	}
+	if cfg.MaxMessageSize <= 0 {
+		cfg.MaxMessageSize = grpcx.DefaultMaxMessageSize
+	}
+	if cfg.ForgetAfter <= 0 {
+		cfg.ForgetAfter = 10 * time.Minute
 	}
 	return &Server{cfg: cfg, log: cfg.Logger, changed: make(chan struct{}), pushers: map[string]*pusher{}}, nil
 }
@@ -126,6 +158,7 @@ func (s *Server) Publish(cfg *configv1.Config, st *contract.State) {
 		s.complete.Do(s.cfg.OnComplete)
 	}
 	s.cfg.Metrics.Published(cfg.GetVersion())
+	s.sweepLocked()
 	s.signalLocked()
 }
 
@@ -152,6 +185,7 @@ func (s *Server) PublishDelta(d *configv1.ConfigDelta) {
 		s.history = append([]contract.Applied(nil), s.history[len(s.history)-maxHistory:]...)
 	}
 	s.cfg.Metrics.Published(d.GetVersion())
+	s.sweepLocked()
 	s.signalLocked()
 }
 
@@ -205,6 +239,8 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 	log := s.log.With("pusher", id)
 	s.register(hello)
 	defer s.unregister(id)
+	pr := &peer{} // what this stream was sent, to check its answers against
+	defer s.endPeer(log, pr)
 	log.Info("pusher connected", "data_plane", hello.GetDataPlane().String(), "version", hello.GetSoftwareVersion())
 
 	readErr := make(chan error, 1)
@@ -224,12 +260,24 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 				}
 				continue
 			}
-			if err := s.record(log, id, req); err != nil {
+			if err := s.record(log, id, pr, req); err != nil {
 				readErr <- err
 				return
 			}
 		}
 	}()
+
+	sendAll, stopSender := s.sender(id, stream)
+	defer stopSender()
+	send := func(msgs ...*configv1.StreamConfigResponse) error {
+		err := sendAll(msgs)
+		if errors.Is(err, errSendTimeout) {
+			s.cfg.Metrics.SlowPusherDropped()
+			log.Warn("dropping a pusher that stopped reading; it must reconnect", "send_timeout", s.cfg.SendTimeout)
+			return status.Errorf(codes.ResourceExhausted, "the pusher stopped reading: a send did not complete within %s; reconnect", s.cfg.SendTimeout)
+		}
+		return err
+	}
 
 	hb := time.NewTicker(s.cfg.Heartbeat)
 	defer hb.Stop()
@@ -240,6 +288,8 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 			return errStopping
 		}
 		var out []*configv1.StreamConfigResponse
+		var next *configv1.StreamConfigResponse
+		var nextVersion uint64
 		s.mu.Lock()
 		epoch, marker, changed := s.epoch, s.marker, s.changed
 		if marker != nil && marker.GetEpoch() == epoch && s.latest.GetEpoch() == epoch {
@@ -248,13 +298,19 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 				sentEpoch, sentVersion = epoch, 0
 			}
 			if s.latest.GetVersion() > sentVersion {
-				out = append(out, s.nextLocked(sentVersion))
-				sentVersion = s.latest.GetVersion()
+				next, nextVersion = s.nextLocked(sentVersion), s.latest.GetVersion()
 			}
 		}
 		s.mu.Unlock()
-		for _, m := range out {
-			if err := stream.Send(m); err != nil {
+		// Over the limit, nothing is sent and sentVersion stays: the pusher keeps what it
+		// applied, and the next version is built from that (a delta that may fit).
+		if next != nil && s.fits(next) {
+			out = append(out, next)
+			pr.sent(next)
+			sentVersion = nextVersion
+		}
+		if len(out) > 0 {
+			if err := send(out...); err != nil {
 				return err
 			}
 		}
@@ -268,7 +324,7 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 			}
 			return err
 		case <-hb.C:
-			if err := stream.Send(&configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Heartbeat{Heartbeat: &configv1.Heartbeat{Time: timestamppb.New(s.cfg.Now())}}}); err != nil {
+			if err := send(&configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Heartbeat{Heartbeat: &configv1.Heartbeat{Time: timestamppb.New(s.cfg.Now())}}}); err != nil {
 				return err
 			}
 		case <-stream.Context().Done():
@@ -277,6 +333,71 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 			return errStopping
 		}
 	}
+}
+
+// errSendTimeout is a send that did not complete within SendTimeout.
+var errSendTimeout = errors.New("send timed out")
+
+// sender sends a stream's messages from a goroutine of its own, so that the stream's loop
+// waits at most SendTimeout for a pusher that stopped reading. The loop then returns, which
+// ends the stream: the blocked Send fails and the goroutine ends, releasing what it held.
+// stop ends the goroutine once the loop has returned.
+func (s *Server) sender(id string, stream configv1.ConfigService_StreamConfigServer) (send func([]*configv1.StreamConfigResponse) error, stop func()) {
+	batches := make(chan []*configv1.StreamConfigResponse)
+	results := make(chan error, 1) // the one result nobody waits for after a timeout
+	go func() {
+		if s.senderDone != nil {
+			defer s.senderDone(id)
+		}
+		for b := range batches {
+			var err error
+			for _, m := range b {
+				if err = stream.Send(m); err != nil {
+					break
+				}
+			}
+			results <- err
+		}
+	}()
+	send = func(b []*configv1.StreamConfigResponse) error {
+		batches <- b // the goroutine is idle: the loop waits for every result or returns
+		t := time.NewTimer(s.cfg.SendTimeout)
+		defer t.Stop()
+		select {
+		case err := <-results:
+			return err
+		case <-t.C:
+			return errSendTimeout
+		case <-s.cfg.Stopping:
+			return errStopping
+		}
+	}
+	return send, func() { close(batches) }
+}
+
+// fits reports whether m is within the message limit. A version over it is logged (once)
+// and counted: gRPC would fail the stream with it, and the pusher would reconnect into the
+// same failure over and over.
+func (s *Server) fits(m *configv1.StreamConfigResponse) bool {
+	size := proto.Size(m)
+	if size <= s.cfg.MaxMessageSize {
+		return true
+	}
+	ref := m.GetConfig()
+	what := "complete state"
+	if d := m.GetDelta(); d != nil {
+		ref, what = contract.VersionOf(d), "delta"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.tooLarge; t != nil && t.GetEpoch() == ref.GetEpoch() && t.GetVersion() == ref.GetVersion() {
+		return false
+	}
+	s.tooLarge = contract.RefOf(ref)
+	s.cfg.Metrics.TooLarge()
+	s.log.Error("config larger than the message limit; not sent, pushers keep the config they applied until a version fits: raise the translator's and the pushers' message limit",
+		"epoch", ref.GetEpoch(), "version", ref.GetVersion(), "message", what, "size", size, "limit", s.cfg.MaxMessageSize)
+	return false
 }
 
 func (s *Server) register(h *configv1.Hello) {
@@ -292,6 +413,7 @@ func (s *Server) register(h *configv1.Hello) {
 	p.status.DataPlane = h.GetDataPlane()
 	p.status.SoftwareVersion = h.GetSoftwareVersion()
 	s.cfg.Metrics.SetPushers(s.connectedLocked())
+	s.sweepLocked()
 }
 
 func (s *Server) unregister(id string) {
@@ -300,8 +422,26 @@ func (s *Server) unregister(id string) {
 	p := s.pushers[id]
 	p.streams--
 	p.status.Connected = p.streams > 0
+	if p.streams == 0 {
+		p.gone = s.cfg.Now()
+	}
 	s.cfg.Metrics.SetPushers(s.connectedLocked())
 	s.log.Info("pusher disconnected", "pusher", id)
+}
+
+// sweepLocked forgets the pushers that have had no stream for ForgetAfter: their status and
+// their metric series, which would otherwise grow with every pusher that ever connected
+// (pods get new names). It runs on what already happens (a stream, a version, a status
+// read), not on a timer of its own.
+func (s *Server) sweepLocked() {
+	now := s.cfg.Now()
+	for id, p := range s.pushers {
+		if p.streams == 0 && now.Sub(p.gone) >= s.cfg.ForgetAfter {
+			delete(s.pushers, id)
+			s.cfg.Metrics.Forget(id)
+			s.log.Info("forgetting a pusher that has been gone a while", "pusher", id, "gone_since", p.gone, "applied", p.status.GetApplied().GetVersion())
+		}
+	}
 }
 
 func (s *Server) connectedLocked() int {
@@ -314,15 +454,24 @@ func (s *Server) connectedLocked() int {
 	return n
 }
 
-// record stores an ACK or NACK. A second Hello, or an empty message, is a protocol error.
-func (s *Server) record(log hclog.Logger, id string, req *configv1.StreamConfigRequest) error {
+// record stores an ACK or NACK. A second Hello, an empty message, or an answer about a
+// version the stream was never sent (pr) is a protocol error, and changes nothing. NACKs are
+// all recorded, but logged at most once per nackLogEvery per stream.
+func (s *Server) record(log hclog.Logger, id string, pr *peer, req *configv1.StreamConfigRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.pushers[id]
+	if p == nil {
+		return nil // forgotten: an answer read after its stream ended, long ago
+	}
 	now := timestamppb.New(s.cfg.Now())
 	switch m := req.GetMessage().(type) {
 	case *configv1.StreamConfigRequest_Ack:
 		ref := m.Ack.GetConfig()
+		if err := pr.check("ACK", ref); err != nil {
+			log.Error("pusher answered about a version it was never sent; ending its stream", "error", err)
+			return err
+		}
 		p.status.Applied, p.status.AppliedAt = ref, now
 		if p.status.Rejected != nil && p.status.Rejected.GetVersion() <= ref.GetVersion() && p.status.Rejected.GetEpoch() == ref.GetEpoch() {
 			p.status.Rejected, p.status.RejectedError, p.status.RejectedAt = nil, "", nil
@@ -331,16 +480,26 @@ func (s *Server) record(log hclog.Logger, id string, req *configv1.StreamConfigR
 		log.Debug("config applied", "epoch", ref.GetEpoch(), "version", ref.GetVersion())
 	case *configv1.StreamConfigRequest_Nack:
 		ref := m.Nack.GetConfig()
+		if err := pr.check("NACK", ref); err != nil {
+			log.Error("pusher answered about a version it was never sent; ending its stream", "error", err)
+			return err
+		}
 		p.status.Rejected, p.status.RejectedError, p.status.RejectedAt = ref, m.Nack.GetError(), now
 		s.cfg.Metrics.Nack(id)
+		logIt, notLogged := pr.nackLogged(s.cfg.Now())
+		if !logIt {
+			return nil
+		}
 		var objs []string
 		for _, o := range m.Nack.GetObjectsAtFault() {
 			objs = append(objs, o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName())
 		}
 		log.Warn("config rejected by the data plane; the previous config stays in place", "epoch", ref.GetEpoch(), "version", ref.GetVersion(),
-			"error", m.Nack.GetError(), "objects", objs)
+			"error", m.Nack.GetError(), "objects", objs, "nacks_not_logged_before", notLogged)
 	default:
-		return status.Errorf(codes.InvalidArgument, "unexpected %T after Hello", req.GetMessage())
+		err := status.Errorf(codes.InvalidArgument, "unexpected %T after Hello", req.GetMessage())
+		log.Error("pusher broke the protocol; ending its stream", "error", err)
+		return err
 	}
 	return nil
 }
@@ -349,6 +508,7 @@ func (s *Server) record(log hclog.Logger, id string, req *configv1.StreamConfigR
 func (s *Server) GetStatus(_ context.Context, req *configv1.GetStatusRequest) (*configv1.GetStatusResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.sweepLocked()
 	resp := &configv1.GetStatusResponse{Synced: s.marker != nil && s.marker.GetEpoch() == s.epoch}
 	if l := s.latest; l != nil {
 		resp.Current = contract.RefOf(l)
@@ -370,3 +530,6 @@ func (nopMetrics) SetPushers(int)     {}
 func (nopMetrics) Ack(string, uint64) {}
 func (nopMetrics) Nack(string)        {}
 func (nopMetrics) Published(uint64)   {}
+func (nopMetrics) SlowPusherDropped() {}
+func (nopMetrics) TooLarge()          {}
+func (nopMetrics) Forget(string)      {}
