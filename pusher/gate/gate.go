@@ -137,7 +137,14 @@ func (g *Gate) Run(ctx context.Context) error {
 		if time.Since(start) > 30*time.Second {
 			backoff = g.cfg.BackoffMin
 		}
-		g.log.Warn("config stream ended; the gate is closed and the data plane keeps its config", "error", err, "backoff", backoff)
+		if size, limit, ok := messageTooLarge(err); ok {
+			// The translator would send the same version again: no hot reconnect loop.
+			backoff = g.cfg.BackoffMax
+			g.log.Error("config larger than the pusher's message limit; the data plane keeps its config: raise the message limit of the pusher (and of the translator) above the size",
+				"size", size, "limit", limit, "backoff", backoff)
+		} else {
+			g.log.Warn("config stream ended; the gate is closed and the data plane keeps its config", "error", err, "backoff", backoff)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -205,7 +212,9 @@ func (g *Gate) stream(ctx context.Context) error {
 					}
 					return r.Err
 				}
-				g.receive(&st, r.Msg, send)
+				if err := g.receive(&st, r.Msg, send); err != nil {
+					return err // a lying stream: nothing more is taken from it
+				}
 				select {
 				case r = <-msgs:
 				default:
@@ -234,14 +243,17 @@ func (g *Gate) stream(ctx context.Context) error {
 	}
 }
 
-// receive applies the gate to one message.
-func (g *Gate) receive(st *streamState, m *configv1.StreamConfigResponse, send func(*configv1.StreamConfigRequest)) {
+// receive applies the gate to one message. An error means the stream lied in a way that
+// no Resync repairs (a second marker of one epoch): the caller drops the stream.
+func (g *Gate) receive(st *streamState, m *configv1.StreamConfigResponse, send func(*configv1.StreamConfigRequest)) error {
 	switch msg := m.GetMessage().(type) {
 	case *configv1.StreamConfigResponse_InitialSyncComplete:
 		mk := msg.InitialSyncComplete
 		if st.open && mk.GetEpoch() == st.epoch {
-			g.log.Warn("second marker for the same epoch ignored", "epoch", mk.GetEpoch())
-			return
+			// The translator sends one marker per epoch on a stream: it does not know what
+			// it sent, so nothing more of this stream is trusted.
+			return fmt.Errorf("protocol violation: a second InitialSyncComplete for epoch %s on one stream (version %d, the first named %d)",
+				mk.GetEpoch(), mk.GetVersion(), st.markerVersion)
 		}
 		*st = streamState{epoch: mk.GetEpoch(), markerVersion: mk.GetVersion(), open: true}
 		g.log.Info("gate open", "epoch", mk.GetEpoch(), "from_version", mk.GetVersion(), "watcher_epoch", mk.GetWatcherEpoch(), "watcher_revision", mk.GetWatcherRevision())
@@ -250,17 +262,17 @@ func (g *Gate) receive(st *streamState, m *configv1.StreamConfigResponse, send f
 		g.cfg.Metrics.Received()
 		if reason := g.admit(st, c); reason != "" {
 			g.drop(c, reason)
-			return
+			return nil
 		}
 		// The complete state: a new chain (also the answer to a Resync).
 		if st.chainRef != nil && c.GetVersion() < st.chainRef.GetVersion() {
 			g.drop(c, "out-of-order")
-			return
+			return nil
 		}
 		chain, err := contract.FromResources(c.GetResources(), c.GetHash())
 		if err != nil {
 			g.breakChain(st, c, err, send)
-			return
+			return nil
 		}
 		st.chain, st.chainRef, st.broken, st.since = chain, contract.RefOf(c), false, nil
 		st.pending = c
@@ -270,28 +282,32 @@ func (g *Gate) receive(st *streamState, m *configv1.StreamConfigResponse, send f
 		g.cfg.Metrics.Received()
 		if reason := g.admit(st, c); reason != "" {
 			g.drop(c, reason)
-			return
+			return nil
 		}
 		switch {
 		case st.broken:
 			g.drop(c, "broken-chain") // the complete state is on its way
-			return
+			return nil
 		case st.chain == nil:
 			g.breakChain(st, c, errors.New("a delta before the complete state"), send)
-			return
+			return nil
 		case d.GetBaseVersion() != st.chainRef.GetVersion():
 			g.breakChain(st, c, fmt.Errorf("a delta onto version %d, but version %d is held", d.GetBaseVersion(), st.chainRef.GetVersion()), send)
-			return
+			return nil
+		case d.GetVersion() <= d.GetBaseVersion():
+			g.breakChain(st, c, fmt.Errorf("a delta to version %d onto version %d: versions only rise", d.GetVersion(), d.GetBaseVersion()), send)
+			return nil
 		}
 		applied, err := st.chain.Apply(d)
 		if err != nil {
 			g.breakChain(st, c, err, send)
-			return
+			return nil
 		}
 		st.since = append(st.since, applied)
 		st.chainRef = c
 		st.pending = c // its resources are materialised from the chain when it is handled
 	}
+	return nil
 }
 
 // admit returns why the gate drops c, or "" when c is of the open epoch, at or after the

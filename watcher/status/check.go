@@ -1,0 +1,71 @@
+package status
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+)
+
+// checkReport refuses a report that breaks the status protocol (docs/protocol.md, "The
+// status stream"): a stream's first report that is not full, and a report about an Ingress
+// key that cannot name one (no key, a namespace or name Kubernetes would refuse), about one
+// key twice, or that both reports and removes a key. The error is INVALID_ARGUMENT naming
+// what was wrong; the caller ends the stream, and nothing of the report is taken.
+func checkReport(req *watchv1.ReportStatusRequest, first bool) error {
+	if first && !req.GetFull() {
+		return status.Error(codes.InvalidArgument, "the first report of a stream must be full (full: true): every Ingress the source serves")
+	}
+	if req.GetFull() && len(req.GetRemoved()) > 0 {
+		return status.Errorf(codes.InvalidArgument, "a full report removes nothing, yet it removes %d keys", len(req.GetRemoved()))
+	}
+	seen := make(map[key]bool, len(req.GetStatuses()))
+	for i, st := range req.GetStatuses() {
+		k, err := checkKey(st.GetKey())
+		if err != nil {
+			return status.Errorf(codes.InvalidArgument, "status %d: %v", i, err)
+		}
+		if seen[k] {
+			return status.Errorf(codes.InvalidArgument, "status %d: Ingress %s reported twice", i, k)
+		}
+		seen[k] = true
+	}
+	for i, r := range req.GetRemoved() {
+		k, err := checkKey(r)
+		if err != nil {
+			return status.Errorf(codes.InvalidArgument, "removed %d: %v", i, err)
+		}
+		if seen[k] {
+			return status.Errorf(codes.InvalidArgument, "removed %d: Ingress %s is both reported and removed", i, k)
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
+// checkKey returns the key of an Ingress named by k, or why k names none.
+func checkKey(k *watchv1.IngressKey) (key, error) {
+	if k == nil {
+		return key{}, errors.New("no Ingress key")
+	}
+	if errs := validation.IsDNS1123Label(k.GetNamespace()); len(errs) > 0 {
+		return key{}, fmt.Errorf("Ingress key %q/%q: namespace: %s", truncate(k.GetNamespace()), truncate(k.GetName()), strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(k.GetName()); len(errs) > 0 {
+		return key{}, fmt.Errorf("Ingress key %q/%q: name: %s", truncate(k.GetNamespace()), truncate(k.GetName()), strings.Join(errs, "; "))
+	}
+	return key{k.GetNamespace(), k.GetName()}, nil
+}
+
+// truncate keeps an error about a garbage key short.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
