@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/stack"
+	"github.com/sluice-io/sluice/internal/pki"
 	"github.com/sluice-io/sluice/internal/testenv"
 )
 
@@ -55,7 +56,7 @@ func TestComponentsTalkMTLSWithGeneratedCertificates(t *testing.T) {
 	}
 
 	selfSigned := t.TempDir()
-	crt, key, err := testenv.SelfSigned("intruder")
+	crt, key, err := pki.SelfSigned("intruder")
 	if err != nil {
 		t.Fatal(err)
 	}

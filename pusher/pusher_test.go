@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/pki"
 	"github.com/sluice-io/sluice/internal/testenv"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	"github.com/sluice-io/sluice/pusher/caddy"
@@ -749,7 +750,7 @@ func TestModuleServesRenewedCertificateWithoutReload(t *testing.T) {
 	const host = "tls.example.com"
 	issue := func() (*configv1.Certificate, string) {
 		t.Helper()
-		crt, key, err := testenv.SelfSigned(host)
+		crt, key, err := pki.SelfSigned(host)
 		if err != nil {
 			t.Fatal(err)
 		}

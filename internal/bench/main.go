@@ -39,6 +39,7 @@ import (
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/stack"
+	"github.com/sluice-io/sluice/internal/pki"
 	"github.com/sluice-io/sluice/internal/testenv"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	"github.com/sluice-io/sluice/pusher/caddy"
@@ -131,7 +132,7 @@ func run(sizeList string, runs, changes int, mdPath, jsPath, profDir string) err
 	cfg := e.c.AdminConfig()
 	cfg.QPS, cfg.Burst = 5000, 5000
 	e.cs = kubernetes.NewForConfigOrDie(cfg)
-	if e.cert, e.key, err = testenv.SelfSigned("bench.example.com", "*.bench.example.com"); err != nil {
+	if e.cert, e.key, err = pki.SelfSigned("bench.example.com", "*.bench.example.com"); err != nil {
 		return err
 	}
 	if _, err := e.cs.NetworkingV1().IngressClasses().Create(ctx, &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "sluice"},

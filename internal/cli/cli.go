@@ -5,12 +5,15 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/grpcx"
+	"github.com/sluice-io/sluice/internal/identity"
 	"github.com/sluice-io/sluice/internal/logging"
 	"github.com/sluice-io/sluice/internal/version"
 )
@@ -132,17 +136,22 @@ func Listen(setting, addr string) (net.Listener, error) {
 // server, presented as a client) and the CA that peers must be signed by. With a CA set, a
 // server refuses clients without a valid certificate (mTLS).
 type TLSSettings struct {
-	Cert       string
-	Key        string
-	CA         string
-	ServerName string
+	Cert        string
+	Key         string
+	CA          string
+	ServerName  string
+	TrustDomain string
+	// Insecure allows gRPC off loopback without mutual TLS, served or dialled.
+	Insecure bool
 }
 
 // Register adds the TLS settings to fs.
 func (t *TLSSettings) Register(fs *pflag.FlagSet, client bool) {
 	fs.StringVar(&t.Cert, "tls-cert", "", "PEM certificate this process serves and presents to peers")
 	fs.StringVar(&t.Key, "tls-key", "", "PEM private key of --tls-cert")
-	fs.StringVar(&t.CA, "tls-ca", "", "PEM CA bundle peers must be signed by; a server then requires client certificates (mTLS)")
+	fs.StringVar(&t.CA, "tls-ca", "", "PEM CA bundle peers must be signed by; a server then requires client certificates (mTLS) and authorizes each call by the caller's identity")
+	fs.StringVar(&t.TrustDomain, "trust-domain", identity.DefaultTrustDomain, "SPIFFE trust domain of the components' identities (URI SAN spiffe://<trust-domain>/sluice/<role>)")
+	fs.BoolVar(&t.Insecure, "insecure", false, "allow gRPC off loopback without mutual TLS (anyone who reaches it may read every TLS key); refused otherwise")
 	if client {
 		fs.StringVar(&t.ServerName, "tls-server-name", "", "name to verify in the upstream's certificate (default: the dialled host)")
 	}
@@ -154,6 +163,9 @@ func (t *TLSSettings) Validate() error {
 		if err := config.CheckReadable(s.name, s.path); err != nil {
 			return err
 		}
+	}
+	if t.TrustDomain == "" || strings.ContainsAny(t.TrustDomain, "/:@ ") {
+		return config.Errorf("trust-domain", t.TrustDomain, "must be a host name such as cluster.local")
 	}
 	if (t.Cert == "") != (t.Key == "") {
 		if t.Cert == "" {
@@ -173,5 +185,37 @@ func (t *TLSSettings) Validate() error {
 
 // Files returns the settings as grpcx.TLSFiles.
 func (t *TLSSettings) Files() grpcx.TLSFiles {
-	return grpcx.TLSFiles{Cert: t.Cert, Key: t.Key, CA: t.CA, ServerName: t.ServerName}
+	return grpcx.TLSFiles{Cert: t.Cert, Key: t.Key, CA: t.CA, ServerName: t.ServerName, TrustDomain: t.TrustDomain}
+}
+
+// Client returns the settings of a connection to a peer that must be a role.
+func (t *TLSSettings) Client(log hclog.Logger, role identity.Role) grpcx.ClientConfig {
+	f := t.Files()
+	f.ExpectRole = role
+	return grpcx.ClientConfig{Logger: log, TLS: f, Insecure: t.Insecure}
+}
+
+// CheckIdentity checks that the process's own certificate names the identity it will be
+// judged by, so that a certificate issued for another component fails at start, not at
+// the first call. Without mutual TLS there is nothing to check.
+func (t *TLSSettings) CheckIdentity(want identity.Identity) error {
+	if t.Cert == "" || t.CA == "" {
+		return nil
+	}
+	pair, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+	if err != nil {
+		return &config.Error{Setting: "tls-cert", Value: t.Cert, Cause: err}
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return &config.Error{Setting: "tls-cert", Value: t.Cert, Cause: err}
+	}
+	got, err := identity.FromCertificate(leaf, t.TrustDomain)
+	if err != nil {
+		return &config.Error{Setting: "tls-cert", Value: t.Cert, Cause: err}
+	}
+	if got.Role != want.Role || (want.Class != "" && got.Class != want.Class) {
+		return config.Errorf("tls-cert", t.Cert, "the certificate is %s; this process is %s", got, want)
+	}
+	return nil
 }

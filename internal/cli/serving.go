@@ -8,7 +8,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 
+	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/ops"
 	"github.com/sluice-io/sluice/internal/run"
@@ -21,8 +23,14 @@ type ServingConfig struct {
 	Listen     string
 	HTTPListen string
 	TLS        grpcx.TLSFiles
+	// Insecure allows serving off loopback without mutual TLS.
+	Insecure bool
 	// CountSent counts the bytes the gRPC server sends (see grpcx.ServerConfig).
 	CountSent func(method string, bytes int)
+	// StreamLimits caps concurrent streams per method (see grpcx.ServerConfig).
+	StreamLimits map[string]int
+	// Pprof, when set, is a loopback address to serve /debug/pprof on.
+	Pprof string
 }
 
 // Serving holds a process's gRPC server, operational endpoint and metrics registry. Services
@@ -32,7 +40,7 @@ type Serving struct {
 	Ops      *ops.Server
 	Registry *prometheus.Registry
 
-	grpcLis, httpLis net.Listener
+	grpcLis, httpLis, pprofLis net.Listener
 }
 
 // NewServing opens both listeners; a failure names the setting.
@@ -45,25 +53,80 @@ func NewServing(cfg ServingConfig) (*Serving, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := grpcx.NewServer(grpcx.ServerConfig{Logger: cfg.Logger.Named("grpc-server"), TLS: cfg.TLS, Address: cfg.Listen, CountSent: cfg.CountSent})
+	denied := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_grpc_denied_total",
+		Help: "gRPC calls refused by authorization, by method and the caller's role (none: a certificate without a Sluice identity)."},
+		[]string{"method", "role"})
+	reg.MustRegister(denied)
+	g, err := grpcx.NewServer(grpcx.ServerConfig{Logger: cfg.Logger.Named("grpc-server"), TLS: cfg.TLS, Address: cfg.Listen, CountSent: cfg.CountSent,
+		Insecure: cfg.Insecure, StreamLimits: cfg.StreamLimits,
+		OnDenied: func(method, role string) { denied.WithLabelValues(method, role).Inc() }})
 	if err != nil {
+		if errors.Is(err, grpcx.ErrInsecure) {
+			return nil, &config.Error{Setting: "listen", Value: cfg.Listen, Cause: err}
+		}
 		return nil, err
+	}
+	if cfg.TLS.Mutual() {
+		cfg.Logger.Info("authorization on: every call is checked against the caller's identity", "trust_domain", cfg.TLS.TrustDomain)
+	} else {
+		cfg.Logger.Warn("authorization off: no client CA, so callers cannot be told apart", "listen", cfg.Listen)
+	}
+	var pprofLis net.Listener
+	if cfg.Pprof != "" {
+		if pprofLis, err = Listen("pprof", cfg.Pprof); err != nil {
+			return nil, err
+		}
 	}
 	httpLis, err := Listen("http-listen", cfg.HTTPListen)
 	if err != nil {
+		closeAll(pprofLis)
 		return nil, err
 	}
 	grpcLis, err := Listen("listen", cfg.Listen)
 	if err != nil {
-		httpLis.Close()
+		closeAll(httpLis, pprofLis)
 		return nil, err
 	}
 	cfg.Logger.Info("serving", "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String())
-	return &Serving{GRPC: g, Ops: opsSrv, Registry: reg, grpcLis: grpcLis, httpLis: httpLis}, nil
+	if pprofLis != nil {
+		cfg.Logger.Info("serving pprof", "address", pprofLis.Addr().String())
+	}
+	return &Serving{GRPC: g, Ops: opsSrv, Registry: reg, grpcLis: grpcLis, httpLis: httpLis, pprofLis: pprofLis}, nil
+}
+
+func closeAll(ls ...net.Listener) {
+	for _, l := range ls {
+		if l != nil {
+			l.Close()
+		}
+	}
 }
 
 // Add adds both servers to g.
 func (s *Serving) Add(g *run.Group) {
 	g.Add("http", func(ctx context.Context) error { return s.Ops.Serve(ctx, s.httpLis) })
 	g.Add("grpc", func(ctx context.Context) error { return s.GRPC.Serve(ctx, s.grpcLis, 5*time.Second) })
+	if s.pprofLis != nil {
+		g.Add("pprof", func(ctx context.Context) error { return ops.ServePprof(ctx, s.pprofLis) })
+	}
+}
+
+// RegisterPprof adds --pprof to fs.
+func RegisterPprof(fs *pflag.FlagSet, addr *string) {
+	fs.StringVar(addr, "pprof", "", "serve Go profiles (/debug/pprof) on this loopback address, such as 127.0.0.1:6060; off when empty")
+}
+
+// CheckPprof refuses a profiling address off loopback: profiles expose memory, which holds
+// private keys.
+func CheckPprof(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if err := config.CheckHostPort("pprof", addr, false); err != nil {
+		return err
+	}
+	if !grpcx.IsLoopback(addr) {
+		return config.Errorf("pprof", addr, "must be a loopback address (127.0.0.1:PORT): profiles expose the process's memory")
+	}
+	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/stack"
+	"github.com/sluice-io/sluice/internal/pki"
 	"github.com/sluice-io/sluice/internal/testenv"
 )
 
@@ -273,7 +274,7 @@ func applyExamples(ctx context.Context, kubectl, kubeconfig, examples, dir strin
 			return "", err
 		}
 	}
-	certPEM, keyPEM, err := testenv.SelfSigned("secure.sluice.local")
+	certPEM, keyPEM, err := pki.SelfSigned("secure.sluice.local")
 	if err != nil {
 		return "", err
 	}

@@ -1,16 +1,15 @@
 // Package grpcx builds the gRPC servers and client connections of the three processes with
-// the same policy: health and reflection services, keepalive, message size limits, and
-// optional TLS or mutual TLS from certificate files.
+// the same policy: health and reflection services, keepalive, message size limits, caps on
+// concurrent streams, TLS or mutual TLS from certificate files that are re-read when they
+// rotate, authorization of every call by the caller's identity (internal/identity), and no
+// plaintext off loopback unless asked for.
 package grpcx
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"time"
 
@@ -26,87 +25,13 @@ import (
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/stats"
+
+	"github.com/sluice-io/sluice/internal/identity"
 )
 
 // DefaultMaxMessageSize bounds one gRPC message. A config of 10k routes is a few MiB; the
 // limit leaves room for that and refuses runaway messages.
 const DefaultMaxMessageSize = 64 << 20
-
-// TLSFiles names PEM files. With Cert and Key a server serves TLS; with CA as well it demands
-// and verifies client certificates (mTLS). A client with CA verifies the server against it,
-// and with Cert and Key presents its own certificate.
-type TLSFiles struct {
-	Cert string
-	Key  string
-	CA   string
-	// ServerName overrides the name a client verifies; empty means the dialled host.
-	ServerName string
-}
-
-// Enabled reports whether any TLS file is set.
-func (t TLSFiles) Enabled() bool { return t.Cert != "" || t.Key != "" || t.CA != "" }
-
-// ServerConfig builds the server-side tls.Config; nil when TLS is off.
-func (t TLSFiles) ServerConfig() (*tls.Config, error) {
-	if !t.Enabled() {
-		return nil, nil
-	}
-	if t.Cert == "" || t.Key == "" {
-		return nil, errors.New("a TLS server needs both a certificate and a key")
-	}
-	cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
-	if err != nil {
-		return nil, fmt.Errorf("load server certificate: %w", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if t.CA != "" {
-		pool, err := loadPool(t.CA)
-		if err != nil {
-			return nil, err
-		}
-		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return cfg, nil
-}
-
-// ClientConfig builds the client-side tls.Config; nil when TLS is off.
-func (t TLSFiles) ClientConfig() (*tls.Config, error) {
-	if !t.Enabled() {
-		return nil, nil
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-	if t.CA != "" {
-		pool, err := loadPool(t.CA)
-		if err != nil {
-			return nil, err
-		}
-		cfg.RootCAs = pool
-	}
-	if t.Cert != "" || t.Key != "" {
-		if t.Cert == "" || t.Key == "" {
-			return nil, errors.New("a TLS client certificate needs both a certificate and a key")
-		}
-		cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
-		if err != nil {
-			return nil, fmt.Errorf("load client certificate: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
-}
-
-func loadPool(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read CA bundle: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("CA bundle %s holds no PEM certificate", path)
-	}
-	return pool, nil
-}
 
 // ServerConfig configures NewServer.
 type ServerConfig struct {
@@ -120,6 +45,17 @@ type ServerConfig struct {
 	// RPC's full method name. gRPC reports the size it serialized anyway, so counting costs
 	// nothing on the send path.
 	CountSent func(method string, bytes int)
+	// Insecure allows serving off loopback without mutual TLS (then every caller may do
+	// everything); without it such a server refuses to start.
+	Insecure bool
+	// Policy authorizes every call by the caller's identity when TLS is mutual; nil means
+	// identity.DefaultPolicy.
+	Policy identity.Policy
+	// OnDenied counts a denied call (method, role).
+	OnDenied func(method, role string)
+	// StreamLimits caps the concurrent streams of a method (full method name); a stream over
+	// the cap gets RESOURCE_EXHAUSTED.
+	StreamLimits map[string]int
 }
 
 // Server is a gRPC server with its health service.
@@ -145,15 +81,32 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		// Clients ping every 20s at most; a client that pings more often is misbehaving.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
+	if cfg.TLS.Logger == nil {
+		cfg.TLS.Logger = cfg.Logger.Named("tls")
+	}
 	tlsCfg, err := cfg.TLS.ServerConfig()
 	if err != nil {
 		return nil, err
 	}
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
-	} else if cfg.Address != "" && !IsLoopback(cfg.Address) {
-		cfg.Logger.Warn("grpc server on a non-loopback address without TLS", "address", cfg.Address)
 	}
+	if !cfg.TLS.Mutual() && cfg.Address != "" && !IsLoopback(cfg.Address) {
+		if !cfg.Insecure {
+			return nil, fmt.Errorf("%w: serving gRPC on %s without mutual TLS would let anyone who reaches it read every TLS key; set --tls-cert, --tls-key and --tls-ca, or --insecure to allow it", ErrInsecure, cfg.Address)
+		}
+		cfg.Logger.Warn("insecure: grpc server off loopback without mutual TLS; every caller may do everything, including read private keys", "address", cfg.Address)
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = identity.DefaultPolicy()
+	}
+	guard, err := identity.NewGuard(identity.GuardConfig{Logger: cfg.Logger.Named("authz"), TrustDomain: cfg.TLS.TrustDomain,
+		Policy: cfg.Policy, Authenticated: cfg.TLS.Mutual(), OnDenied: cfg.OnDenied})
+	if err != nil {
+		return nil, err
+	}
+	lim := newLimiter(cfg.StreamLimits)
+	opts = append(opts, grpc.ChainUnaryInterceptor(guard.Unary()), grpc.ChainStreamInterceptor(guard.Stream(), lim.stream))
 	if cfg.CountSent != nil {
 		opts = append(opts, grpc.StatsHandler(sentCounter(cfg.CountSent)))
 	}
@@ -190,7 +143,12 @@ type ClientConfig struct {
 	Logger         hclog.Logger
 	TLS            TLSFiles
 	MaxMessageSize int
+	// Insecure allows connecting off loopback without mutual TLS; without it Dial refuses.
+	Insecure bool
 }
+
+// ErrInsecure is a connection or server that would run off loopback without mutual TLS.
+var ErrInsecure = errors.New("refusing plaintext off loopback")
 
 // Dial returns a client connection to target ("host:port", or a comma-separated list of
 // them: replicas, tried in order, the connection moving to the next when one fails). It does
@@ -200,6 +158,9 @@ func Dial(target string, cfg ClientConfig) (*grpc.ClientConn, error) {
 	if size == 0 {
 		size = DefaultMaxMessageSize
 	}
+	if cfg.TLS.Logger == nil && cfg.Logger != nil {
+		cfg.TLS.Logger = cfg.Logger.Named("tls")
+	}
 	tlsCfg, err := cfg.TLS.ClientConfig()
 	if err != nil {
 		return nil, err
@@ -208,10 +169,17 @@ func Dial(target string, cfg ClientConfig) (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
 	if tlsCfg != nil {
 		creds = credentials.NewTLS(tlsCfg)
-	} else if cfg.Logger != nil {
+	}
+	if !cfg.TLS.Mutual() {
 		for _, a := range addrs {
-			if !IsLoopback(a) {
-				cfg.Logger.Warn("grpc connection to a non-loopback address without TLS", "target", a)
+			if IsLoopback(a) {
+				continue
+			}
+			if !cfg.Insecure {
+				return nil, fmt.Errorf("%w: connecting to %s without mutual TLS (a CA to verify it and a certificate to present); set --tls-cert, --tls-key and --tls-ca, or --insecure to allow it", ErrInsecure, a)
+			}
+			if cfg.Logger != nil {
+				cfg.Logger.Warn("insecure: grpc connection off loopback without mutual TLS", "target", a)
 			}
 		}
 	}

@@ -1,7 +1,9 @@
 // Package ops serves a process's operational HTTP endpoint: /healthz (the process is alive),
 // /readyz (the process has reached its ready condition: the watcher's barrier, the
-// translator's first complete config, the pusher's first apply), /metrics (Prometheus) and
-// /debug/pprof.
+// translator's first complete config, the pusher's first apply) and /metrics (Prometheus).
+// Profiling (/debug/pprof) is served apart, only when asked for and only on loopback
+// (ServePprof): it exposes the process's memory and command line, and this endpoint is open
+// to metrics scrapers.
 package ops
 
 import (
@@ -52,12 +54,18 @@ func New(cfg Config) (*Server, error) {
 		fmt.Fprintln(w, "ok")
 	})
 	s.mux.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
-	s.mux.HandleFunc("/debug/pprof/", pprof.Index)
-	s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return s, nil
+}
+
+// ServePprof serves /debug/pprof on lis until ctx is done.
+func ServePprof(ctx context.Context, lis net.Listener) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return serve(ctx, lis, mux)
 }
 
 // NewRegistry returns a registry with the Go runtime and process collectors.
@@ -81,7 +89,11 @@ func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, 
 
 // Serve serves on lis until ctx is done.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
+	return serve(ctx, lis, s.mux)
+}
+
+func serve(ctx context.Context, lis net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
 	select {

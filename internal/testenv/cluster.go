@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"github.com/sluice-io/sluice/internal/pki"
+
 	"context"
 	"errors"
 	"fmt"
@@ -33,7 +35,7 @@ type Cluster struct {
 	Dir string
 	// Host is the apiserver's URL (https://127.0.0.1:PORT).
 	Host string
-	CA   *CA
+	CA   *pki.CA
 	// Client is an admin clientset.
 	Client kubernetes.Interface
 	// AdminKubeconfig is a kubeconfig file with admin rights, for processes.
@@ -92,18 +94,18 @@ func StartCluster(ctx context.Context) (*Cluster, error) {
 		return nil, fmt.Errorf("testenv: etcd did not become healthy: %w\n%s", err, c.etcd.LogTail(20))
 	}
 
-	if c.CA, err = NewCA("sluice-test-ca"); err != nil {
+	if c.CA, err = pki.NewCA("sluice-test-ca"); err != nil {
 		return nil, err
 	}
 	files := map[string][]byte{"ca.crt": c.CA.CertPEM}
-	if files["apiserver.crt"], files["apiserver.key"], err = c.CA.Issue(CertOptions{
+	if files["apiserver.crt"], files["apiserver.key"], err = c.CA.Issue(pki.CertOptions{
 		CommonName: "kube-apiserver", Server: true,
 		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 		IPs:      []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
 	}); err != nil {
 		return nil, err
 	}
-	if files["sa.key"], err = ecKeyPEM(); err != nil {
+	if files["sa.key"], err = pki.ServiceAccountKeyPEM(); err != nil {
 		return nil, err
 	}
 	for name, b := range files {
@@ -135,7 +137,7 @@ func StartCluster(ctx context.Context) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	adminCert, adminKey, err := c.CA.Issue(CertOptions{CommonName: "sluice-test-admin", Organization: []string{"system:masters"}, Client: true})
+	adminCert, adminKey, err := c.CA.Issue(pki.CertOptions{CommonName: "sluice-test-admin", Organization: []string{"system:masters"}, Client: true})
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +220,7 @@ func (c *Cluster) Stop() {
 // UserConfig returns a rest.Config that authenticates as user name in groups with a client
 // certificate. The user has no rights until Grant gives some.
 func (c *Cluster) UserConfig(name string, groups ...string) (*rest.Config, error) {
-	cert, key, err := c.CA.Issue(CertOptions{CommonName: name, Organization: groups, Client: true})
+	cert, key, err := c.CA.Issue(pki.CertOptions{CommonName: name, Organization: groups, Client: true})
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"github.com/sluice-io/sluice/internal/pki"
+
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -189,7 +191,7 @@ func (n *Net) startBackend(name string, useTLS bool) (*Backend, error) {
 		_ = json.NewEncoder(w).Encode(BackendAnswer{Backend: name, Host: r.Host, Path: r.URL.Path, TLS: r.TLS != nil})
 	})}
 	if useTLS {
-		certPEM, keyPEM, err := SelfSigned(name, addr)
+		certPEM, keyPEM, err := pki.SelfSigned(name, addr)
 		if err != nil {
 			lis.Close()
 			return nil, err

@@ -1,8 +1,11 @@
 package watchstream
 
 import (
+	"encoding/json"
 	"fmt"
 
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -35,4 +38,45 @@ func Decode(o *watchv1.Object) (runtime.Object, error) {
 		}
 	}
 	return nil, err
+}
+
+// secretKeep are the Secret data keys a reader without the right to private keys still gets:
+// certificates are public.
+var secretKeep = map[string]bool{corev1.TLSCertKey: true, corev1.ServiceAccountRootCAKey: true}
+
+// Redact returns o without private material, for a reader that may not have it (the operator
+// role): a Secret keeps only its certificates (tls.crt, ca.crt), and loses the
+// last-applied-configuration annotation, which kubectl fills with the whole Secret. Other
+// objects are returned as they are. The result is JSON.
+func Redact(o *watchv1.Object) (*watchv1.Object, error) {
+	if o.GetKind().GetGroup() != "" || o.GetKind().GetKind() != "Secret" {
+		return o, nil
+	}
+	obj, err := Decode(o)
+	if err != nil {
+		return nil, fmt.Errorf("redact secret %s/%s: %w", o.GetNamespace(), o.GetName(), err)
+	}
+	sec, ok := obj.(*corev1.Secret)
+	if !ok {
+		return nil, fmt.Errorf("redact secret %s/%s: decoded as %T", o.GetNamespace(), o.GetName(), obj)
+	}
+	sec = sec.DeepCopy()
+	for k := range sec.Data {
+		if !secretKeep[k] {
+			sec.Data[k] = nil
+		}
+	}
+	for k := range sec.StringData {
+		delete(sec.StringData, k)
+	}
+	delete(sec.Annotations, corev1.LastAppliedConfigAnnotation)
+	sec.ManagedFields = nil
+	sec.APIVersion, sec.Kind = "v1", "Secret"
+	raw, err := json.Marshal(sec)
+	if err != nil {
+		return nil, fmt.Errorf("redact secret %s/%s: %w", o.GetNamespace(), o.GetName(), err)
+	}
+	out := proto.Clone(o).(*watchv1.Object)
+	out.ContentType, out.Raw = ContentTypeJSON, raw
+	return out, nil
 }

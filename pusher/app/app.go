@@ -4,6 +4,7 @@ package app
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/sluice-io/sluice/internal/cli"
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/grpcx"
+	"github.com/sluice-io/sluice/internal/identity"
 	"github.com/sluice-io/sluice/internal/run"
 	"github.com/sluice-io/sluice/internal/version"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
@@ -33,6 +35,7 @@ type Settings struct {
 	GuardMaxDeletes  float64
 	GuardHold        time.Duration
 	TLS              cli.TLSSettings
+	Pprof            string
 }
 
 // Register adds the settings to fs.
@@ -48,6 +51,7 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.Float64Var(&s.GuardMaxDeletes, "guard-max-delete-ratio", 0, "deletion guard: hold back a config that removes more than this share (0..1) of the served routes; 0 turns the guard off")
 	fs.DurationVar(&s.GuardHold, "guard-hold", 30*time.Second, "deletion guard: how long a held config must stay the newest before it is applied")
 	s.TLS.Register(fs, true)
+	cli.RegisterPprof(fs, &s.Pprof)
 }
 
 // Validate checks the settings.
@@ -61,6 +65,14 @@ func (s *Settings) Validate() error {
 		}
 	}
 	if err := config.CheckURL("caddy-admin", s.CaddyAdmin); err != nil {
+		return err
+	}
+	// Caddy's admin API changes what the proxy serves and has no authentication: only this
+	// Pod may reach it.
+	if u, _ := url.Parse(s.CaddyAdmin); u.Scheme != "unix" && !grpcx.IsLoopback(u.Host) {
+		return config.Errorf("caddy-admin", s.CaddyAdmin, "must be a loopback address (http://127.0.0.1:2019) or a unix socket (unix:///path): Caddy's admin API has no authentication")
+	}
+	if err := cli.CheckPprof(s.Pprof); err != nil {
 		return err
 	}
 	switch s.CaddyTarget {
@@ -127,13 +139,17 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 		}
 		id = host
 	}
-	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files()})
+	if err := s.TLS.CheckIdentity(identity.Identity{Role: identity.Pusher}); err != nil {
+		return err
+	}
+	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files(),
+		Insecure: s.TLS.Insecure, Pprof: s.Pprof})
 	if err != nil {
 		return err
 	}
 	srv.Ops.SetNotReady("no config applied yet")
 	m := newMetrics(srv.Registry)
-	conn, err := grpcx.Dial(s.TranslatorAddr, grpcx.ClientConfig{Logger: log, TLS: s.TLS.Files()})
+	conn, err := grpcx.Dial(s.TranslatorAddr, s.TLS.Client(log, identity.Translator))
 	if err != nil {
 		return &config.Error{Setting: "translator-addr", Value: s.TranslatorAddr, Cause: err}
 	}

@@ -44,8 +44,8 @@ import (
 
 // Annotations Sluice reads.
 const (
-	AnnotationIngressClass   = "kubernetes.io/ingress.class"
-	AnnotationDefaultClass   = "ingressclass.kubernetes.io/is-default-class"
+	AnnotationIngressClass   = contract.AnnotationIngressClass
+	AnnotationDefaultClass   = contract.AnnotationDefaultClass
 	AnnotationPathRegex      = "sluice.io/path-regex"
 	AnnotationRequestTimeout = "sluice.io/request-timeout"
 )

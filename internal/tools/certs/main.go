@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/sluice-io/sluice/internal/pki"
 	"github.com/sluice-io/sluice/internal/testenv"
 )
 
@@ -32,7 +33,7 @@ func generate(dir string, validity time.Duration) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	ca, err := testenv.NewCA("sluice-local-ca")
+	ca, err := pki.NewCA("sluice-local-ca")
 	if err != nil {
 		return err
 	}
@@ -41,7 +42,7 @@ func generate(dir string, validity time.Duration) error {
 	}
 	loop := []net.IP{net.ParseIP("127.0.0.1")}
 	notAfter := time.Now().Add(validity)
-	certs := map[string]testenv.CertOptions{
+	certs := map[string]pki.CertOptions{
 		"watcher":    {CommonName: "sluice-watcher", DNSNames: []string{"watcher", "sluice-watcher", "localhost"}, IPs: loop},
 		"translator": {CommonName: "sluice-translator", DNSNames: []string{"translator", "sluice-translator", "localhost"}, IPs: loop},
 		"pusher":     {CommonName: "sluice-pusher", DNSNames: []string{"pusher", "sluice-pusher", "localhost"}, IPs: loop},
@@ -64,7 +65,7 @@ func generate(dir string, validity time.Duration) error {
 			return err
 		}
 	}
-	sa, err := testenv.ServiceAccountKeyPEM()
+	sa, err := pki.ServiceAccountKeyPEM()
 	if err != nil {
 		return err
 	}

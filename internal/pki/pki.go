@@ -1,4 +1,8 @@
-package testenv
+// Package pki issues the certificates Sluice's components and tests use: a CA, and leaf
+// certificates that name a component's identity (a SPIFFE URI SAN, see internal/identity)
+// beside its host names. It is used by `make certs`, by the test helpers and by tests; it
+// holds no test code, so commands can use it.
+package pki
 
 import (
 	"crypto"
@@ -11,11 +15,12 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"time"
 )
 
-// CA is a certificate authority for test certificates.
+// CA is a certificate authority.
 type CA struct {
 	Cert    *x509.Certificate
 	Key     crypto.Signer
@@ -23,7 +28,10 @@ type CA struct {
 }
 
 // NewCA returns a fresh CA valid for a day.
-func NewCA(name string) (*CA, error) {
+func NewCA(name string) (*CA, error) { return NewCAValid(name, 24*time.Hour) }
+
+// NewCAValid returns a fresh CA valid for validity.
+func NewCAValid(name string, validity time.Duration) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -32,7 +40,7 @@ func NewCA(name string) (*CA, error) {
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: name},
 		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
+		NotAfter:              time.Now().Add(validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -54,9 +62,11 @@ type CertOptions struct {
 	Organization []string // Kubernetes groups for client certificates
 	DNSNames     []string
 	IPs          []net.IP
-	Server       bool
-	Client       bool
-	NotAfter     time.Time // default: a day from now
+	// URIs are URI SANs, such as a component's SPIFFE ID.
+	URIs     []string
+	Server   bool
+	Client   bool
+	NotAfter time.Time // default: a day from now
 }
 
 // Issue returns a leaf certificate and its key, both PEM.
@@ -77,6 +87,13 @@ func (ca *CA) Issue(o CertOptions) (certPEM, keyPEM []byte, err error) {
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		DNSNames:     o.DNSNames,
 		IPAddresses:  o.IPs,
+	}
+	for _, u := range o.URIs {
+		parsed, err := url.Parse(u)
+		if err != nil {
+			return nil, nil, fmt.Errorf("uri SAN %q: %w", u, err)
+		}
+		tmpl.URIs = append(tmpl.URIs, parsed)
 	}
 	if o.Server {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
@@ -139,7 +156,7 @@ func ecKeyPEM() ([]byte, error) {
 func serial() *big.Int {
 	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
 	if err != nil {
-		panic(fmt.Sprintf("testenv: random serial: %v", err))
+		panic(fmt.Sprintf("pki: random serial: %v", err))
 	}
 	return n
 }
