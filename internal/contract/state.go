@@ -289,12 +289,35 @@ func Changes(d *configv1.ConfigDelta) ([]Change, error) {
 		if len(f.GetFindings()) == 0 {
 			return nil, fmt.Errorf("%w: empty findings of %s", ErrBrokenChain, KeyOfObject(f.GetObject()))
 		}
+		if err := checkGroup(f); err != nil {
+			return nil, err
+		}
 		out = append(out, Change{Findings, KeyOfObject(f.GetObject()), f})
 	}
 	for _, o := range d.GetRemovedFindings() {
 		out = append(out, Change{Findings, KeyOfObject(o), nil})
 	}
 	return out, nil
+}
+
+// checkGroup refuses findings that are not in the form the state hash is defined on (and
+// that Resources and FromResources would change): the object as {kind, namespace, name} of
+// its key, every finding of that key, in canonical order.
+func checkGroup(g *configv1.ObjectFindings) error {
+	key := KeyOfObject(g.GetObject())
+	if !proto.Equal(g.GetObject(), ObjectOfKey(key)) {
+		return fmt.Errorf("%w: findings of %s name the object as %v, not as its key", ErrBrokenChain, key, g.GetObject())
+	}
+	fs := g.GetFindings()
+	for i, f := range fs {
+		if KeyOfObject(f.GetObject()) != key {
+			return fmt.Errorf("%w: findings of %s hold a finding of %s", ErrBrokenChain, key, KeyOfObject(f.GetObject()))
+		}
+		if i > 0 && FindingLess(f, fs[i-1]) {
+			return fmt.Errorf("%w: findings of %s are not in canonical order", ErrBrokenChain, key)
+		}
+	}
+	return nil
 }
 
 // DeltaOf builds the resources of a delta from changes (the caller sets the versions and

@@ -219,6 +219,9 @@ func (m *Mirror) Apply(ev *watchv1.WatchResponse) (Change, error) {
 	}
 
 	// Live deltas.
+	if ev.GetRevision() < m.revision { // also the successor of the largest revision, which wraps to 0
+		return ChangeNone, fmt.Errorf("%w: revision %d after %d", ErrGap, ev.GetRevision(), m.revision)
+	}
 	switch e := ev.GetEvent().(type) {
 	case *watchv1.WatchResponse_Heartbeat:
 		if ev.GetRevision() != m.revision {
