@@ -174,6 +174,10 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend) (obj, erro
 		exact, re := obj{}, obj{}
 		for _, h := range rt.GetHeaders() {
 			if h.GetType() == configv1.HeaderMatchType_HEADER_MATCH_TYPE_REGEX {
+				// Caddy would refuse the whole document for it, naming no route.
+				if _, err := regexp.Compile(h.GetValue()); err != nil {
+					return nil, fmt.Errorf("header %s: %w", h.GetName(), err)
+				}
 				re[h.GetName()] = obj{"pattern": h.GetValue()}
 			} else {
 				exact[h.GetName()] = []string{h.GetValue()}
