@@ -38,8 +38,8 @@ import (
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
-	"github.com/sluice-io/sluice/internal/stack"
 	"github.com/sluice-io/sluice/internal/pki"
+	"github.com/sluice-io/sluice/internal/stack"
 	"github.com/sluice-io/sluice/internal/testenv"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	"github.com/sluice-io/sluice/pusher/caddy"
@@ -341,6 +341,7 @@ func percentile(xs []float64, p float64) float64 {
 }
 
 func (e *env) measure(ctx context.Context, size, runs, changes int, profDir string) (Result, error) {
+	pprofAddr := map[string]string{} // each process's --pprof listener
 	ns := fmt.Sprintf("bench-%d", size)
 	if err := e.populate(ctx, ns, size); err != nil {
 		return Result{}, err
@@ -366,8 +367,15 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 		dir, _ := os.MkdirTemp("", "sluice-bench-")
 		start = time.Now()
 		var err error
+		// Profiles are served only on a loopback listener of their own (--pprof).
+		for _, name := range []string{"watcher", "translator", "pusher"} {
+			if pprofAddr[name], err = testenv.FreeAddr(); err != nil {
+				return r, err
+			}
+		}
 		st, err = stack.Start(ctx, stack.Config{Cluster: e.c, BinDir: e.bin, Dir: dir, Namespaces: []string{ns},
-			WatcherArgs: []string{"--kube-qps", "1000", "--kube-burst", "2000"}})
+			WatcherArgs:    []string{"--kube-qps", "1000", "--kube-burst", "2000", "--pprof", pprofAddr["watcher"]},
+			TranslatorArgs: []string{"--pprof", pprofAddr["translator"]}, PusherArgs: []string{"--pprof", pprofAddr["pusher"]}})
 		if err != nil {
 			return r, err
 		}
@@ -487,7 +495,9 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	}()
 	profile := filepath.Join(profDir, fmt.Sprintf("translator-cpu-%d.pprof", size))
 	profDone := make(chan error, 1)
-	go func() { profDone <- fetch("http://"+st.TranslatorHTTP+"/debug/pprof/profile?seconds=15", profile) }()
+	go func() {
+		profDone <- fetch("http://"+pprofAddr["translator"]+"/debug/pprof/profile?seconds=15", profile)
+	}()
 	churnStart := time.Now()
 	churnConfig, churn, _, err := e.changes(ctx, st, f, ns, "churn", changes)
 	stopChurn()
@@ -505,7 +515,7 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	r.ChangeCaddyMs = median(loads)
 	// Where the bytes go: the in-use heap of each process after the change measures.
 	r.Heap = map[string]string{}
-	for name, addr := range map[string]string{"watcher": st.WatcherHTTP, "translator": st.TranslatorHTTP, "pusher": st.PusherHTTP} {
+	for name, addr := range pprofAddr {
 		path := filepath.Join(profDir, fmt.Sprintf("%s-heap-%d.pprof", name, size))
 		if err := fetch("http://"+addr+"/debug/pprof/heap", path); err == nil {
 			out, _ := exec.Command("go", "tool", "pprof", "-top", "-nodecount=8", "-sample_index=inuse_space", path).Output()

@@ -22,8 +22,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/stack"
 	"github.com/sluice-io/sluice/internal/pki"
+	"github.com/sluice-io/sluice/internal/stack"
 	"github.com/sluice-io/sluice/internal/testenv"
 )
 

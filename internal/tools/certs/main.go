@@ -1,7 +1,8 @@
 // Command certs writes a local CA and the certificates of Sluice's components for mTLS, and
-// of the local kube-apiserver for the compose setup (`make certs`). Every certificate is for
-// both server and client authentication and names the component's container host name,
-// localhost and 127.0.0.1.
+// of the local kube-apiserver for the compose setup (`make certs`). Each component's
+// certificate names its identity (spiffe://<trust-domain>/sluice/<role>, the translator's
+// with its IngressClass), which the servers authorize every call by, and its container host
+// name, localhost and 127.0.0.1; operator.crt is sluicectl's.
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/sluice-io/sluice/internal/identity"
 	"github.com/sluice-io/sluice/internal/pki"
 	"github.com/sluice-io/sluice/internal/testenv"
 )
@@ -21,19 +23,21 @@ import (
 func main() {
 	out := flag.String("out", "deploy/compose/certs", "directory to write into")
 	days := flag.Int("days", 365, "validity in days")
+	td := flag.String("trust-domain", identity.DefaultTrustDomain, "SPIFFE trust domain of the identities")
+	class := flag.String("ingress-class", "sluice", "the IngressClass the translator's identity serves")
 	flag.Parse()
-	if err := generate(*out, time.Duration(*days)*24*time.Hour); err != nil {
+	if err := generate(*out, time.Duration(*days)*24*time.Hour, *td, *class); err != nil {
 		fmt.Fprintf(os.Stderr, "certs: %v\n", err)
 		os.Exit(1)
 	}
-	fmt.Printf("certs: wrote a CA and certificates for watcher, translator, pusher, kube-apiserver and an admin client into %s\n", *out)
+	fmt.Printf("certs: wrote a CA and certificates for watcher, translator, pusher, operator (sluicectl), kube-apiserver and an admin client into %s\n", *out)
 }
 
-func generate(dir string, validity time.Duration) error {
+func generate(dir string, validity time.Duration, td, class string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	ca, err := pki.NewCA("sluice-local-ca")
+	ca, err := pki.NewCAValid("sluice-local-ca", validity)
 	if err != nil {
 		return err
 	}
@@ -42,10 +46,17 @@ func generate(dir string, validity time.Duration) error {
 	}
 	loop := []net.IP{net.ParseIP("127.0.0.1")}
 	notAfter := time.Now().Add(validity)
+	uri := func(r identity.Role, class string) []string {
+		return []string{identity.Identity{TrustDomain: td, Role: r, Class: class}.URI()}
+	}
+	if err := (identity.Identity{TrustDomain: td, Role: identity.Translator, Class: class}).Validate(); err != nil {
+		return err
+	}
 	certs := map[string]pki.CertOptions{
-		"watcher":    {CommonName: "sluice-watcher", DNSNames: []string{"watcher", "sluice-watcher", "localhost"}, IPs: loop},
-		"translator": {CommonName: "sluice-translator", DNSNames: []string{"translator", "sluice-translator", "localhost"}, IPs: loop},
-		"pusher":     {CommonName: "sluice-pusher", DNSNames: []string{"pusher", "sluice-pusher", "localhost"}, IPs: loop},
+		"watcher":    {CommonName: "sluice-watcher", DNSNames: []string{"watcher", "sluice-watcher", "localhost"}, IPs: loop, URIs: uri(identity.Watcher, "")},
+		"translator": {CommonName: "sluice-translator", DNSNames: []string{"translator", "sluice-translator", "localhost"}, IPs: loop, URIs: uri(identity.Translator, class)},
+		"pusher":     {CommonName: "sluice-pusher", DNSNames: []string{"pusher", "sluice-pusher", "localhost"}, IPs: loop, URIs: uri(identity.Pusher, "")},
+		"operator":   {CommonName: "sluice-operator", URIs: uri(identity.Operator, "")},
 		"apiserver": {CommonName: "kube-apiserver", DNSNames: []string{"kube-apiserver", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "localhost"},
 			IPs: append(loop, net.ParseIP("10.0.0.1"))},
 		// The compose watcher's identity; the local profile binds it to deploy/'s ClusterRole.
