@@ -4,6 +4,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/internal/cli"
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/grpcx"
+	"github.com/sluice-io/sluice/internal/identity"
 	"github.com/sluice-io/sluice/internal/run"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
@@ -37,7 +39,10 @@ type Settings struct {
 	PublishService           string
 	PublishAddresses         []string
 	ReportStatus             bool
+	SendTimeout              time.Duration
 	TLS                      cli.TLSSettings
+	MaxStreams               int
+	Pprof                    string
 }
 
 // Register adds the settings to fs.
@@ -52,8 +57,11 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.DurationVar(&s.MaxDelay, "max-delay", 500*time.Millisecond, "longest a change waits for a config while changes keep coming")
 	fs.StringVar(&s.PublishService, "publish-service", "", "namespace/name of the proxy's Service: its status.loadBalancer and externalIPs become every served Ingress's status.loadBalancer")
 	fs.StringSliceVar(&s.PublishAddresses, "publish-address", nil, "the proxy's addresses (IPs or hostnames) to put in every served Ingress's status.loadBalancer, instead of --publish-service")
+	fs.DurationVar(&s.SendTimeout, "send-timeout", 30*time.Second, "longest one send on a Config stream may take; a pusher that stopped reading for longer is dropped and must reconnect")
 	fs.BoolVar(&s.ReportStatus, "report-status", true, "report the served Ingresses' statuses and findings to the watcher, which writes them")
 	s.TLS.Register(fs, true)
+	fs.IntVar(&s.MaxStreams, "max-streams", 64, "concurrent Config streams this translator serves; more get RESOURCE_EXHAUSTED")
+	cli.RegisterPprof(fs, &s.Pprof)
 }
 
 // Validate checks the settings.
@@ -91,6 +99,15 @@ func (s *Settings) Validate() error {
 	if s.Holdoff < 0 {
 		return config.Errorf("holdoff", s.Holdoff.String(), "must not be negative")
 	}
+	if s.SendTimeout <= 0 {
+		return config.Errorf("send-timeout", s.SendTimeout.String(), "must be positive")
+	}
+	if s.MaxStreams <= 0 {
+		return config.Errorf("max-streams", fmt.Sprint(s.MaxStreams), "must be positive")
+	}
+	if err := cli.CheckPprof(s.Pprof); err != nil {
+		return err
+	}
 	if s.MaxDelay < s.Holdoff {
 		return config.Errorf("max-delay", s.MaxDelay.String(), "must be at least --holdoff (%s)", s.Holdoff)
 	}
@@ -100,7 +117,13 @@ func (s *Settings) Validate() error {
 // Run runs the translator until ctx is done or it fails.
 func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 	var m *metrics // set below, before anything is served
+	// The watcher judges this translator's status reports by the class its certificate names.
+	if err := s.TLS.CheckIdentity(identity.Identity{Role: identity.Translator, Class: s.IngressClass}); err != nil {
+		return err
+	}
 	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files(),
+		Insecure: s.TLS.Insecure, Pprof: s.Pprof,
+		StreamLimits: map[string]int{configv1.ConfigService_StreamConfig_FullMethodName: s.MaxStreams},
 		CountSent: func(method string, n int) {
 			if method == configv1.ConfigService_StreamConfig_FullMethodName {
 				m.sentBytes.Add(float64(n))
@@ -112,12 +135,13 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 	srv.Ops.SetNotReady("no complete config yet")
 	m = newMetrics(srv.Registry)
 	cfgSrv, err := configserver.New(configserver.Config{Logger: log.Named("config"), Stopping: ctx.Done(), Metrics: m,
+		SendTimeout: s.SendTimeout, MaxMessageSize: grpcx.DefaultMaxMessageSize, // the limit cli.NewServing's server sends with
 		OnComplete: func() { srv.Ops.SetReady() }})
 	if err != nil {
 		return err
 	}
 	configv1.RegisterConfigServiceServer(srv.GRPC.Server, cfgSrv)
-	conn, err := grpcx.Dial(s.WatcherAddr, grpcx.ClientConfig{Logger: log, TLS: s.TLS.Files()})
+	conn, err := grpcx.Dial(s.WatcherAddr, s.TLS.Client(log, identity.Watcher))
 	if err != nil {
 		return &config.Error{Setting: "watcher-addr", Value: s.WatcherAddr, Cause: err}
 	}

@@ -36,12 +36,13 @@ func (f *framer) start(emit func(*watchv1.WatchResponse) error) error {
 			}
 		}
 	} else {
+		snapshot := sub.Snapshot()
 		m := msg(sub.Revision)
-		m.Event = &watchv1.WatchResponse_SnapshotStart{SnapshotStart: &watchv1.SnapshotStart{Count: uint64(len(sub.Snapshot)), Kinds: sub.Kinds}}
+		m.Event = &watchv1.WatchResponse_SnapshotStart{SnapshotStart: &watchv1.SnapshotStart{Count: uint64(len(snapshot)), Kinds: sub.Kinds}}
 		if err := emit(m); err != nil {
 			return err
 		}
-		for _, o := range sub.Snapshot {
+		for _, o := range snapshot {
 			m := msg(sub.Revision)
 			m.Event = &watchv1.WatchResponse_Upsert{Upsert: &watchv1.Upsert{Object: o}}
 			if err := emit(m); err != nil {
@@ -55,12 +56,8 @@ func (f *framer) start(emit func(*watchv1.WatchResponse) error) error {
 		}
 	}
 	if sub.SyncedAtStart && !f.marker {
-		inv := sub.StartInventory
-		if !sub.Resumed {
-			inv = snapshotInventory(sub)
-		}
 		m := msg(f.last)
-		m.Event = &watchv1.WatchResponse_InitialSyncComplete{InitialSyncComplete: &watchv1.InitialSyncComplete{Inventory: inv}}
+		m.Event = &watchv1.WatchResponse_InitialSyncComplete{InitialSyncComplete: &watchv1.InitialSyncComplete{Inventory: sub.StartInventory()}}
 		f.marker = true
 		return emit(m)
 	}
@@ -97,19 +94,6 @@ func (f *framer) event(ev store.Event, emit func(*watchv1.WatchResponse) error) 
 func (f *framer) heartbeat(synced bool) *watchv1.WatchResponse {
 	return &watchv1.WatchResponse{Epoch: f.sub.Epoch, Revision: f.last,
 		Event: &watchv1.WatchResponse_Heartbeat{Heartbeat: &watchv1.Heartbeat{Synced: synced}}}
-}
-
-func snapshotInventory(sub *store.Subscription) []*watchv1.KindInventory {
-	byKind := map[string][]*watchv1.Object{}
-	for _, o := range sub.Snapshot {
-		kk := watchstream.KindKey(o.GetKind())
-		byKind[kk] = append(byKind[kk], o)
-	}
-	out := make([]*watchv1.KindInventory, 0, len(sub.Kinds))
-	for _, k := range sub.Kinds {
-		out = append(out, watchstream.InventoryOf(k, byKind[watchstream.KindKey(k)]))
-	}
-	return out
 }
 
 func filterInventory(inv []*watchv1.KindInventory, sub *store.Subscription) []*watchv1.KindInventory {

@@ -54,7 +54,7 @@ type Store struct {
 	epoch    string
 	kinds    []*watchv1.GroupVersionKind
 	kindSet  map[string]int // KindKey -> index in kinds
-	objects  map[watchv1Key]*watchv1.Object
+	objects  objectSet
 	counts   []int
 	revision uint64
 	synced   bool
@@ -97,7 +97,6 @@ func New(cfg Config) (*Store, error) {
 		epoch:      cfg.Epoch,
 		kinds:      cfg.Kinds,
 		kindSet:    make(map[string]int, len(cfg.Kinds)),
-		objects:    map[watchv1Key]*watchv1.Object{},
 		counts:     make([]int, len(cfg.Kinds)),
 		history:    make([]Event, cfg.HistorySize),
 		bufferSize: cfg.SubscriberBuffer,
@@ -130,7 +129,7 @@ func (s *Store) Count(kind string) int {
 }
 
 // Len is the number of objects.
-func (s *Store) Len() int { return len(s.objects) }
+func (s *Store) Len() int { return s.objects.len() }
 
 // Subscribers is the number of live subscriptions.
 func (s *Store) Subscribers() int { return len(s.subs) }
@@ -143,14 +142,14 @@ func (s *Store) Upsert(o *watchv1.Object) (bool, error) {
 	if !ok {
 		return false, fmt.Errorf("store: object %s of an unknown kind", k)
 	}
-	old, had := s.objects[k]
+	old, had := s.objects.get(k)
 	if had && old.GetResourceVersion() == o.GetResourceVersion() && old.GetUid() == o.GetUid() {
 		return false, nil
 	}
 	if !had {
 		s.counts[i]++
 	}
-	s.objects[k] = o
+	s.objects.put(k, o)
 	s.append(Event{Type: EventUpsert, Object: o})
 	return true, nil
 }
@@ -159,11 +158,11 @@ func (s *Store) Upsert(o *watchv1.Object) (bool, error) {
 // change.
 func (s *Store) Delete(o *watchv1.Object) bool {
 	k := watchstream.KeyOf(o)
-	old, had := s.objects[k]
+	old, had := s.objects.get(k)
 	if !had {
 		return false
 	}
-	delete(s.objects, k)
+	s.objects.del(k)
 	s.counts[s.kindSet[k.Kind]]--
 	s.append(Event{Type: EventDelete, Object: old})
 	return true
@@ -182,12 +181,17 @@ func (s *Store) MarkSynced() {
 
 // Inventory returns the inventory of the given kinds (all when nil), in stream order.
 func (s *Store) Inventory(kinds map[string]bool) []*watchv1.KindInventory {
-	byKind := make([][]*watchv1.Object, len(s.kinds))
-	for k, o := range s.objects {
-		byKind[s.kindSet[k.Kind]] = append(byKind[s.kindSet[k.Kind]], o)
-	}
+	return inventory(&s.objects.shards, s.kinds, s.kindSet, kinds) // read by the owner: nothing to share
+}
+
+// inventory is the inventory of the given kinds (all when nil) of objs, in stream order.
+func inventory(objs *objectShards, all []*watchv1.GroupVersionKind, kindSet map[string]int, kinds map[string]bool) []*watchv1.KindInventory {
+	byKind := make([][]*watchv1.Object, len(all))
+	objs.each(func(k watchv1Key, o *watchv1.Object) {
+		byKind[kindSet[k.Kind]] = append(byKind[kindSet[k.Kind]], o)
+	})
 	var out []*watchv1.KindInventory
-	for i, kind := range s.kinds {
+	for i, kind := range all {
 		if kinds != nil && !kinds[watchstream.KindKey(kind)] {
 			continue
 		}
@@ -239,17 +243,22 @@ type Subscription struct {
 	Kinds  []*watchv1.GroupVersionKind
 	Filter map[string]bool
 
-	// Resumed tells which start the subscription has. A snapshot: Snapshot holds every
+	// Resumed tells which start the subscription has. A snapshot: Snapshot returns every
 	// object (of the subscription's kinds) at Revision, sorted. A resume: Replay holds the
 	// changes after the requested revision up to Revision.
 	Resumed  bool
 	Revision uint64
-	Snapshot []*watchv1.Object
 	Replay   []Event
 	// SyncedAtStart tells whether the barrier had opened at Revision. If so, the stream's
 	// marker follows the start directly, with StartInventory.
-	SyncedAtStart  bool
-	StartInventory []*watchv1.KindInventory
+	SyncedAtStart bool
+
+	// objects are the store's objects at Revision, shared with the store, which never
+	// changes them (copy-on-write): the subscriber copies, sorts and digests them in its own
+	// goroutine, not the store's owner.
+	objects  *objectShards
+	allKinds []*watchv1.GroupVersionKind
+	kindSet  map[string]int // the store's, never changed after New
 
 	events chan Event
 	done   chan struct{}
@@ -268,9 +277,32 @@ func (s *Subscription) Err() error { return s.err }
 // Carries reports whether the subscription carries objects of kind (a KindKey).
 func (s *Subscription) Carries(kind string) bool { return s.Filter == nil || s.Filter[kind] }
 
+// Snapshot returns every object of the subscription's kinds at Revision, sorted in stream
+// order (nil for a resume). Each call copies and sorts: the subscriber calls it once.
+func (s *Subscription) Snapshot() []*watchv1.Object {
+	if s.Resumed {
+		return nil
+	}
+	var out []*watchv1.Object
+	s.objects.each(func(k watchv1Key, o *watchv1.Object) {
+		if s.Carries(k.Kind) {
+			out = append(out, o)
+		}
+	})
+	sortObjects(out, s.kindSet)
+	return out
+}
+
+// StartInventory is the inventory of the subscription's kinds at Revision: the marker's
+// when SyncedAtStart.
+func (s *Subscription) StartInventory() []*watchv1.KindInventory {
+	return inventory(s.objects, s.allKinds, s.kindSet, s.Filter)
+}
+
 // Subscribe starts a subscription at the current revision.
 func (s *Store) Subscribe(req Request) (*Subscription, error) {
-	sub := &Subscription{Epoch: s.epoch, Kinds: s.kinds, Revision: s.revision, events: make(chan Event, s.bufferSize), done: make(chan struct{})}
+	sub := &Subscription{Epoch: s.epoch, Kinds: s.kinds, Revision: s.revision, events: make(chan Event, s.bufferSize), done: make(chan struct{}),
+		allKinds: s.kinds, kindSet: s.kindSet}
 	if len(req.Kinds) > 0 {
 		sub.Filter = map[string]bool{}
 		for _, k := range req.Kinds {
@@ -291,19 +323,13 @@ func (s *Store) Subscribe(req Request) (*Subscription, error) {
 		sub.Resumed, sub.Replay = true, replay
 		// The marker comes in the replay when the barrier opened after the resumed revision;
 		// otherwise right after the replay, with the inventory as of now.
-		if s.synced && s.syncedRev <= req.ResumeRevision {
-			sub.SyncedAtStart, sub.StartInventory = true, s.Inventory(sub.Filter)
-		}
+		sub.SyncedAtStart = s.synced && s.syncedRev <= req.ResumeRevision
 	} else {
-		sub.Snapshot = make([]*watchv1.Object, 0, len(s.objects))
-		for k, o := range s.objects {
-			if sub.Carries(k.Kind) {
-				sub.Snapshot = append(sub.Snapshot, o)
-			}
-		}
-		sortObjects(sub.Snapshot, s.kindSet)
 		sub.SyncedAtStart = s.synced
 	}
+	// The objects as they are now, taken at the cost of the shard pointers: copying,
+	// sorting and digesting them is the subscriber's work, in its own goroutine.
+	sub.objects = s.objects.view()
 	s.subs[sub] = struct{}{}
 	return sub, nil
 }
