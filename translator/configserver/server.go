@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
+	"github.com/sluice-io/sluice/internal/identity"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
@@ -237,8 +238,18 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 	}
 	id := hello.GetPusherId()
 	log := s.log.With("pusher", id)
-	s.register(hello)
-	defer s.unregister(id)
+	// A caller with redacted access (the operator role) follows the stream read-only: it is
+	// not a pusher, its answers are refused, and it never receives a private key.
+	caller := identity.CallerFrom(stream.Context())
+	var redactor *contract.Redactor
+	if caller.Access == identity.Redacted {
+		redactor = &contract.Redactor{}
+		log = s.log.With("reader", id, "caller", caller.Name)
+		log.Info("read-only config stream opened (private keys removed)")
+	} else {
+		s.register(hello)
+		defer s.unregister(id)
+	}
 	pr := &peer{} // what this stream was sent, to check its answers against
 	defer s.endPeer(log, pr)
 	log.Info("pusher connected", "data_plane", hello.GetDataPlane().String(), "version", hello.GetSoftwareVersion())
@@ -259,6 +270,10 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 				default:
 				}
 				continue
+			}
+			if redactor != nil {
+				readErr <- status.Errorf(codes.PermissionDenied, "%s follows the config stream read-only and may not acknowledge configs", caller.Name)
+				return
 			}
 			if err := s.record(log, id, pr, req); err != nil {
 				readErr <- err
@@ -304,6 +319,11 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 		s.mu.Unlock()
 		// Over the limit, nothing is sent and sentVersion stays: the pusher keeps what it
 		// applied, and the next version is built from that (a delta that may fit).
+		if next != nil && redactor != nil {
+			if next, err = redact(redactor, next); err != nil {
+				return status.Errorf(codes.Internal, "%v", err)
+			}
+		}
 		if next != nil && s.fits(next) {
 			out = append(out, next)
 			pr.sent(next)
@@ -333,6 +353,19 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 			return errStopping
 		}
 	}
+}
+
+// redact rewrites a config or delta for a read-only stream.
+func redact(r *contract.Redactor, m *configv1.StreamConfigResponse) (*configv1.StreamConfigResponse, error) {
+	switch x := m.GetMessage().(type) {
+	case *configv1.StreamConfigResponse_Config:
+		c, err := r.Config(x.Config)
+		return &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Config{Config: c}}, err
+	case *configv1.StreamConfigResponse_Delta:
+		d, err := r.Delta(x.Delta)
+		return &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Delta{Delta: d}}, err
+	}
+	return m, nil
 }
 
 // errSendTimeout is a send that did not complete within SendTimeout.
@@ -513,8 +546,8 @@ func (s *Server) GetStatus(_ context.Context, req *configv1.GetStatusRequest) (*
 	if l := s.latest; l != nil {
 		resp.Current = contract.RefOf(l)
 		if req.GetIncludeResources() {
-			// Published resources are never mutated, so they can be shared.
-			resp.Current.Resources = s.fullLocked().GetResources()
+			// Never a private key, to anyone: the status is for reading, not for serving.
+			resp.Current.Resources = contract.RedactResources(s.fullLocked().GetResources())
 		}
 	}
 	for _, p := range s.pushers {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/cli"
 	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/identity"
 	"github.com/sluice-io/sluice/internal/run"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 	"github.com/sluice-io/sluice/watcher/controller"
@@ -45,6 +46,8 @@ type Settings struct {
 	KubeQPS       float32
 	KubeBurst     int
 	TLS           cli.TLSSettings
+	MaxStreams    int
+	Pprof         string
 
 	StatusWrites       bool
 	StatusQPS          float32
@@ -78,6 +81,8 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.Float32Var(&s.KubeQPS, "kube-qps", 50, "client-side queries per second to the apiserver")
 	fs.IntVar(&s.KubeBurst, "kube-burst", 100, "client-side burst to the apiserver")
 	s.TLS.Register(fs, false)
+	fs.IntVar(&s.MaxStreams, "max-streams", 64, "concurrent Watch streams, and concurrent status streams, this watcher serves; more get RESOURCE_EXHAUSTED")
+	cli.RegisterPprof(fs, &s.Pprof)
 	host, _ := os.Hostname()
 	fs.BoolVar(&s.StatusWrites, "status-writes", true, "write the statuses and Events that translators report (only the leader writes when --leader-elect is on)")
 	fs.Float32Var(&s.StatusQPS, "status-qps", 10, "client-side queries per second for status writes and Events, apart from --kube-qps")
@@ -126,7 +131,7 @@ func (s *Settings) Validate() error {
 	for _, n := range []struct {
 		name string
 		v    int
-	}{{"history-size", s.HistorySize}, {"client-buffer", s.ClientBuffer}, {"kube-burst", s.KubeBurst}} {
+	}{{"history-size", s.HistorySize}, {"client-buffer", s.ClientBuffer}, {"kube-burst", s.KubeBurst}, {"max-streams", s.MaxStreams}} {
 		if n.v <= 0 {
 			return config.Errorf(n.name, fmt.Sprint(n.v), "must be positive")
 		}
@@ -178,6 +183,9 @@ func (s *Settings) Validate() error {
 			return config.Errorf("leader-elect-renew-deadline", s.LeaseRenewDeadline.String(), "must be longer than 1.2 x --leader-elect-retry-period (%s)", s.LeaseRetryPeriod)
 		}
 	}
+	if err := cli.CheckPprof(s.Pprof); err != nil {
+		return err
+	}
 	return s.TLS.Validate()
 }
 
@@ -197,7 +205,12 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 		return fmt.Errorf("kubernetes dynamic client: %w", err)
 	}
 	var m *metrics // set below, before anything is served
+	if err := s.TLS.CheckIdentity(identity.Identity{Role: identity.Watcher}); err != nil {
+		return err
+	}
 	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files(),
+		Insecure: s.TLS.Insecure, Pprof: s.Pprof,
+		StreamLimits: map[string]int{watchv1.WatchService_Watch_FullMethodName: s.MaxStreams, watchv1.StatusService_ReportStatus_FullMethodName: s.MaxStreams},
 		CountSent: func(method string, n int) {
 			if method == watchv1.WatchService_Watch_FullMethodName {
 				m.sentBytes.Add(float64(n))
@@ -213,7 +226,7 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 		return err
 	}
 	watchv1.RegisterWatchServiceServer(srv.GRPC.Server, watchSrv)
-	peers := newPeers(log, s.TLS.Files(), s.PeerTLSServerName)
+	peers := newPeers(log, s.TLS, s.PeerTLSServerName)
 	defer peers.close()
 	statusSrv, err := status.NewService(status.ServiceConfig{Logger: log.Named("status"), Dial: peers.dial, Stopping: ctx.Done()})
 	if err != nil {

@@ -11,7 +11,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/sluice-io/sluice/internal/cli"
 	"github.com/sluice-io/sluice/internal/grpcx"
+	"github.com/sluice-io/sluice/internal/identity"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 	"github.com/sluice-io/sluice/watcher/controller"
 	"github.com/sluice-io/sluice/watcher/kinds"
 	"github.com/sluice-io/sluice/watcher/status"
@@ -21,10 +24,13 @@ import (
 // (alone, or through the Lease) and writes until ctx ends.
 func (s *Settings) writeStatus(ctx context.Context, log hclog.Logger, restCfg *rest.Config, ctrl *controller.Controller, resolved []*kinds.Kind,
 	m *metrics, svc *status.Service) error {
-	var ingress *kinds.Kind
+	var ingress, class *kinds.Kind
 	for _, k := range resolved {
 		if k.GVK.Group == "networking.k8s.io" && k.GVK.Kind == "Ingress" && k.Served {
 			ingress = k
+		}
+		if k.GVK.Group == "networking.k8s.io" && k.GVK.Kind == "IngressClass" && k.Served {
+			class = k
 		}
 	}
 	if ingress == nil {
@@ -42,7 +48,11 @@ func (s *Settings) writeStatus(ctx context.Context, log hclog.Logger, restCfg *r
 	if err != nil {
 		return err
 	}
-	w, err := status.New(status.Config{Logger: log, Source: ctrl, Client: statusCS, Ingress: ingress.Wire(),
+	var classKind *watchv1.GroupVersionKind
+	if class != nil {
+		classKind = class.Wire()
+	}
+	w, err := status.New(status.Config{Logger: log, Source: ctrl, Client: statusCS, Ingress: ingress.Wire(), IngressClass: classKind,
 		Workers: s.StatusWorkers, Component: "sluice-watcher", Metrics: m})
 	if err != nil {
 		return err
@@ -97,14 +107,15 @@ func clientFor(base *rest.Config, purpose string, qps float32, burst int) (kuber
 // peers holds the connections to other replicas, for relaying status streams to the leader.
 type peers struct {
 	log   hclog.Logger
-	tls   grpcx.TLSFiles
+	cfg   grpcx.ClientConfig
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 }
 
-func newPeers(log hclog.Logger, tls grpcx.TLSFiles, serverName string) *peers {
+func newPeers(log hclog.Logger, tls cli.TLSSettings, serverName string) *peers {
 	tls.ServerName = serverName
-	return &peers{log: log, tls: tls, conns: map[string]*grpc.ClientConn{}}
+	// The leader must be another watcher replica: a relayed stream carries translators' reports.
+	return &peers{log: log, cfg: tls.Client(log, identity.Watcher), conns: map[string]*grpc.ClientConn{}}
 }
 
 func (p *peers) dial(addr string) (grpc.ClientConnInterface, error) {
@@ -116,7 +127,7 @@ func (p *peers) dial(addr string) (grpc.ClientConnInterface, error) {
 	if p.conns == nil {
 		return nil, errors.New("shutting down")
 	}
-	c, err := grpcx.Dial(addr, grpcx.ClientConfig{Logger: p.log, TLS: p.tls})
+	c, err := grpcx.Dial(addr, p.cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-io/sluice/internal/identity"
+	"github.com/sluice-io/sluice/internal/watchstream"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 	"github.com/sluice-io/sluice/watcher/store"
 )
@@ -40,6 +42,13 @@ type Config struct {
 	// Stopping is closed when the process begins to shut down.
 	Stopping <-chan struct{}
 	Metrics  Metrics
+	// SendTimeout bounds one send: a client that stops reading blocks the stream's sends
+	// (gRPC flow control) before the store's buffer would drop it, and its stream ends after
+	// this instead of holding a goroutine and a subscription forever.
+	SendTimeout time.Duration
+
+	// senderDone, when set (tests), is called when a stream's sender goroutine ends.
+	senderDone func(client string)
 }
 
 // Server is the WatchService.
@@ -60,6 +69,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = nopMetrics{}
+	}
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = 30 * time.Second
 	}
 	return &Server{cfg: cfg, log: cfg.Logger}, nil
 }
@@ -100,13 +112,30 @@ func (s *Server) Watch(req *watchv1.WatchRequest, stream watchv1.WatchService_Wa
 	defer src.Unsubscribe(sub)
 	s.cfg.Metrics.StreamOpened()
 	defer s.cfg.Metrics.StreamClosed()
-	log.Debug("stream opened", "epoch", sub.Epoch, "revision", sub.Revision, "resumed", sub.Resumed, "objects", len(sub.Snapshot), "synced", sub.SyncedAtStart)
+	log.Debug("stream opened", "epoch", sub.Epoch, "revision", sub.Revision, "resumed", sub.Resumed, "synced", sub.SyncedAtStart)
 
+	// A caller with redacted access (the operator role) gets Secrets without private keys.
+	redacted := identity.CallerFrom(ctx).Access == identity.Redacted
+	send, stopSender := s.sender(req.GetClientName(), stream)
+	defer stopSender()
 	emit := func(m *watchv1.WatchResponse) error {
 		if s.stopping() {
 			return errStopping
 		}
-		return stream.Send(m)
+		if redacted {
+			var err error
+			if m, err = redact(m); err != nil {
+				log.Error("cannot redact an object for a read-only stream; ending it", "error", err)
+				return status.Error(codes.Internal, err.Error())
+			}
+		}
+		err := send(m)
+		if errors.Is(err, errSendTimeout) {
+			s.cfg.Metrics.ClientDropped()
+			log.Warn("dropping a client that stopped reading; it must reconnect", "revision", m.GetRevision(), "send_timeout", s.cfg.SendTimeout)
+			return status.Errorf(codes.ResourceExhausted, "client stopped reading: a send did not complete within %s; reconnect", s.cfg.SendTimeout)
+		}
+		return err
 	}
 	f := &framer{sub: sub}
 	if err := f.start(emit); err != nil {
@@ -137,6 +166,62 @@ func (s *Server) Watch(req *watchv1.WatchRequest, stream watchv1.WatchService_Wa
 			return errStopping
 		}
 	}
+}
+
+// redact returns m with its object redacted (watchstream.Redact); m itself is shared with
+// every other stream and is not changed.
+func redact(m *watchv1.WatchResponse) (*watchv1.WatchResponse, error) {
+	switch ev := m.GetEvent().(type) {
+	case *watchv1.WatchResponse_Upsert:
+		o, err := watchstream.Redact(ev.Upsert.GetObject())
+		if err != nil || o == ev.Upsert.GetObject() {
+			return m, err
+		}
+		return &watchv1.WatchResponse{Epoch: m.GetEpoch(), Revision: m.GetRevision(), Event: &watchv1.WatchResponse_Upsert{Upsert: &watchv1.Upsert{Object: o}}}, nil
+	case *watchv1.WatchResponse_Delete:
+		o, err := watchstream.Redact(ev.Delete.GetObject())
+		if err != nil || o == ev.Delete.GetObject() {
+			return m, err
+		}
+		return &watchv1.WatchResponse{Epoch: m.GetEpoch(), Revision: m.GetRevision(), Event: &watchv1.WatchResponse_Delete{Delete: &watchv1.Delete{Object: o}}}, nil
+	}
+	return m, nil
+}
+
+// errSendTimeout is a send that did not complete within SendTimeout.
+var errSendTimeout = errors.New("send timed out")
+
+// sender sends a stream's messages from a goroutine of its own, so that the handler waits
+// at most SendTimeout for a client that stopped reading. The handler then returns, which
+// ends the stream: the blocked Send fails and the goroutine ends, releasing what it held.
+// stop ends the goroutine once the handler has returned.
+func (s *Server) sender(client string, stream watchv1.WatchService_WatchServer) (send func(*watchv1.WatchResponse) error, stop func()) {
+	msgs := make(chan *watchv1.WatchResponse)
+	results := make(chan error, 1) // the one result nobody waits for after a timeout
+	go func() {
+		if s.cfg.senderDone != nil {
+			defer s.cfg.senderDone(client)
+		}
+		for m := range msgs {
+			results <- stream.Send(m)
+		}
+	}()
+	timer := time.NewTimer(s.cfg.SendTimeout)
+	timer.Stop()
+	send = func(m *watchv1.WatchResponse) error {
+		msgs <- m // the goroutine is idle: the handler waits for every result or returns
+		timer.Reset(s.cfg.SendTimeout)
+		defer timer.Stop()
+		select {
+		case err := <-results:
+			return err
+		case <-timer.C:
+			return errSendTimeout
+		case <-s.cfg.Stopping:
+			return errStopping
+		}
+	}
+	return send, func() { close(msgs) }
 }
 
 type nopMetrics struct{}

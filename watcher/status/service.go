@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 
@@ -13,11 +14,27 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-io/sluice/internal/grpcx"
+	"github.com/sluice-io/sluice/internal/identity"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
 
 // relayedKey marks a stream a replica relays, so that the receiver never relays it again.
 const relayedKey = "x-sluice-relayed"
+
+// relayedForKey names, on a relayed stream, the identity of the translator whose stream it
+// is. The leader believes it only from a caller whose own identity is a watcher's.
+const relayedForKey = "x-sluice-relayed-for"
+
+// Origin is who a report is from, as the Service established it.
+type Origin struct {
+	// Source names the reporter: the caller's identity or, when authorization is off, the
+	// source the report itself names.
+	Source string
+	// Class, when Checked, is the IngressClass the reporter's identity serves: the Writer
+	// acts on its reports only for Ingresses of that class.
+	Class   string
+	Checked bool
+}
 
 // Leadership tells who leads; Elector and Static are ones.
 type Leadership interface {
@@ -26,7 +43,7 @@ type Leadership interface {
 
 // Reporter takes reports; Writer is one.
 type Reporter interface {
-	Report(req *watchv1.ReportStatusRequest)
+	Report(from Origin, req *watchv1.ReportStatusRequest)
 }
 
 // ServiceConfig configures a Service.
@@ -74,25 +91,54 @@ func (s *Service) ReportStatus(stream grpc.BidiStreamingServer[watchv1.ReportSta
 	if lead == nil {
 		return status.Error(codes.Unavailable, "this watcher does not write statuses yet (initial sync not complete, or status writing off)")
 	}
-	l, changed := lead.Leader()
 	md, _ := metadata.FromIncomingContext(stream.Context())
+	from, err := originOf(stream.Context(), md)
+	if err != nil {
+		s.log.Warn("status stream refused", "error", err)
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	l, changed := lead.Leader()
 	switch {
 	case l.Self:
-		return s.local(stream, rep, l, changed)
+		return s.local(stream, rep, from, l, changed)
 	case len(md.Get(relayedKey)) > 0:
 		return status.Errorf(codes.Unavailable, "not the leader (leader: %q); a relayed stream is not relayed again", l.Identity)
 	case l.Address == "":
 		return status.Error(codes.Unavailable, "no leader elected yet")
 	default:
-		return s.relay(stream, l, changed)
+		return s.relay(stream, from, l, changed)
 	}
 }
 
-func (s *Service) local(stream grpc.BidiStreamingServer[watchv1.ReportStatusRequest, watchv1.ReportStatusResponse], rep Reporter, l Leader, changed <-chan struct{}) error {
+// originOf establishes who reports: a translator by its own identity; a watcher replica
+// relaying by the identity it relays for; anyone when authorization is off (no mTLS).
+func originOf(ctx context.Context, md metadata.MD) (Origin, error) {
+	c := identity.CallerFrom(ctx)
+	switch {
+	case c.Anonymous:
+		return Origin{}, nil
+	case c.Identity.Role == identity.Translator:
+		return Origin{Source: c.Identity.URI(), Class: c.Identity.Class, Checked: true}, nil
+	case c.Identity.Role == identity.Watcher:
+		v := md.Get(relayedForKey)
+		if len(v) != 1 {
+			return Origin{}, fmt.Errorf("%s relays a status stream without naming the one translator it relays for", c.Name)
+		}
+		id, err := identity.Parse(v[0], c.Identity.TrustDomain)
+		if err != nil || id.Role != identity.Translator {
+			return Origin{}, fmt.Errorf("%s relays a status stream for %q, which is not a translator's identity", c.Name, v[0])
+		}
+		return Origin{Source: id.URI(), Class: id.Class, Checked: true}, nil
+	}
+	return Origin{}, fmt.Errorf("%s may not report statuses", c.Name)
+}
+
+func (s *Service) local(stream grpc.BidiStreamingServer[watchv1.ReportStatusRequest, watchv1.ReportStatusResponse], rep Reporter, from Origin, l Leader, changed <-chan struct{}) error {
 	if err := stream.Send(&watchv1.ReportStatusResponse{Leader: l.Identity}); err != nil {
 		return err
 	}
 	msgs := grpcx.Pump[watchv1.ReportStatusRequest](stream.Context(), stream.Recv, 16)
+	first := true // a stream's first report must be full
 	for {
 		select {
 		case <-changed:
@@ -106,20 +152,35 @@ func (s *Service) local(stream grpc.BidiStreamingServer[watchv1.ReportStatusRequ
 				}
 				return m.Err
 			}
+			if from.Checked {
+				// The source is who the caller is, not what it says.
+				m.Msg.Source = from.Source
+			}
 			if m.Msg.GetSource() == "" {
 				return status.Error(codes.InvalidArgument, "report without a source")
 			}
-			rep.Report(m.Msg)
+			if err := checkReport(m.Msg, first); err != nil {
+				s.log.Warn("status report refused; ending the stream", "source", m.Msg.GetSource(), "error", err)
+				return err
+			}
+			first = false
+			o := from
+			o.Source = m.Msg.GetSource()
+			rep.Report(o, m.Msg)
 		}
 	}
 }
 
-func (s *Service) relay(stream grpc.BidiStreamingServer[watchv1.ReportStatusRequest, watchv1.ReportStatusResponse], l Leader, changed <-chan struct{}) error {
+func (s *Service) relay(stream grpc.BidiStreamingServer[watchv1.ReportStatusRequest, watchv1.ReportStatusResponse], from Origin, l Leader, changed <-chan struct{}) error {
 	conn, err := s.cfg.Dial(l.Address)
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "relay to leader %s: %v", l.Identity, err)
 	}
-	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(stream.Context(), relayedKey, "1"))
+	kv := []string{relayedKey, "1"}
+	if from.Checked {
+		kv = append(kv, relayedForKey, from.Source)
+	}
+	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(stream.Context(), kv...))
 	defer cancel()
 	up, err := watchv1.NewStatusServiceClient(conn).ReportStatus(ctx)
 	if err != nil {

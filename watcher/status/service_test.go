@@ -24,7 +24,7 @@ type reports struct {
 	new chan struct{}
 }
 
-func (r *reports) Report(req *watchv1.ReportStatusRequest) {
+func (r *reports) Report(_ Origin, req *watchv1.ReportStatusRequest) {
 	r.mu.Lock()
 	r.got = append(r.got, req)
 	r.mu.Unlock()

@@ -59,6 +59,10 @@ type Config struct {
 	Client kubernetes.Interface
 	// Ingress is the Ingress kind as the store holds it.
 	Ingress *watchv1.GroupVersionKind
+	// IngressClass is the IngressClass kind as the store holds it; the Writer needs the
+	// classes to hold a translator to its own class (contract.MayReport). Without it, a
+	// report from a checked origin is acted on only for Ingresses that name its class.
+	IngressClass *watchv1.GroupVersionKind
 	// Workers write concurrently (the client's rate limit still applies).
 	Workers int
 	// Component names the Events' source.
@@ -73,6 +77,7 @@ func (k key) String() string { return k.ns + "/" + k.name }
 // item is one thing for the Writer's owner goroutine: a report, or a term beginning or ending.
 type item struct {
 	report *watchv1.ReportStatusRequest
+	from   Origin
 	begin  context.Context
 	end    bool
 }
@@ -94,6 +99,9 @@ type Writer struct {
 
 	// Owned by Run.
 	sources  map[string]map[key]*watchv1.IngressStatus
+	origins  map[string]Origin // by source: whose class limits it
+	refused  map[string]map[key]bool
+	classes  map[string]contract.IngressClassInfo
 	actual   map[key]*networkingv1.Ingress
 	released map[key][]*watchv1.LoadBalancerIngress // addresses a source set and then let go of
 	said     map[key]announced
@@ -131,12 +139,15 @@ func New(cfg Config) (*Writer, error) {
 		cfg.Metrics = nopMetrics{}
 	}
 	return &Writer{cfg: cfg, log: cfg.Logger, inbox: fifo.New[item](), sources: map[string]map[key]*watchv1.IngressStatus{},
+		origins: map[string]Origin{}, refused: map[string]map[key]bool{}, classes: map[string]contract.IngressClassInfo{},
 		actual: map[key]*networkingv1.Ingress{}, released: map[key][]*watchv1.LoadBalancerIngress{}, said: map[key]announced{},
 		pending: map[key]intent{}}, nil
 }
 
 // Report hands a translator's report to the Writer. It never blocks.
-func (w *Writer) Report(req *watchv1.ReportStatusRequest) { w.inbox.Push(item{report: req}) }
+func (w *Writer) Report(from Origin, req *watchv1.ReportStatusRequest) {
+	w.inbox.Push(item{report: req, from: from})
+}
 
 // BeginTerm starts writing: ctx is the term of leadership and ends when the lease is lost.
 // Reports that arrive after BeginTerm are applied after the term began.
@@ -149,14 +160,18 @@ func (w *Writer) EndTerm() { w.inbox.Push(item{end: true}) }
 func (w *Writer) Run(ctx context.Context) error {
 	defer w.endTerm()
 	for ctx.Err() == nil {
-		sub, err := w.cfg.Source.Subscribe(ctx, store.Request{Kinds: []*watchv1.GroupVersionKind{w.cfg.Ingress}})
+		kinds := []*watchv1.GroupVersionKind{w.cfg.Ingress}
+		if w.cfg.IngressClass != nil {
+			kinds = append(kinds, w.cfg.IngressClass)
+		}
+		sub, err := w.cfg.Source.Subscribe(ctx, store.Request{Kinds: kinds})
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("status writer: subscribe to the store: %w", err)
 		}
-		w.resync(sub.Snapshot)
+		w.resync(sub.Snapshot())
 		err = w.follow(ctx, sub)
 		w.cfg.Source.Unsubscribe(sub)
 		if ctx.Err() != nil {
@@ -180,7 +195,7 @@ func (w *Writer) follow(ctx context.Context, sub *store.Subscription) error {
 			for _, it := range w.inbox.PopAll() {
 				switch {
 				case it.report != nil:
-					w.report(it.report)
+					w.report(it.from, it.report)
 				case it.begin != nil:
 					w.beginTerm(it.begin)
 				case it.end:
@@ -197,6 +212,7 @@ func (w *Writer) follow(ctx context.Context, sub *store.Subscription) error {
 func (w *Writer) resync(snapshot []*watchv1.Object) {
 	old := w.actual
 	w.actual = map[key]*networkingv1.Ingress{}
+	w.classes = map[string]contract.IngressClassInfo{}
 	for _, o := range snapshot {
 		w.upsert(o)
 	}
@@ -217,6 +233,11 @@ func (w *Writer) storeEvent(ev store.Event) {
 			w.evaluate(k, false)
 		}
 	case store.EventDelete:
+		if ev.Object.GetKind().GetKind() == "IngressClass" {
+			delete(w.classes, ev.Object.GetName())
+			w.classesChanged()
+			return
+		}
 		k := key{ev.Object.GetNamespace(), ev.Object.GetName()}
 		delete(w.actual, k)
 		delete(w.said, k)
@@ -233,6 +254,11 @@ func (w *Writer) upsert(o *watchv1.Object) (key, bool) {
 		delete(w.actual, k)
 		return k, true
 	}
+	if c, ok := obj.(*networkingv1.IngressClass); ok {
+		w.classes[c.Name] = contract.IngressClassInfo{Controller: c.Spec.Controller, Default: c.Annotations[contract.AnnotationDefaultClass] == "true"}
+		w.classesChanged()
+		return k, false
+	}
 	ing, ok := obj.(*networkingv1.Ingress)
 	if !ok {
 		return k, false
@@ -241,9 +267,51 @@ func (w *Writer) upsert(o *watchv1.Object) (key, bool) {
 	return k, true
 }
 
+// classesChanged decides every Ingress again: which reports may act on it can change.
+func (w *Writer) classesChanged() {
+	if w.term == nil {
+		return
+	}
+	for k := range w.actual {
+		w.evaluate(k, false)
+	}
+}
+
+// mayAct says whether a report from src may decide ing's status: always when authorization
+// is off, else only for an Ingress of the reporter's class.
+func (w *Writer) mayAct(src string, ing *networkingv1.Ingress) bool {
+	o, ok := w.origins[src]
+	if !ok || !o.Checked {
+		return true
+	}
+	claim := contract.ClassClaim{ClassName: ing.Spec.IngressClassName, Annotation: ing.Annotations[contract.AnnotationIngressClass]}
+	return contract.MayReport(claim, o.Class, w.classes)
+}
+
+// checkClasses logs, once per source and Ingress, a report about an Ingress of another
+// class: it is kept (the Ingress may change class) but never acted on while it is not of
+// the reporter's class.
+func (w *Writer) checkClasses(src string, sts []*watchv1.IngressStatus) {
+	for _, st := range sts {
+		k := key{st.GetKey().GetNamespace(), st.GetKey().GetName()}
+		ing := w.actual[k]
+		if ing == nil || w.mayAct(src, ing) || w.refused[src][k] {
+			continue
+		}
+		if w.refused[src] == nil {
+			w.refused[src] = map[key]bool{}
+		}
+		w.refused[src][k] = true
+		w.cfg.Metrics.StatusWrite("refused")
+		w.log.Warn("status report refused: the ingress is not of the reporter's class", "source", src, "class", w.origins[src].Class, "ingress", k.String())
+	}
+}
+
 // report applies a translator's report.
-func (w *Writer) report(req *watchv1.ReportStatusRequest) {
+func (w *Writer) report(from Origin, req *watchv1.ReportStatusRequest) {
 	src := req.GetSource()
+	w.origins[src] = from
+	w.checkClasses(src, req.GetStatuses())
 	cur := w.sources[src]
 	if cur == nil || req.GetFull() {
 		next := make(map[key]*watchv1.IngressStatus, len(req.GetStatuses()))
@@ -291,8 +359,9 @@ func (w *Writer) release(k key, st *watchv1.IngressStatus) {
 func (w *Writer) desired(k key) *watchv1.IngressStatus {
 	var best *watchv1.IngressStatus
 	bestSrc := ""
+	ing := w.actual[k]
 	for src, m := range w.sources {
-		if st, ok := m[k]; ok && (best == nil || src < bestSrc) {
+		if st, ok := m[k]; ok && (best == nil || src < bestSrc) && (ing == nil || w.mayAct(src, ing)) {
 			best, bestSrc = st, src
 		}
 	}

@@ -227,7 +227,7 @@ func TestWriterWritesOnlyDifferencesAndOnlyInATerm(t *testing.T) {
 	f := startWriter(t, ingress("a", "ua", "1"), ingress("b", "ub", "1", "10.0.0.1"))
 	ctx1, end1 := context.WithCancel(context.Background())
 	f.w.BeginTerm(ctx1)
-	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{
+	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{
 		desired("a", "ua", "10.0.0.1"), desired("b", "ub", "10.0.0.1")}})
 	f.m.eventually(t, "a's status written", func() bool { return f.m.write("done") == 1 })
 	if got := f.statusOf(t, "a"); len(got) != 1 || got[0] != "10.0.0.1" {
@@ -241,12 +241,12 @@ func TestWriterWritesOnlyDifferencesAndOnlyInATerm(t *testing.T) {
 	// The lease is lost: a report now is not written, not even once a new term begins.
 	end1()
 	f.w.EndTerm()
-	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Statuses: []*watchv1.IngressStatus{desired("b", "ub", "10.0.0.2")}})
+	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Statuses: []*watchv1.IngressStatus{desired("b", "ub", "10.0.0.2")}})
 	ctx2, end2 := context.WithCancel(context.Background())
 	defer end2()
 	f.w.BeginTerm(ctx2)
 	// The translator reports in full to the new leader; only that is written.
-	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{
+	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{
 		desired("a", "ua", "10.0.0.1"), desired("b", "ub", "10.0.0.3")}})
 	f.m.eventually(t, "b's status written", func() bool {
 		got := f.statusOf(t, "b")
@@ -273,7 +273,7 @@ func TestWriterRetriesConflictsOnAFreshRead(t *testing.T) {
 	ctx, end := context.WithCancel(context.Background())
 	defer end()
 	f.w.BeginTerm(ctx)
-	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{
+	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{
 		desired("a", "ua", "10.0.0.9"), desired("b", "ub", "10.0.0.9")}})
 	f.m.eventually(t, "a written and b skipped", func() bool { return f.m.write("done") == 1 && f.m.write("skipped") == 1 })
 	if got := f.statusOf(t, "a"); len(got) != 1 || got[0] != "10.0.0.9" {
@@ -298,7 +298,7 @@ func TestWriterTakesBackReleasedAddresses(t *testing.T) {
 	ctx, end := context.WithCancel(context.Background())
 	defer end()
 	f.w.BeginTerm(ctx)
-	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{desired("a", "ua", "10.0.0.1")}})
+	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{desired("a", "ua", "10.0.0.1")}})
 	f.m.eventually(t, "a's status written", func() bool { return f.m.write("done") == 1 })
 	// The store sees the write, as the informer would.
 	written, err := f.cs.NetworkingV1().Ingresses("ns").Get(context.Background(), "a", metav1.GetOptions{})
@@ -310,7 +310,7 @@ func TestWriterTakesBackReleasedAddresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.src.upsert(t, written)
-	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Removed: []*watchv1.IngressKey{{Namespace: "ns", Name: "a"}}})
+	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Removed: []*watchv1.IngressKey{{Namespace: "ns", Name: "a"}}})
 	f.m.eventually(t, "a's status cleared", func() bool { return f.m.write("done") == 2 })
 	if got := f.statusOf(t, "a"); len(got) != 0 {
 		t.Fatalf("a's status = %v after its translator let go of it, want none", got)
@@ -331,7 +331,7 @@ func TestWriterAnnouncesFindingsOnce(t *testing.T) {
 	bad.ManageLoadBalancer = false
 	bad.Findings = []*watchv1.StatusFinding{{Reason: "ServiceNotFound", Field: "spec.rules[0].http.paths[0].backend", Message: `service "web" not found`, Warning: true}}
 	for range 3 {
-		f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{bad}})
+		f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{bad}})
 	}
 	events := func() []corev1.Event {
 		l, err := f.cs.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
@@ -348,7 +348,7 @@ func TestWriterAnnouncesFindingsOnce(t *testing.T) {
 	}
 	fixed := desired("a", "ua")
 	fixed.ManageLoadBalancer = false
-	f.w.Report(&watchv1.ReportStatusRequest{Source: "s", Statuses: []*watchv1.IngressStatus{fixed}})
+	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Statuses: []*watchv1.IngressStatus{fixed}})
 	f.m.eventually(t, "a FindingsResolved Event", func() bool {
 		for _, e := range events() {
 			if e.Reason == "FindingsResolved" && e.Type == corev1.EventTypeNormal {
@@ -365,3 +365,28 @@ func TestWriterAnnouncesFindingsOnce(t *testing.T) {
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// Issue 16: a translator's report is acted on only for Ingresses of the class its identity
+// names; a report about another controller's Ingress is refused (logged and counted) and
+// that Ingress's status is never written.
+func TestWriterHoldsATranslatorToItsClass(t *testing.T) {
+	ours, theirs := "sluice", "nginx"
+	a, b := ingress("a", "ua", "1"), ingress("b", "ub", "1")
+	a.Spec.IngressClassName, b.Spec.IngressClassName = &ours, &theirs
+	f := startWriter(t, a, b)
+	ctx, end := context.WithCancel(context.Background())
+	defer end()
+	f.w.BeginTerm(ctx)
+	from := Origin{Source: "spiffe://cluster.local/sluice/translator/sluice", Class: "sluice", Checked: true}
+	f.w.Report(from, &watchv1.ReportStatusRequest{Source: from.Source, Full: true, Statuses: []*watchv1.IngressStatus{
+		desired("a", "ua", "10.0.0.1"), desired("b", "ub", "10.0.0.66")}})
+	f.m.eventually(t, "a written and b refused", func() bool { return f.m.write("done") == 1 && f.m.write("refused") == 1 })
+	if got := f.statusOf(t, "b"); len(got) != 0 {
+		t.Fatalf("b (class nginx) got status %v from a translator of class sluice", got)
+	}
+	for _, p := range f.p.all() {
+		if p.name == "b" {
+			t.Fatalf("b was patched: %+v", p)
+		}
+	}
+}
