@@ -83,9 +83,9 @@ func TestOperatorStreamIsReadOnlyWithoutPrivateKeys(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		name  string
-		c     configv1.ConfigServiceClient
-		keys  bool
+		name string
+		c    configv1.ConfigServiceClient
+		keys bool
 	}{{"operator", op, false}, {"pusher", full, true}} {
 		cl := follow(t, tc.c)
 		cl.readUntil(src.version)
