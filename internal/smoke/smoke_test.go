@@ -134,6 +134,10 @@ func TestBadSettingsExitWithOneLineNamingTheSetting(t *testing.T) {
 		{"pusher", []string{"--tls-cert", dir + "/missing.pem", "--tls-key", dir + "/missing.key"}, nil, "--tls-cert (SLUICE_TLS_CERT)"},
 		{"pusher", []string{"--caddy-admin", "ftp://x"}, nil, "--caddy-admin"},
 		{"pusher", []string{"--config", dir + "/nope.yaml"}, nil, "--config"},
+		// Issue 16: no accidental exposure.
+		{"pusher", []string{"--caddy-admin", "http://10.0.0.1:2019"}, nil, "must be a loopback address (http://127.0.0.1:2019) or a unix socket"},
+		{"translator", []string{"--pprof", "0.0.0.0:6060"}, nil, `--pprof (SLUICE_PPROF) "0.0.0.0:6060": must be a loopback address`},
+		{"translator", []string{"--listen", "0.0.0.0:0"}, nil, "refusing plaintext off loopback"},
 	}
 	for i, tc := range cases {
 		t.Run(fmt.Sprintf("%s-%d", tc.bin, i), func(t *testing.T) {
