@@ -297,11 +297,18 @@ func (m *Mirror) verify(marker *watchv1.InitialSyncComplete) error {
 	if len(inv) != len(m.kinds) {
 		return fmt.Errorf("%w: inventory has %d kinds, the stream carries %d", ErrInventory, len(inv), len(m.kinds))
 	}
+	seen := make(map[string]bool, len(inv))
 	for _, want := range inv {
 		kk := KindKey(want.GetKind())
 		if !m.kindSet[kk] {
 			return fmt.Errorf("%w: inventory names kind %s, which the stream does not carry", ErrInventory, kk)
 		}
+		// With as many entries as kinds, a kind named twice means another is left out:
+		// that one would never be verified.
+		if seen[kk] {
+			return fmt.Errorf("%w: inventory names kind %s twice", ErrInventory, kk)
+		}
+		seen[kk] = true
 		got := InventoryOf(want.GetKind(), byKind[kk])
 		if got.GetCount() != want.GetCount() || !bytes.Equal(got.GetDigest(), want.GetDigest()) {
 			return fmt.Errorf("%w: kind %s: holding %d objects (digest %x), watcher has %d (digest %x)",

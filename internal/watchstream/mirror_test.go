@@ -1,0 +1,33 @@
+package watchstream
+
+import (
+	"errors"
+	"testing"
+
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+)
+
+// A lying watcher (issue 16): a marker whose inventory names one kind twice, so that the
+// count of kinds matches while another kind is left out, is refused; the kind it leaves out
+// holds an object the marker never accounted for.
+func TestMarkerNamingAKindTwiceIsRefused(t *testing.T) {
+	ing := &watchv1.GroupVersionKind{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}
+	svc := &watchv1.GroupVersionKind{Version: "v1", Kind: "Service"}
+	obj := &watchv1.Object{Kind: svc, Namespace: "ns", Name: "s", ResourceVersion: "1", ContentType: ContentTypeJSON, Raw: []byte("{}")}
+	m := NewMirror()
+	for _, ev := range []*watchv1.WatchResponse{
+		{Epoch: "e", Revision: 1, Event: &watchv1.WatchResponse_SnapshotStart{SnapshotStart: &watchv1.SnapshotStart{Count: 1, Kinds: []*watchv1.GroupVersionKind{ing, svc}}}},
+		{Epoch: "e", Revision: 1, Event: &watchv1.WatchResponse_Upsert{Upsert: &watchv1.Upsert{Object: obj}}},
+		{Epoch: "e", Revision: 1, Event: &watchv1.WatchResponse_SnapshotEnd{SnapshotEnd: &watchv1.SnapshotEnd{}}},
+	} {
+		if _, err := m.Apply(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	empty := InventoryOf(ing, nil)
+	_, err := m.Apply(&watchv1.WatchResponse{Epoch: "e", Revision: 1, Event: &watchv1.WatchResponse_InitialSyncComplete{
+		InitialSyncComplete: &watchv1.InitialSyncComplete{Inventory: []*watchv1.KindInventory{empty, empty}}}})
+	if !errors.Is(err, ErrInventory) || m.Synced() {
+		t.Fatalf("a marker naming Ingress twice and leaving Services out: %v (synced %v), want ErrInventory", err, m.Synced())
+	}
+}
