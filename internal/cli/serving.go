@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"time"
 
@@ -31,6 +32,8 @@ type ServingConfig struct {
 	StreamLimits map[string]int
 	// Pprof, when set, is a loopback address to serve /debug/pprof on.
 	Pprof string
+	// MaxMessageSize bounds one gRPC message each way; 0 means grpcx.DefaultMaxMessageSize.
+	MaxMessageSize int
 }
 
 // Serving holds a process's gRPC server, operational endpoint and metrics registry. Services
@@ -58,7 +61,7 @@ func NewServing(cfg ServingConfig) (*Serving, error) {
 		[]string{"method", "role"})
 	reg.MustRegister(denied)
 	g, err := grpcx.NewServer(grpcx.ServerConfig{Logger: cfg.Logger.Named("grpc-server"), TLS: cfg.TLS, Address: cfg.Listen, CountSent: cfg.CountSent,
-		Insecure: cfg.Insecure, StreamLimits: cfg.StreamLimits,
+		Insecure: cfg.Insecure, StreamLimits: cfg.StreamLimits, MaxMessageSize: cfg.MaxMessageSize,
 		OnDenied: func(method, role string) { denied.WithLabelValues(method, role).Inc() }})
 	if err != nil {
 		if errors.Is(err, grpcx.ErrInsecure) {
@@ -109,6 +112,19 @@ func (s *Serving) Add(g *run.Group) {
 	if s.pprofLis != nil {
 		g.Add("pprof", func(ctx context.Context) error { return ops.ServePprof(ctx, s.pprofLis) })
 	}
+}
+
+// RegisterMaxMessageSize adds --max-message-size to fs.
+func RegisterMaxMessageSize(fs *pflag.FlagSet, size *int) {
+	fs.IntVar(size, "max-message-size", grpcx.DefaultMaxMessageSize, "largest gRPC message, in bytes, this process sends or receives (a complete config must fit; raise it on both ends of a link)")
+}
+
+// CheckMaxMessageSize refuses a limit too small for any useful message.
+func CheckMaxMessageSize(size int) error {
+	if size < 1<<16 {
+		return config.Errorf("max-message-size", fmt.Sprint(size), "must be at least 65536")
+	}
+	return nil
 }
 
 // RegisterPprof adds --pprof to fs.

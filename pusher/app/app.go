@@ -36,6 +36,7 @@ type Settings struct {
 	GuardHold        time.Duration
 	TLS              cli.TLSSettings
 	Pprof            string
+	MaxMessageSize   int
 }
 
 // Register adds the settings to fs.
@@ -52,6 +53,7 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.DurationVar(&s.GuardHold, "guard-hold", 30*time.Second, "deletion guard: how long a held config must stay the newest before it is applied")
 	s.TLS.Register(fs, true)
 	cli.RegisterPprof(fs, &s.Pprof)
+	cli.RegisterMaxMessageSize(fs, &s.MaxMessageSize)
 }
 
 // Validate checks the settings.
@@ -73,6 +75,9 @@ func (s *Settings) Validate() error {
 		return config.Errorf("caddy-admin", s.CaddyAdmin, "must be a loopback address (http://127.0.0.1:2019) or a unix socket (unix:///path): Caddy's admin API has no authentication")
 	}
 	if err := cli.CheckPprof(s.Pprof); err != nil {
+		return err
+	}
+	if err := cli.CheckMaxMessageSize(s.MaxMessageSize); err != nil {
 		return err
 	}
 	switch s.CaddyTarget {
@@ -143,13 +148,15 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 		return err
 	}
 	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files(),
-		Insecure: s.TLS.Insecure, Pprof: s.Pprof})
+		Insecure: s.TLS.Insecure, Pprof: s.Pprof, MaxMessageSize: s.MaxMessageSize})
 	if err != nil {
 		return err
 	}
 	srv.Ops.SetNotReady("no config applied yet")
 	m := newMetrics(srv.Registry)
-	conn, err := grpcx.Dial(s.TranslatorAddr, s.TLS.Client(log, identity.Translator))
+	cc := s.TLS.Client(log, identity.Translator)
+	cc.MaxMessageSize = s.MaxMessageSize
+	conn, err := grpcx.Dial(s.TranslatorAddr, cc)
 	if err != nil {
 		return &config.Error{Setting: "translator-addr", Value: s.TranslatorAddr, Cause: err}
 	}

@@ -140,7 +140,7 @@ func (g *Gate) Run(ctx context.Context) error {
 		if size, limit, ok := messageTooLarge(err); ok {
 			// The translator would send the same version again: no hot reconnect loop.
 			backoff = g.cfg.BackoffMax
-			g.log.Error("config larger than the pusher's message limit; the data plane keeps its config: raise the message limit of the pusher (and of the translator) above the size",
+			g.log.Error("config larger than the pusher's message limit; the data plane keeps its config: raise --max-message-size of the pusher and of the translator above the size",
 				"size", size, "limit", limit, "backoff", backoff)
 		} else {
 			g.log.Warn("config stream ended; the gate is closed and the data plane keeps its config", "error", err, "backoff", backoff)

@@ -43,6 +43,7 @@ type Settings struct {
 	TLS                      cli.TLSSettings
 	MaxStreams               int
 	Pprof                    string
+	MaxMessageSize           int
 }
 
 // Register adds the settings to fs.
@@ -62,6 +63,7 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	s.TLS.Register(fs, true)
 	fs.IntVar(&s.MaxStreams, "max-streams", 64, "concurrent Config streams this translator serves; more get RESOURCE_EXHAUSTED")
 	cli.RegisterPprof(fs, &s.Pprof)
+	cli.RegisterMaxMessageSize(fs, &s.MaxMessageSize)
 }
 
 // Validate checks the settings.
@@ -108,6 +110,9 @@ func (s *Settings) Validate() error {
 	if err := cli.CheckPprof(s.Pprof); err != nil {
 		return err
 	}
+	if err := cli.CheckMaxMessageSize(s.MaxMessageSize); err != nil {
+		return err
+	}
 	if s.MaxDelay < s.Holdoff {
 		return config.Errorf("max-delay", s.MaxDelay.String(), "must be at least --holdoff (%s)", s.Holdoff)
 	}
@@ -122,7 +127,7 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 		return err
 	}
 	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files(),
-		Insecure: s.TLS.Insecure, Pprof: s.Pprof,
+		Insecure: s.TLS.Insecure, Pprof: s.Pprof, MaxMessageSize: s.MaxMessageSize,
 		StreamLimits: map[string]int{configv1.ConfigService_StreamConfig_FullMethodName: s.MaxStreams},
 		CountSent: func(method string, n int) {
 			if method == configv1.ConfigService_StreamConfig_FullMethodName {
@@ -135,13 +140,15 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 	srv.Ops.SetNotReady("no complete config yet")
 	m = newMetrics(srv.Registry)
 	cfgSrv, err := configserver.New(configserver.Config{Logger: log.Named("config"), Stopping: ctx.Done(), Metrics: m,
-		SendTimeout: s.SendTimeout, MaxMessageSize: grpcx.DefaultMaxMessageSize, // the limit cli.NewServing's server sends with
+		SendTimeout: s.SendTimeout, MaxMessageSize: s.MaxMessageSize, // the limit cli.NewServing's server sends with
 		OnComplete: func() { srv.Ops.SetReady() }})
 	if err != nil {
 		return err
 	}
 	configv1.RegisterConfigServiceServer(srv.GRPC.Server, cfgSrv)
-	conn, err := grpcx.Dial(s.WatcherAddr, s.TLS.Client(log, identity.Watcher))
+	cc := s.TLS.Client(log, identity.Watcher)
+	cc.MaxMessageSize = s.MaxMessageSize
+	conn, err := grpcx.Dial(s.WatcherAddr, cc)
 	if err != nil {
 		return &config.Error{Setting: "watcher-addr", Value: s.WatcherAddr, Cause: err}
 	}

@@ -33,21 +33,23 @@ import (
 
 // Settings are the watcher's settings.
 type Settings struct {
-	Kubeconfig    string
-	Listen        string
-	HTTPListen    string
-	Namespaces    []string
-	SyncTimeout   time.Duration
-	Kinds         []string
-	OptionalKinds []string
-	HistorySize   int
-	ClientBuffer  int
-	Heartbeat     time.Duration
-	KubeQPS       float32
-	KubeBurst     int
-	TLS           cli.TLSSettings
-	MaxStreams    int
-	Pprof         string
+	Kubeconfig     string
+	Listen         string
+	HTTPListen     string
+	Namespaces     []string
+	SyncTimeout    time.Duration
+	Kinds          []string
+	OptionalKinds  []string
+	HistorySize    int
+	ClientBuffer   int
+	Heartbeat      time.Duration
+	KubeQPS        float32
+	KubeBurst      int
+	TLS            cli.TLSSettings
+	MaxStreams     int
+	Pprof          string
+	SendTimeout    time.Duration
+	MaxMessageSize int
 
 	StatusWrites       bool
 	StatusQPS          float32
@@ -83,6 +85,8 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	s.TLS.Register(fs, false)
 	fs.IntVar(&s.MaxStreams, "max-streams", 64, "concurrent Watch streams, and concurrent status streams, this watcher serves; more get RESOURCE_EXHAUSTED")
 	cli.RegisterPprof(fs, &s.Pprof)
+	cli.RegisterMaxMessageSize(fs, &s.MaxMessageSize)
+	fs.DurationVar(&s.SendTimeout, "send-timeout", 30*time.Second, "longest one send on a Watch stream may take; a client that stopped reading for longer is dropped (RESOURCE_EXHAUSTED) and must reconnect")
 	host, _ := os.Hostname()
 	fs.BoolVar(&s.StatusWrites, "status-writes", true, "write the statuses and Events that translators report (only the leader writes when --leader-elect is on)")
 	fs.Float32Var(&s.StatusQPS, "status-qps", 10, "client-side queries per second for status writes and Events, apart from --kube-qps")
@@ -186,6 +190,12 @@ func (s *Settings) Validate() error {
 	if err := cli.CheckPprof(s.Pprof); err != nil {
 		return err
 	}
+	if err := cli.CheckMaxMessageSize(s.MaxMessageSize); err != nil {
+		return err
+	}
+	if s.SendTimeout <= 0 {
+		return config.Errorf("send-timeout", s.SendTimeout.String(), "must be positive")
+	}
 	return s.TLS.Validate()
 }
 
@@ -209,7 +219,7 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 		return err
 	}
 	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files(),
-		Insecure: s.TLS.Insecure, Pprof: s.Pprof,
+		Insecure: s.TLS.Insecure, Pprof: s.Pprof, MaxMessageSize: s.MaxMessageSize,
 		StreamLimits: map[string]int{watchv1.WatchService_Watch_FullMethodName: s.MaxStreams, watchv1.StatusService_ReportStatus_FullMethodName: s.MaxStreams},
 		CountSent: func(method string, n int) {
 			if method == watchv1.WatchService_Watch_FullMethodName {
@@ -221,7 +231,7 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 	}
 	srv.Ops.SetNotReady("initial sync not complete")
 	m = newMetrics(srv.Registry)
-	watchSrv, err := server.New(server.Config{Logger: log.Named("watch"), Heartbeat: s.Heartbeat, Stopping: ctx.Done(), Metrics: m})
+	watchSrv, err := server.New(server.Config{Logger: log.Named("watch"), Heartbeat: s.Heartbeat, Stopping: ctx.Done(), Metrics: m, SendTimeout: s.SendTimeout})
 	if err != nil {
 		return err
 	}
