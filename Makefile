@@ -12,7 +12,7 @@ TEST_TIMEOUT ?= 20m
 
 export SLUICE_TOOLS_BIN := $(TOOLS)
 
-.PHONY: all build test bench-components images certs proto proto-check lint demo bench tools tools-dev certs images clean help
+.PHONY: all build test fuzz bench-components images certs proto proto-check lint demo bench tools tools-dev certs images clean help
 
 all: build
 
@@ -23,6 +23,7 @@ help:
 	@echo "make bench        the benchmark harness (docs/benchmarks.md)"
 	@echo "make proto        regenerate proto/gen;  make proto-check  fail when it is stale or buf lint fails"
 	@echo "make lint         gofmt, go vet, staticcheck"
+	@echo "make fuzz         every fuzz target for FUZZTIME each (default 60s), one after another"
 	@echo "make tools        build the pinned kube-apiserver, etcd, caddy and developer tools into .tools/"
 
 # CADDYMOD is Sluice's Caddy module, a Go module of its own (Caddy never enters the main one).
@@ -64,6 +65,32 @@ lint: tools-dev
 test: tools proto-check
 	cd $(CADDYMOD) && $(GO) test -count=1 ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# fuzz runs every fuzz target of the repository for FUZZTIME each, one after another, and
+# stops at the first failure. A failing input is written to the package's testdata/fuzz/,
+# where the seed corpus lives: plain `go test` (and so `make test`) replays every seed. A new
+# fuzz target goes here too (internal/contract's TestMakeFuzzRunsEveryFuzzTarget fails
+# otherwise).
+FUZZTIME ?= 60s
+fuzz:
+	@echo "fuzz: FuzzMirror (./internal/watchstream) for $(FUZZTIME)"
+	$(GO) test -run='^$$' -fuzz='^FuzzMirror$$' -fuzztime=$(FUZZTIME) ./internal/watchstream
+	@echo "fuzz: FuzzDecode (./internal/watchstream) for $(FUZZTIME)"
+	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) ./internal/watchstream
+	@echo "fuzz: FuzzChain (./internal/contract) for $(FUZZTIME)"
+	$(GO) test -run='^$$' -fuzz='^FuzzChain$$' -fuzztime=$(FUZZTIME) ./internal/contract
+	@echo "fuzz: FuzzApplyDelta (./internal/contract) for $(FUZZTIME)"
+	$(GO) test -run='^$$' -fuzz='^FuzzApplyDelta$$' -fuzztime=$(FUZZTIME) ./internal/contract
+	@echo "fuzz: FuzzStreamEqualsStore (./watcher/server) for $(FUZZTIME)"
+	$(GO) test -run='^$$' -fuzz='^FuzzStreamEqualsStore$$' -fuzztime=$(FUZZTIME) ./watcher/server
+	@echo "fuzz: FuzzIncrementalEqualsFull (./translator/translate) for $(FUZZTIME)"
+	$(GO) test -run='^$$' -fuzz='^FuzzIncrementalEqualsFull$$' -fuzztime=$(FUZZTIME) ./translator/translate
+	@echo "fuzz: FuzzIngressNeverLosesUnrelatedRoutes (./translator/translate) for $(FUZZTIME)"
+	$(GO) test -run='^$$' -fuzz='^FuzzIngressNeverLosesUnrelatedRoutes$$' -fuzztime=$(FUZZTIME) ./translator/translate
+	@echo "fuzz: FuzzRender (./pusher/caddy) for $(FUZZTIME)"
+	$(GO) test -run='^$$' -fuzz='^FuzzRender$$' -fuzztime=$(FUZZTIME) ./pusher/caddy
+	@echo "fuzz: FuzzStore ($(CADDYMOD)) for $(FUZZTIME)"
+	cd $(CADDYMOD) && $(GO) test -run='^$$' -fuzz='^FuzzStore$$' -fuzztime=$(FUZZTIME) .
 
 demo: tools build
 	$(GO) run ./internal/demo
