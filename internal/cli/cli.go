@@ -183,6 +183,32 @@ func (t *TLSSettings) Validate() error {
 	return nil
 }
 
+// Mutual reports whether the files make mutual TLS (and so authorization) possible.
+func (t *TLSSettings) Mutual() bool { return t.Cert != "" && t.Key != "" && t.CA != "" }
+
+// CheckServing refuses, before anything starts, a gRPC server off loopback without mutual
+// TLS unless --insecure (grpcx refuses it again when the server is built).
+func (t *TLSSettings) CheckServing(setting, addr string) error {
+	if t.Mutual() || t.Insecure || grpcx.IsLoopback(addr) {
+		return nil
+	}
+	return config.Errorf(setting, addr, "serving gRPC off loopback without mutual TLS would let anyone who reaches it read every TLS key; set --tls-cert, --tls-key and --tls-ca, or --insecure to allow it")
+}
+
+// CheckDialling refuses a connection off loopback without mutual TLS unless --insecure;
+// addrs may be a comma-separated list.
+func (t *TLSSettings) CheckDialling(setting, addrs string) error {
+	if t.Mutual() || t.Insecure {
+		return nil
+	}
+	for _, a := range strings.Split(addrs, ",") {
+		if !grpcx.IsLoopback(a) {
+			return config.Errorf(setting, a, "connecting off loopback without mutual TLS (a CA to verify the server, a certificate to present); set --tls-cert, --tls-key and --tls-ca, or --insecure to allow it")
+		}
+	}
+	return nil
+}
+
 // Files returns the settings as grpcx.TLSFiles.
 func (t *TLSSettings) Files() grpcx.TLSFiles {
 	return grpcx.TLSFiles{Cert: t.Cert, Key: t.Key, CA: t.CA, ServerName: t.ServerName, TrustDomain: t.TrustDomain}

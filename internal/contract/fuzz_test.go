@@ -206,7 +206,7 @@ func snapshot(t *testing.T, s *State) string {
 // checkConsistent fails unless s's hash is the hash of its own materialised resources.
 func checkConsistent(t *testing.T, s *State, what string) {
 	t.Helper()
-	again, err := FromResources(s.Resources(), "")
+	again, err := StateOf(s.Resources())
 	if err != nil {
 		t.Fatalf("%s: the state's resources are not a complete config: %v", what, err)
 	}

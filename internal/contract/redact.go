@@ -45,7 +45,7 @@ type Redactor struct {
 func (r *Redactor) Config(c *configv1.Config) (*configv1.Config, error) {
 	out := RefOf(c)
 	out.Resources = RedactResources(c.GetResources())
-	st, err := FromResources(out.GetResources(), "")
+	st, err := StateOf(out.GetResources())
 	if err != nil {
 		return nil, fmt.Errorf("redact config %d: %w", c.GetVersion(), err)
 	}

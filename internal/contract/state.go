@@ -437,9 +437,21 @@ func Merge(as []Applied) *configv1.ConfigDelta {
 	return d
 }
 
-// FromResources returns the state of a complete config; want, when not empty, is the hash
-// it must have. Duplicate keys are an error.
+// FromResources returns the state of a complete config received from a peer; want is the
+// hash it must have, and a config without one is refused (nothing would check it).
+// Duplicate keys are an error.
 func FromResources(r *configv1.Resources, want string) (*State, error) {
+	if want == "" {
+		return nil, fmt.Errorf("%w: a complete config without a hash", ErrBrokenChain)
+	}
+	return stateOf(r, want)
+}
+
+// StateOf returns the state of resources this process built itself; there is no hash to
+// check. Duplicate keys are an error.
+func StateOf(r *configv1.Resources) (*State, error) { return stateOf(r, "") }
+
+func stateOf(r *configv1.Resources, want string) (*State, error) {
 	s := NewState()
 	// add puts without recording a pending delta: a complete state is nobody's change.
 	add := func(t Type, key string, m proto.Message) error {
@@ -479,7 +491,7 @@ func FromResources(r *configv1.Resources, want string) (*State, error) {
 
 // Hash returns the state hash of a complete config's resources.
 func Hash(r *configv1.Resources) string {
-	s, err := FromResources(r, "")
+	s, err := StateOf(r)
 	if err != nil {
 		panic(fmt.Sprintf("contract: hash of resources with duplicate keys: %v", err))
 	}

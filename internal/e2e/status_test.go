@@ -267,6 +267,9 @@ func TestFindingsBecomeEventsAndClearWhenFixed(t *testing.T) {
 	if warning.Message != want {
 		t.Fatalf("the Warning Event says %q, want %q", warning.Message, want)
 	}
+	// The Event comes from the status stream, which never waits for the config path: the
+	// route is served once Caddy runs what the cluster says.
+	w.waitConverged(time.Minute)
 	if got := w.answer(host, "/"); got != "503" {
 		t.Fatalf("the route to a missing Service answered %s, want 503", got)
 	}

@@ -80,6 +80,12 @@ func (s *Settings) Validate() error {
 	if err := cli.CheckMaxMessageSize(s.MaxMessageSize); err != nil {
 		return err
 	}
+	if err := s.TLS.CheckServing("listen", s.Listen); err != nil {
+		return err
+	}
+	if err := s.TLS.CheckDialling("translator-addr", s.TranslatorAddr); err != nil {
+		return err
+	}
 	switch s.CaddyTarget {
 	case "auto", "module", "load":
 	default:

@@ -54,7 +54,7 @@ func FuzzStore(f *testing.F) {
 		if proto.Unmarshal(cfgBytes, &cfg) != nil || proto.Unmarshal(deltaBytes, &d) != nil {
 			return
 		}
-		if st, err := contract.FromResources(cfg.GetResources(), ""); fix&1 != 0 && err == nil {
+		if st, err := contract.StateOf(cfg.GetResources()); fix&1 != 0 && err == nil {
 			cfg.Hash = st.Hash()
 		}
 		s := &Store{}

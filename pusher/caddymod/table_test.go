@@ -87,7 +87,7 @@ func TestDeltaAppliesWholeOrNotAtAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	delta := func(version uint64, change func(*contract.State)) *configv1.ConfigDelta {
-		next, _ := contract.FromResources(st.Resources(), "")
+		next, _ := contract.StateOf(st.Resources())
 		change(next)
 		d := next.TakeDelta()
 		d.Epoch, d.Version, d.BaseVersion, d.Hash = cfg.GetEpoch(), version, cfg.GetVersion(), next.Hash()

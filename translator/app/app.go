@@ -113,6 +113,12 @@ func (s *Settings) Validate() error {
 	if err := cli.CheckMaxMessageSize(s.MaxMessageSize); err != nil {
 		return err
 	}
+	if err := s.TLS.CheckServing("listen", s.Listen); err != nil {
+		return err
+	}
+	if err := s.TLS.CheckDialling("watcher-addr", s.WatcherAddr); err != nil {
+		return err
+	}
 	if s.MaxDelay < s.Holdoff {
 		return config.Errorf("max-delay", s.MaxDelay.String(), "must be at least --holdoff (%s)", s.Holdoff)
 	}

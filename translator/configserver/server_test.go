@@ -141,7 +141,7 @@ func TestSlowClientGetsOneMergedDeltaOrTheCompleteState(t *testing.T) {
 
 	// What a stream that was sent version 1 and nothing since gets next. (A real stream
 	// falls behind only when its transport blocks, so the choice is tested where it is made.)
-	slow, err := contract.FromResources(v1, "")
+	slow, err := contract.StateOf(v1)
 	if err != nil {
 		t.Fatal(err)
 	}

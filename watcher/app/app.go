@@ -193,6 +193,9 @@ func (s *Settings) Validate() error {
 	if err := cli.CheckMaxMessageSize(s.MaxMessageSize); err != nil {
 		return err
 	}
+	if err := s.TLS.CheckServing("listen", s.Listen); err != nil {
+		return err
+	}
 	if s.SendTimeout <= 0 {
 		return config.Errorf("send-timeout", s.SendTimeout.String(), "must be positive")
 	}
