@@ -137,7 +137,8 @@ func TestBadSettingsExitWithOneLineNamingTheSetting(t *testing.T) {
 		// Issue 16: no accidental exposure.
 		{"pusher", []string{"--caddy-admin", "http://10.0.0.1:2019"}, nil, "must be a loopback address (http://127.0.0.1:2019) or a unix socket"},
 		{"translator", []string{"--pprof", "0.0.0.0:6060"}, nil, `--pprof (SLUICE_PPROF) "0.0.0.0:6060": must be a loopback address`},
-		{"translator", []string{"--listen", "0.0.0.0:0"}, nil, "refusing plaintext off loopback"},
+		{"translator", []string{"--listen", "0.0.0.0:0"}, nil, `--listen (SLUICE_LISTEN) "0.0.0.0:0": serving gRPC off loopback without mutual TLS`},
+		{"pusher", []string{"--translator-addr", "10.0.0.9:18010"}, nil, `--translator-addr (SLUICE_TRANSLATOR_ADDR) "10.0.0.9:18010": connecting off loopback without mutual TLS`},
 	}
 	for i, tc := range cases {
 		t.Run(fmt.Sprintf("%s-%d", tc.bin, i), func(t *testing.T) {
