@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/syncbuf"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
@@ -141,22 +141,8 @@ func (m *metrics) Applied(uint64, time.Duration) {}
 func (m *metrics) Rejected()                     {}
 func (m *metrics) Held()                         {}
 
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// lockedBuffer is a log output the test reads while the code under test writes.
+type lockedBuffer = syncbuf.Buffer
 
 // startGate runs a gate against a scripted translator and a recording data plane.
 func startGate(t *testing.T) *world {

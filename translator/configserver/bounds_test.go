@@ -1,7 +1,6 @@
 package configserver
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/syncbuf"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
@@ -38,23 +38,8 @@ func (r *recorder) SlowPusherDropped() { r.mu.Lock(); r.slow++; r.mu.Unlock() }
 func (r *recorder) TooLarge()          { r.tooLarge <- struct{}{} }
 func (r *recorder) Forget(p string)    { r.mu.Lock(); r.forgotten = append(r.forgotten, p); r.mu.Unlock() }
 
-// lockedBuffer is a log output the test reads while the server writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer is a log output the test reads while the code under test writes.
+type lockedBuffer = syncbuf.Buffer
 
 // serve runs s on a 127.0.0.1:0 listener with the given server options.
 func serve(t *testing.T, s *Server, opts ...grpc.ServerOption) string {

@@ -1,7 +1,6 @@
 package configserver
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"strings"
@@ -15,25 +14,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-io/sluice/internal/syncbuf"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
-type liarLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *liarLog) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *liarLog) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// liarLog is a log output the test reads while the code under test writes.
+type liarLog = syncbuf.Buffer
 
 // countingMetrics counts NACKs and connected pushers, and signals every change.
 type countingMetrics struct {

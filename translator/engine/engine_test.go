@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/syncbuf"
 	"github.com/sluice-io/sluice/internal/watchstream"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
@@ -379,23 +380,8 @@ func (s *statusSink) last() []*watchv1.IngressStatus {
 	return out
 }
 
-// lockedBuffer is a log destination the test may read while the engine writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// lockedBuffer is a log output the test reads while the code under test writes.
+type lockedBuffer = syncbuf.Buffer
 
 // Issue 10: every build of a complete view offers the served Ingresses' statuses, sorted. A
 // --publish-service the view lacks leaves the addresses alone and is said once, not on

@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/sluice-io/sluice/internal/contract"
-	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
 // byteSource is a math/rand source that plays back the fuzzer's bytes, one byte a draw:
@@ -94,27 +91,7 @@ func FuzzIncrementalEqualsFull(f *testing.F) {
 				inc.Set(o)
 			}
 			now = now.Add(time.Duration(u.r.IntN(3)) * 10 * time.Minute)
-			inc.SetNow(now)
-			inc.Build()
-			o := opts
-			o.Now = now
-			want := Translate(cur.input(), o)
-			got := inc.State().Resources()
-			if !bytes.Equal(render(t, got), render(t, want)) {
-				t.Fatalf("step %d: incremental translation differs from a full one:\n%s", step, diffLines(string(render(t, want)), string(render(t, got))))
-			}
-			if h, w := inc.State().Hash(), Hash(want); h != w {
-				t.Fatalf("step %d: state hash %s, full translation's %s", step, h, w)
-			}
-			if d := inc.State().TakeDelta(); d != nil {
-				d.Hash = inc.State().Hash()
-				if err := receiver.ApplyDelta(proto.Clone(d).(*configv1.ConfigDelta)); err != nil {
-					t.Fatalf("step %d: the receiver cannot apply the delta: %v", step, err)
-				}
-			}
-			if !bytes.Equal(render(t, receiver.Resources()), render(t, want)) || receiver.Hash() != inc.State().Hash() {
-				t.Fatalf("step %d: the receiver of the deltas holds another state", step)
-			}
+			buildAndCheck(t, step, inc, cur, opts, now, receiver)
 		}
 	})
 }

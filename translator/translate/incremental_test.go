@@ -250,28 +250,36 @@ func TestIncrementalEqualsFullTranslation(t *testing.T) {
 					inc.Set(o)
 				}
 				now = now.Add(time.Duration(u.r.IntN(3)) * time.Minute)
-				inc.SetNow(now)
-				inc.Build()
-				o := opts
-				o.Now = now
-				want := Translate(cur.input(), o)
-				got := inc.State().Resources()
-				if !bytes.Equal(render(t, got), render(t, want)) {
-					t.Fatalf("step %d: incremental translation differs from a full one:\n%s", step, diffLines(string(render(t, want)), string(render(t, got))))
-				}
-				if h, w := inc.State().Hash(), Hash(want); h != w {
-					t.Fatalf("step %d: state hash %s, full translation's %s", step, h, w)
-				}
-				if d := inc.State().TakeDelta(); d != nil {
-					d.Hash = inc.State().Hash()
-					if err := receiver.ApplyDelta(proto.Clone(d).(*configv1.ConfigDelta)); err != nil {
-						t.Fatalf("step %d: the receiver cannot apply the delta: %v", step, err)
-					}
-				}
-				if !bytes.Equal(render(t, receiver.Resources()), render(t, want)) || receiver.Hash() != inc.State().Hash() {
-					t.Fatalf("step %d: the receiver of the deltas holds another state", step)
-				}
+				buildAndCheck(t, step, inc, cur, opts, now, receiver)
 			}
 		})
+	}
+}
+
+// buildAndCheck builds at now and checks, at step, that the incremental state is
+// byte-identical to a full translation of cur with the same hash, and that a receiver of its
+// deltas holds the same state.
+func buildAndCheck(t *testing.T, step int, inc *Translator, cur objects, opts Options, now time.Time, receiver *contract.State) {
+	t.Helper()
+	inc.SetNow(now)
+	inc.Build()
+	o := opts
+	o.Now = now
+	want := Translate(cur.input(), o)
+	got := inc.State().Resources()
+	if !bytes.Equal(render(t, got), render(t, want)) {
+		t.Fatalf("step %d: incremental translation differs from a full one:\n%s", step, diffLines(string(render(t, want)), string(render(t, got))))
+	}
+	if h, w := inc.State().Hash(), Hash(want); h != w {
+		t.Fatalf("step %d: state hash %s, full translation's %s", step, h, w)
+	}
+	if d := inc.State().TakeDelta(); d != nil {
+		d.Hash = inc.State().Hash()
+		if err := receiver.ApplyDelta(proto.Clone(d).(*configv1.ConfigDelta)); err != nil {
+			t.Fatalf("step %d: the receiver cannot apply the delta: %v", step, err)
+		}
+	}
+	if !bytes.Equal(render(t, receiver.Resources()), render(t, want)) || receiver.Hash() != inc.State().Hash() {
+		t.Fatalf("step %d: the receiver of the deltas holds another state", step)
 	}
 }

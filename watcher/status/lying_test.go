@@ -1,7 +1,6 @@
 package status
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-io/sluice/internal/syncbuf"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
 
@@ -43,22 +43,8 @@ func (r *takenReports) all() []*watchv1.ReportStatusRequest {
 	return append([]*watchv1.ReportStatusRequest(nil), r.got...)
 }
 
-type statusLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *statusLog) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *statusLog) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// statusLog is a log output the test reads while the code under test writes.
+type statusLog = syncbuf.Buffer
 
 func ingressStatus(ns, name string) *watchv1.IngressStatus {
 	return &watchv1.IngressStatus{Key: &watchv1.IngressKey{Namespace: ns, Name: name}, Uid: "u-" + name, ManageLoadBalancer: true,
