@@ -54,10 +54,10 @@ func checkKey(k *watchv1.IngressKey) (key, error) {
 		return key{}, errors.New("no Ingress key")
 	}
 	if errs := validation.IsDNS1123Label(k.GetNamespace()); len(errs) > 0 {
-		return key{}, fmt.Errorf("Ingress key %q/%q: namespace: %s", truncate(k.GetNamespace()), truncate(k.GetName()), strings.Join(errs, "; "))
+		return key{}, fmt.Errorf("the key %q/%q of an Ingress: namespace: %s", truncate(k.GetNamespace()), truncate(k.GetName()), strings.Join(errs, "; "))
 	}
 	if errs := validation.IsDNS1123Subdomain(k.GetName()); len(errs) > 0 {
-		return key{}, fmt.Errorf("Ingress key %q/%q: name: %s", truncate(k.GetNamespace()), truncate(k.GetName()), strings.Join(errs, "; "))
+		return key{}, fmt.Errorf("the key %q/%q of an Ingress: name: %s", truncate(k.GetNamespace()), truncate(k.GetName()), strings.Join(errs, "; "))
 	}
 	return key{k.GetNamespace(), k.GetName()}, nil
 }

@@ -81,19 +81,19 @@ func TestLyingTranslatorStatusReportIsRefusedNothingTaken(t *testing.T) {
 	}, {
 		name:    "KeyWithAnEmptyName",
 		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, Statuses: []*watchv1.IngressStatus{ingressStatus("ns", "a"), ingressStatus("ns", "")}}},
-		wantErr: `status 1: Ingress key "ns"/"": name:`,
+		wantErr: `status 1: the key "ns"/"" of an Ingress: name:`,
 	}, {
 		name:    "KeyWithAGarbageNamespace",
 		reports: []*watchv1.ReportStatusRequest{honest, {Source: src, Statuses: []*watchv1.IngressStatus{ingressStatus("../kube-system", "a")}}},
-		wantErr: `status 0: Ingress key "../kube-system"/"a": namespace:`, wantTook: 1,
+		wantErr: `status 0: the key "../kube-system"/"a" of an Ingress: namespace:`, wantTook: 1,
 	}, {
 		name:    "KeyWithAGarbageName",
 		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, Statuses: []*watchv1.IngressStatus{ingressStatus("ns", "Not A Name\x00")}}},
-		wantErr: `status 0: Ingress key "ns"/"Not A Name\x00": name:`,
+		wantErr: `status 0: the key "ns"/"Not A Name\x00" of an Ingress: name:`,
 	}, {
 		name:    "KeyOfAThousandCharacters",
 		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, Statuses: []*watchv1.IngressStatus{ingressStatus("ns", strings.Repeat("a", 1000))}}},
-		wantErr: `status 0: Ingress key "ns"/"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa…": name: must be no more than 253 characters`,
+		wantErr: `status 0: the key "ns"/"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa…" of an Ingress: name: must be no more than 253 characters`,
 	}, {
 		name:    "OneKeyTwice",
 		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, Statuses: []*watchv1.IngressStatus{ingressStatus("ns", "a"), ingressStatus("ns", "a")}}},
@@ -106,7 +106,7 @@ func TestLyingTranslatorStatusReportIsRefusedNothingTaken(t *testing.T) {
 	}, {
 		name:    "GarbageRemoval",
 		reports: []*watchv1.ReportStatusRequest{honest, {Source: src, Removed: []*watchv1.IngressKey{{Namespace: "", Name: "a"}}}},
-		wantErr: `removed 0: Ingress key ""/"a": namespace:`, wantTook: 1,
+		wantErr: `removed 0: the key ""/"a" of an Ingress: namespace:`, wantTook: 1,
 	}, {
 		name:    "FullReportThatRemoves",
 		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, Removed: []*watchv1.IngressKey{{Namespace: "ns", Name: "a"}}}},
