@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/pki"
+	"github.com/sluice-io/sluice/internal/promtext"
 	"github.com/sluice-io/sluice/internal/testenv"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	"github.com/sluice-io/sluice/pusher/caddy"
@@ -215,19 +215,7 @@ func (e *env) waitConfig(t *testing.T, cfg *configv1.Config) {
 // metric reads one sample from the pusher's /metrics ("name" or `name{label="v"}`).
 func (e *env) metric(t *testing.T, sample string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + e.httpAddr + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
-			v, _ := strconv.ParseFloat(rest, 64)
-			return v
-		}
-	}
-	return 0
+	return promtext.Value(e.httpAddr, sample)
 }
 
 func (e *env) waitMetric(t *testing.T, sample string, want float64) {

@@ -5,7 +5,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -39,6 +38,7 @@ import (
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/pki"
+	"github.com/sluice-io/sluice/internal/promtext"
 	"github.com/sluice-io/sluice/internal/stack"
 	"github.com/sluice-io/sluice/internal/testenv"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
@@ -309,20 +309,11 @@ func logAt(logs, msg string) (time.Time, time.Duration) {
 }
 
 func metric(addr, name string) float64 {
-	resp, err := http.Get("http://" + addr + "/metrics")
+	fams, err := promtext.Scrape(addr)
 	if err != nil {
 		return 0
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			v, _ := strconv.ParseFloat(rest, 64)
-			return v
-		}
-	}
-	return 0
+	return promtext.Sum(fams, name, nil)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

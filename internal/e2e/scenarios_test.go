@@ -1,10 +1,8 @@
 package e2e_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -27,19 +25,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }
 
 // pusherApplied is the pusher's count of applies (re-pushes included).
 func (w *world) pusherApplied() float64 {
-	resp, err := http.Get("http://" + w.st.PusherHTTP + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "sluice_pusher_configs_applied_total "); ok {
-			v, _ := strconv.ParseFloat(rest, 64)
-			return v
-		}
-	}
-	return 0
+	return metric(w.st.PusherHTTP, "sluice_pusher_configs_applied_total")
 }
 
 // restartWatcherRestricted kills the watcher and starts it again with an identity that

@@ -1,10 +1,8 @@
 package e2e_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,37 +14,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/sluice-io/sluice/internal/promtext"
 	"github.com/sluice-io/sluice/internal/stack"
 )
 
 // metric sums a Prometheus metric over its label sets that contain every one of labels
 // (written as `name="value"`); -1 when /metrics cannot be read.
 func metric(httpAddr, name string, labels ...string) float64 {
-	resp, err := http.Get("http://" + httpAddr + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	sum := 0.0
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-next:
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
-			continue
-		}
-		for _, l := range labels {
-			if !strings.Contains(line, l) {
-				continue next
-			}
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err == nil {
-			sum += v
-		}
-	}
-	return sum
+	return promtext.Value(httpAddr, name+"{"+strings.Join(labels, ",")+"}")
 }
 
 // withAddress counts the Ingresses of the namespace whose status.loadBalancer is exactly ip.
