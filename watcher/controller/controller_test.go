@@ -1,0 +1,116 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/sluice-io/sluice/internal/watchstream"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+	"github.com/sluice-io/sluice/watcher/kinds"
+	"github.com/sluice-io/sluice/watcher/store"
+)
+
+// fakeInformer hands its initial list to the handler and reports synced the moment the last
+// object has been handed over: the edge of scenario 4.
+type fakeInformer struct {
+	objs    []*kinds.Stored
+	handler cache.ResourceEventHandler
+	synced  chan struct{}
+}
+
+func (f *fakeInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	f.handler = h
+	return f, nil
+}
+
+func (f *fakeInformer) SetWatchErrorHandlerWithContext(cache.WatchErrorHandlerWithContext) error {
+	return nil
+}
+
+func (f *fakeInformer) RunWithContext(ctx context.Context) {
+	for _, o := range f.objs {
+		f.handler.OnAdd(o, true)
+	}
+	close(f.synced) // exactly as the last object was delivered
+	<-ctx.Done()
+}
+
+func (f *fakeInformer) HasSynced() bool {
+	select {
+	case <-f.synced:
+		return true
+	default:
+		return false
+	}
+}
+
+func (f *fakeInformer) HasSyncedChecker() cache.DoneChecker { return f }
+func (f *fakeInformer) Name() string                        { return "fake" }
+func (f *fakeInformer) Done() <-chan struct{}               { return f.synced }
+
+// Scenario 4 (docs/design.md): the last object of the initial list arrives just before the
+// informer reports synced. The barrier waits for it: the first snapshot after the marker
+// holds every object of every kind, the last ones included, and its inventory says so.
+// Repeated, because the edge is a race when the rule is broken.
+func TestLastInitialObjectIsInTheFirstSnapshot(t *testing.T) {
+	gvks := []schema.GroupVersionKind{
+		{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"},
+		{Version: "v1", Kind: "Service"},
+	}
+	const perKind = 50
+	for run := 0; run < 100; run++ {
+		var watched []WatchedKind
+		for _, gvk := range gvks {
+			k := &kinds.Kind{Spec: kinds.Spec{GVR: gvk.GroupVersion().WithResource(gvk.Kind), Required: true}, GVK: gvk, Served: true}
+			inf := &fakeInformer{synced: make(chan struct{})}
+			for i := 0; i < perKind; i++ {
+				name := fmt.Sprintf("o%d", i)
+				inf.objs = append(inf.objs, &kinds.Stored{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: fmt.Sprint(i + 1)},
+					Wire: &watchv1.Object{Kind: k.Wire(), Namespace: "ns", Name: name, ResourceVersion: fmt.Sprint(i + 1),
+						ContentType: watchstream.ContentTypeJSON, Raw: []byte("{}")}})
+			}
+			watched = append(watched, WatchedKind{Kind: k, Informers: []Informer{inf}})
+		}
+		c, err := New(Config{Logger: hclog.NewNullLogger(), Kinds: watched, SyncTimeout: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		select {
+		case <-c.Synced():
+		case err := <-done:
+			t.Fatalf("run %d: the controller stopped before the barrier: %v", run, err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("run %d: the barrier never opened", run)
+		}
+		var req store.Request
+		for _, wk := range watched {
+			req.Kinds = append(req.Kinds, wk.Kind.Wire())
+		}
+		sub, err := c.Subscribe(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sub.SyncedAtStart {
+			t.Fatalf("run %d: a subscription after the barrier is not synced at start", run)
+		}
+		objs := sub.Snapshot()
+		if got, want := len(objs), perKind*len(gvks); got != want {
+			t.Fatalf("run %d: the first snapshot after the barrier holds %d objects, want %d (the last ones were not waited for)", run, got, want)
+		}
+		c.Unsubscribe(sub)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
