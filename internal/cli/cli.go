@@ -183,27 +183,24 @@ func (t *TLSSettings) Validate() error {
 	return nil
 }
 
-// Mutual reports whether the files make mutual TLS (and so authorization) possible.
-func (t *TLSSettings) Mutual() bool { return t.Cert != "" && t.Key != "" && t.CA != "" }
-
 // CheckServing refuses, before anything starts, a gRPC server off loopback without mutual
 // TLS unless --insecure (grpcx refuses it again when the server is built).
 func (t *TLSSettings) CheckServing(setting, addr string) error {
-	if t.Mutual() || t.Insecure || grpcx.IsLoopback(addr) {
+	if t.Insecure || !grpcx.Exposed(t.Files(), addr) {
 		return nil
 	}
-	return config.Errorf(setting, addr, "serving gRPC off loopback without mutual TLS would let anyone who reaches it read every TLS key; set --tls-cert, --tls-key and --tls-ca, or --insecure to allow it")
+	return config.Errorf(setting, addr, "%s", grpcx.RefusedServing)
 }
 
 // CheckDialling refuses a connection off loopback without mutual TLS unless --insecure;
 // addrs may be a comma-separated list.
 func (t *TLSSettings) CheckDialling(setting, addrs string) error {
-	if t.Mutual() || t.Insecure {
+	if t.Insecure {
 		return nil
 	}
 	for _, a := range strings.Split(addrs, ",") {
-		if !grpcx.IsLoopback(a) {
-			return config.Errorf(setting, a, "connecting off loopback without mutual TLS (a CA to verify the server, a certificate to present); set --tls-cert, --tls-key and --tls-ca, or --insecure to allow it")
+		if grpcx.Exposed(t.Files(), a) {
+			return config.Errorf(setting, a, "%s", grpcx.RefusedDialling)
 		}
 	}
 	return nil

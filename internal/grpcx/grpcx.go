@@ -91,9 +91,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
-	if !cfg.TLS.Mutual() && cfg.Address != "" && !IsLoopback(cfg.Address) {
+	if cfg.Address != "" && Exposed(cfg.TLS, cfg.Address) {
 		if !cfg.Insecure {
-			return nil, fmt.Errorf("%w: serving gRPC on %s without mutual TLS would let anyone who reaches it read every TLS key; set --tls-cert, --tls-key and --tls-ca, or --insecure to allow it", ErrInsecure, cfg.Address)
+			return nil, fmt.Errorf("%w: %s: %s", ErrInsecure, cfg.Address, RefusedServing)
 		}
 		cfg.Logger.Warn("insecure: grpc server off loopback without mutual TLS; every caller may do everything, including read private keys", "address", cfg.Address)
 	}
@@ -150,6 +150,17 @@ type ClientConfig struct {
 // ErrInsecure is a connection or server that would run off loopback without mutual TLS.
 var ErrInsecure = errors.New("refusing plaintext off loopback")
 
+// Why plaintext off loopback is refused, serving and dialling; the processes say the same
+// from their settings, before anything starts.
+const (
+	RefusedServing  = "serving gRPC off loopback without mutual TLS would let anyone who reaches it read every TLS key; set --tls-cert, --tls-key and --tls-ca, or --insecure to allow it"
+	RefusedDialling = "connecting off loopback without mutual TLS (a CA to verify the server, a certificate to present); set --tls-cert, --tls-key and --tls-ca, or --insecure to allow it"
+)
+
+// Exposed reports whether serving or dialling addr with t would be plaintext (or
+// unauthenticated) off loopback.
+func Exposed(t TLSFiles, addr string) bool { return !t.Mutual() && !IsLoopback(addr) }
+
 // Dial returns a client connection to target ("host:port", or a comma-separated list of
 // them: replicas, tried in order, the connection moving to the next when one fails). It does
 // not block: the connection is made on first use and re-made after failures.
@@ -170,17 +181,15 @@ func Dial(target string, cfg ClientConfig) (*grpc.ClientConn, error) {
 	if tlsCfg != nil {
 		creds = credentials.NewTLS(tlsCfg)
 	}
-	if !cfg.TLS.Mutual() {
-		for _, a := range addrs {
-			if IsLoopback(a) {
-				continue
-			}
-			if !cfg.Insecure {
-				return nil, fmt.Errorf("%w: connecting to %s without mutual TLS (a CA to verify it and a certificate to present); set --tls-cert, --tls-key and --tls-ca, or --insecure to allow it", ErrInsecure, a)
-			}
-			if cfg.Logger != nil {
-				cfg.Logger.Warn("insecure: grpc connection off loopback without mutual TLS", "target", a)
-			}
+	for _, a := range addrs {
+		if !Exposed(cfg.TLS, a) {
+			continue
+		}
+		if !cfg.Insecure {
+			return nil, fmt.Errorf("%w: %s: %s", ErrInsecure, a, RefusedDialling)
+		}
+		if cfg.Logger != nil {
+			cfg.Logger.Warn("insecure: grpc connection off loopback without mutual TLS", "target", a)
 		}
 	}
 	var extra []grpc.DialOption
