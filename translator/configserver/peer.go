@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
@@ -38,7 +39,7 @@ type sentRange struct {
 func (p *peer) sent(m *configv1.StreamConfigResponse) {
 	c := m.GetConfig()
 	if d := m.GetDelta(); d != nil {
-		c = &configv1.Config{Epoch: d.GetEpoch(), Version: d.GetVersion(), Hash: d.GetHash()}
+		c = contract.VersionOf(d)
 	}
 	if c == nil {
 		return

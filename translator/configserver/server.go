@@ -282,11 +282,25 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 		}
 	}()
 
-	sendAll, stopSender := s.sender(id, stream)
+	// A pusher that stops reading blocks Send; its stream ends after SendTimeout.
+	var done func()
+	if s.senderDone != nil {
+		done = func() { s.senderDone(id) }
+	}
+	sendAll, stopSender := grpcx.NewSender(grpcx.SenderConfig[[]*configv1.StreamConfigResponse]{
+		Send: func(msgs []*configv1.StreamConfigResponse) error {
+			for _, m := range msgs {
+				if err := stream.Send(m); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		Timeout: s.cfg.SendTimeout, Stopping: s.cfg.Stopping, StoppingErr: errStopping, Done: done})
 	defer stopSender()
 	send := func(msgs ...*configv1.StreamConfigResponse) error {
 		err := sendAll(msgs)
-		if errors.Is(err, errSendTimeout) {
+		if errors.Is(err, grpcx.ErrSendTimeout) {
 			s.cfg.Metrics.SlowPusherDropped()
 			log.Warn("dropping a pusher that stopped reading; it must reconnect", "send_timeout", s.cfg.SendTimeout)
 			return status.Errorf(codes.ResourceExhausted, "the pusher stopped reading: a send did not complete within %s; reconnect", s.cfg.SendTimeout)
@@ -318,13 +332,14 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 		}
 		s.mu.Unlock()
 		// Over the limit, nothing is sent and sentVersion stays: the pusher keeps what it
-		// applied, and the next version is built from that (a delta that may fit).
-		if next != nil && redactor != nil {
-			if next, err = redact(redactor, next); err != nil {
-				return status.Errorf(codes.Internal, "%v", err)
-			}
-		}
+		// applied, and the next version is built from that (a delta that may fit). A
+		// read-only stream's redactor follows only what is sent.
 		if next != nil && s.fits(next) {
+			if redactor != nil {
+				if next, err = redact(redactor, next); err != nil {
+					return status.Errorf(codes.Internal, "%v", err)
+				}
+			}
 			out = append(out, next)
 			pr.sent(next)
 			sentVersion = nextVersion
@@ -368,46 +383,6 @@ func redact(r *contract.Redactor, m *configv1.StreamConfigResponse) (*configv1.S
 	return m, nil
 }
 
-// errSendTimeout is a send that did not complete within SendTimeout.
-var errSendTimeout = errors.New("send timed out")
-
-// sender sends a stream's messages from a goroutine of its own, so that the stream's loop
-// waits at most SendTimeout for a pusher that stopped reading. The loop then returns, which
-// ends the stream: the blocked Send fails and the goroutine ends, releasing what it held.
-// stop ends the goroutine once the loop has returned.
-func (s *Server) sender(id string, stream configv1.ConfigService_StreamConfigServer) (send func([]*configv1.StreamConfigResponse) error, stop func()) {
-	batches := make(chan []*configv1.StreamConfigResponse)
-	results := make(chan error, 1) // the one result nobody waits for after a timeout
-	go func() {
-		if s.senderDone != nil {
-			defer s.senderDone(id)
-		}
-		for b := range batches {
-			var err error
-			for _, m := range b {
-				if err = stream.Send(m); err != nil {
-					break
-				}
-			}
-			results <- err
-		}
-	}()
-	send = func(b []*configv1.StreamConfigResponse) error {
-		batches <- b // the goroutine is idle: the loop waits for every result or returns
-		t := time.NewTimer(s.cfg.SendTimeout)
-		defer t.Stop()
-		select {
-		case err := <-results:
-			return err
-		case <-t.C:
-			return errSendTimeout
-		case <-s.cfg.Stopping:
-			return errStopping
-		}
-	}
-	return send, func() { close(batches) }
-}
-
 // fits reports whether m is within the message limit. A version over it is logged (once)
 // and counted: gRPC would fail the stream with it, and the pusher would reconnect into the
 // same failure over and over.
@@ -428,7 +403,7 @@ func (s *Server) fits(m *configv1.StreamConfigResponse) bool {
 	}
 	s.tooLarge = contract.RefOf(ref)
 	s.cfg.Metrics.TooLarge()
-	s.log.Error("config larger than the message limit; not sent, pushers keep the config they applied until a version fits: raise the translator's and the pushers' message limit",
+	s.log.Error("config larger than the message limit; not sent, pushers keep the config they applied until a version fits: raise --max-message-size of the translator and of the pushers above the size",
 		"epoch", ref.GetEpoch(), "version", ref.GetVersion(), "message", what, "size", size, "limit", s.cfg.MaxMessageSize)
 	return false
 }

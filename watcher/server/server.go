@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/identity"
 	"github.com/sluice-io/sluice/internal/watchstream"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
@@ -116,7 +117,13 @@ func (s *Server) Watch(req *watchv1.WatchRequest, stream watchv1.WatchService_Wa
 
 	// A caller with redacted access (the operator role) gets Secrets without private keys.
 	redacted := identity.CallerFrom(ctx).Access == identity.Redacted
-	send, stopSender := s.sender(req.GetClientName(), stream)
+	// A client that stops reading blocks Send; its stream ends after SendTimeout.
+	var done func()
+	if s.cfg.senderDone != nil {
+		done = func() { s.cfg.senderDone(req.GetClientName()) }
+	}
+	send, stopSender := grpcx.NewSender(grpcx.SenderConfig[*watchv1.WatchResponse]{Send: stream.Send,
+		Timeout: s.cfg.SendTimeout, Stopping: s.cfg.Stopping, StoppingErr: errStopping, Done: done})
 	defer stopSender()
 	emit := func(m *watchv1.WatchResponse) error {
 		if s.stopping() {
@@ -130,7 +137,7 @@ func (s *Server) Watch(req *watchv1.WatchRequest, stream watchv1.WatchService_Wa
 			}
 		}
 		err := send(m)
-		if errors.Is(err, errSendTimeout) {
+		if errors.Is(err, grpcx.ErrSendTimeout) {
 			s.cfg.Metrics.ClientDropped()
 			log.Warn("dropping a client that stopped reading; it must reconnect", "revision", m.GetRevision(), "send_timeout", s.cfg.SendTimeout)
 			return status.Errorf(codes.ResourceExhausted, "client stopped reading: a send did not complete within %s; reconnect", s.cfg.SendTimeout)
@@ -186,42 +193,6 @@ func redact(m *watchv1.WatchResponse) (*watchv1.WatchResponse, error) {
 		return &watchv1.WatchResponse{Epoch: m.GetEpoch(), Revision: m.GetRevision(), Event: &watchv1.WatchResponse_Delete{Delete: &watchv1.Delete{Object: o}}}, nil
 	}
 	return m, nil
-}
-
-// errSendTimeout is a send that did not complete within SendTimeout.
-var errSendTimeout = errors.New("send timed out")
-
-// sender sends a stream's messages from a goroutine of its own, so that the handler waits
-// at most SendTimeout for a client that stopped reading. The handler then returns, which
-// ends the stream: the blocked Send fails and the goroutine ends, releasing what it held.
-// stop ends the goroutine once the handler has returned.
-func (s *Server) sender(client string, stream watchv1.WatchService_WatchServer) (send func(*watchv1.WatchResponse) error, stop func()) {
-	msgs := make(chan *watchv1.WatchResponse)
-	results := make(chan error, 1) // the one result nobody waits for after a timeout
-	go func() {
-		if s.cfg.senderDone != nil {
-			defer s.cfg.senderDone(client)
-		}
-		for m := range msgs {
-			results <- stream.Send(m)
-		}
-	}()
-	timer := time.NewTimer(s.cfg.SendTimeout)
-	timer.Stop()
-	send = func(m *watchv1.WatchResponse) error {
-		msgs <- m // the goroutine is idle: the handler waits for every result or returns
-		timer.Reset(s.cfg.SendTimeout)
-		defer timer.Stop()
-		select {
-		case err := <-results:
-			return err
-		case <-timer.C:
-			return errSendTimeout
-		case <-s.cfg.Stopping:
-			return errStopping
-		}
-	}
-	return send, func() { close(msgs) }
 }
 
 type nopMetrics struct{}
