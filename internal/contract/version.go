@@ -37,9 +37,6 @@ func (c *Chain) Receive(m *configv1.StreamConfigResponse) (*configv1.Config, err
 	case *configv1.StreamConfigResponse_InitialSyncComplete:
 		c.State, c.Version = nil, nil
 	case *configv1.StreamConfigResponse_Config:
-		if msg.Config.GetHash() == "" { // every version names its state hash: nothing to check it against
-			return nil, fmt.Errorf("%w: version %d has no state hash", ErrBrokenChain, msg.Config.GetVersion())
-		}
 		st, err := FromResources(msg.Config.GetResources(), msg.Config.GetHash())
 		if err != nil {
 			return nil, fmt.Errorf("version %d: %w", msg.Config.GetVersion(), err)

@@ -60,15 +60,13 @@ func Redact(o *watchv1.Object) (*watchv1.Object, error) {
 	if !ok {
 		return nil, fmt.Errorf("redact secret %s/%s: decoded as %T", o.GetNamespace(), o.GetName(), obj)
 	}
-	sec = sec.DeepCopy()
+	// sec is this call's own, decoded from o's bytes: change it in place.
 	for k := range sec.Data {
 		if !secretKeep[k] {
 			sec.Data[k] = nil
 		}
 	}
-	for k := range sec.StringData {
-		delete(sec.StringData, k)
-	}
+	sec.StringData = nil
 	delete(sec.Annotations, corev1.LastAppliedConfigAnnotation)
 	sec.ManagedFields = nil
 	sec.APIVersion, sec.Kind = "v1", "Secret"

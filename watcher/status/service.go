@@ -27,8 +27,8 @@ const relayedForKey = "x-sluice-relayed-for"
 
 // Origin is who a report is from, as the Service established it.
 type Origin struct {
-	// Source names the reporter: the caller's identity or, when authorization is off, the
-	// source the report itself names.
+	// Source is the caller's identity when Checked; the report's source is set to it (the
+	// Writer keys reports by their source).
 	Source string
 	// Class, when Checked, is the IngressClass the reporter's identity serves: the Writer
 	// acts on its reports only for Ingresses of that class.
@@ -164,9 +164,7 @@ func (s *Service) local(stream grpc.BidiStreamingServer[watchv1.ReportStatusRequ
 				return err
 			}
 			first = false
-			o := from
-			o.Source = m.Msg.GetSource()
-			rep.Report(o, m.Msg)
+			rep.Report(from, m.Msg)
 		}
 	}
 }
