@@ -61,7 +61,8 @@ type Config struct {
 	Ingress *watchv1.GroupVersionKind
 	// IngressClass is the IngressClass kind as the store holds it; the Writer needs the
 	// classes to hold a translator to its own class (contract.MayReport). Without it, a
-	// report from a checked origin is acted on only for Ingresses that name its class.
+	// report from a checked origin is acted on only for Ingresses that name its class or
+	// no class at all.
 	IngressClass *watchv1.GroupVersionKind
 	// Workers write concurrently (the client's rate limit still applies).
 	Workers int
@@ -231,6 +232,8 @@ func (w *Writer) storeEvent(ev store.Event) {
 	case store.EventUpsert:
 		if k, ok := w.upsert(ev.Object); ok {
 			w.evaluate(k, false)
+		} else if ev.Object.GetKind().GetKind() == "IngressClass" {
+			w.classesChanged()
 		}
 	case store.EventDelete:
 		if ev.Object.GetKind().GetKind() == "IngressClass" {
@@ -255,8 +258,8 @@ func (w *Writer) upsert(o *watchv1.Object) (key, bool) {
 		return k, true
 	}
 	if c, ok := obj.(*networkingv1.IngressClass); ok {
+		// The caller decides again what the class may change (resync decides everything).
 		w.classes[c.Name] = contract.IngressClassInfo{Controller: c.Spec.Controller, Default: c.Annotations[contract.AnnotationDefaultClass] == "true"}
-		w.classesChanged()
 		return k, false
 	}
 	ing, ok := obj.(*networkingv1.Ingress)
