@@ -81,6 +81,164 @@ func (DataPlaneKind) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{0}
 }
 
+// RouteScheme is which listeners serve a route.
+type RouteScheme int32
+
+const (
+	// ROUTE_SCHEME_UNSPECIFIED serves the route on the HTTP and the HTTPS listener (an
+	// Ingress's routes).
+	RouteScheme_ROUTE_SCHEME_UNSPECIFIED RouteScheme = 0
+	// ROUTE_SCHEME_HTTP serves it on the plain HTTP listener only.
+	RouteScheme_ROUTE_SCHEME_HTTP RouteScheme = 1
+	// ROUTE_SCHEME_HTTPS serves it on the HTTPS listener only.
+	RouteScheme_ROUTE_SCHEME_HTTPS RouteScheme = 2
+)
+
+// Enum value maps for RouteScheme.
+var (
+	RouteScheme_name = map[int32]string{
+		0: "ROUTE_SCHEME_UNSPECIFIED",
+		1: "ROUTE_SCHEME_HTTP",
+		2: "ROUTE_SCHEME_HTTPS",
+	}
+	RouteScheme_value = map[string]int32{
+		"ROUTE_SCHEME_UNSPECIFIED": 0,
+		"ROUTE_SCHEME_HTTP":        1,
+		"ROUTE_SCHEME_HTTPS":       2,
+	}
+)
+
+func (x RouteScheme) Enum() *RouteScheme {
+	p := new(RouteScheme)
+	*p = x
+	return p
+}
+
+func (x RouteScheme) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RouteScheme) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_config_v1_config_proto_enumTypes[1].Descriptor()
+}
+
+func (RouteScheme) Type() protoreflect.EnumType {
+	return &file_sluice_config_v1_config_proto_enumTypes[1]
+}
+
+func (x RouteScheme) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RouteScheme.Descriptor instead.
+func (RouteScheme) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{1}
+}
+
+// QueryMatchType is how a QueryMatch compares a query parameter's value.
+type QueryMatchType int32
+
+const (
+	QueryMatchType_QUERY_MATCH_TYPE_UNSPECIFIED QueryMatchType = 0
+	QueryMatchType_QUERY_MATCH_TYPE_EXACT       QueryMatchType = 1
+	// QUERY_MATCH_TYPE_REGEX matches a RE2 expression (unanchored, as HeaderMatch's).
+	QueryMatchType_QUERY_MATCH_TYPE_REGEX QueryMatchType = 2
+)
+
+// Enum value maps for QueryMatchType.
+var (
+	QueryMatchType_name = map[int32]string{
+		0: "QUERY_MATCH_TYPE_UNSPECIFIED",
+		1: "QUERY_MATCH_TYPE_EXACT",
+		2: "QUERY_MATCH_TYPE_REGEX",
+	}
+	QueryMatchType_value = map[string]int32{
+		"QUERY_MATCH_TYPE_UNSPECIFIED": 0,
+		"QUERY_MATCH_TYPE_EXACT":       1,
+		"QUERY_MATCH_TYPE_REGEX":       2,
+	}
+)
+
+func (x QueryMatchType) Enum() *QueryMatchType {
+	p := new(QueryMatchType)
+	*p = x
+	return p
+}
+
+func (x QueryMatchType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (QueryMatchType) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_config_v1_config_proto_enumTypes[2].Descriptor()
+}
+
+func (QueryMatchType) Type() protoreflect.EnumType {
+	return &file_sluice_config_v1_config_proto_enumTypes[2]
+}
+
+func (x QueryMatchType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use QueryMatchType.Descriptor instead.
+func (QueryMatchType) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{2}
+}
+
+// PathModifierType is how a redirect or rewrite changes the path.
+type PathModifierType int32
+
+const (
+	PathModifierType_PATH_MODIFIER_TYPE_UNSPECIFIED PathModifierType = 0
+	// PATH_MODIFIER_TYPE_FULL replaces the whole path with value.
+	PathModifierType_PATH_MODIFIER_TYPE_FULL PathModifierType = 1
+	// PATH_MODIFIER_TYPE_PREFIX replaces the part of the path the route's Prefix match
+	// matched with value (the rest of the path is kept).
+	PathModifierType_PATH_MODIFIER_TYPE_PREFIX PathModifierType = 2
+)
+
+// Enum value maps for PathModifierType.
+var (
+	PathModifierType_name = map[int32]string{
+		0: "PATH_MODIFIER_TYPE_UNSPECIFIED",
+		1: "PATH_MODIFIER_TYPE_FULL",
+		2: "PATH_MODIFIER_TYPE_PREFIX",
+	}
+	PathModifierType_value = map[string]int32{
+		"PATH_MODIFIER_TYPE_UNSPECIFIED": 0,
+		"PATH_MODIFIER_TYPE_FULL":        1,
+		"PATH_MODIFIER_TYPE_PREFIX":      2,
+	}
+)
+
+func (x PathModifierType) Enum() *PathModifierType {
+	p := new(PathModifierType)
+	*p = x
+	return p
+}
+
+func (x PathModifierType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PathModifierType) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_config_v1_config_proto_enumTypes[3].Descriptor()
+}
+
+func (PathModifierType) Type() protoreflect.EnumType {
+	return &file_sluice_config_v1_config_proto_enumTypes[3]
+}
+
+func (x PathModifierType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PathModifierType.Descriptor instead.
+func (PathModifierType) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{3}
+}
+
 // PathMatchType is how a PathMatch compares the request path.
 type PathMatchType int32
 
@@ -122,11 +280,11 @@ func (x PathMatchType) String() string {
 }
 
 func (PathMatchType) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_config_v1_config_proto_enumTypes[1].Descriptor()
+	return file_sluice_config_v1_config_proto_enumTypes[4].Descriptor()
 }
 
 func (PathMatchType) Type() protoreflect.EnumType {
-	return &file_sluice_config_v1_config_proto_enumTypes[1]
+	return &file_sluice_config_v1_config_proto_enumTypes[4]
 }
 
 func (x PathMatchType) Number() protoreflect.EnumNumber {
@@ -135,7 +293,7 @@ func (x PathMatchType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PathMatchType.Descriptor instead.
 func (PathMatchType) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{1}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{4}
 }
 
 // HeaderMatchType is how a HeaderMatch compares a header value.
@@ -172,11 +330,11 @@ func (x HeaderMatchType) String() string {
 }
 
 func (HeaderMatchType) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_config_v1_config_proto_enumTypes[2].Descriptor()
+	return file_sluice_config_v1_config_proto_enumTypes[5].Descriptor()
 }
 
 func (HeaderMatchType) Type() protoreflect.EnumType {
-	return &file_sluice_config_v1_config_proto_enumTypes[2]
+	return &file_sluice_config_v1_config_proto_enumTypes[5]
 }
 
 func (x HeaderMatchType) Number() protoreflect.EnumNumber {
@@ -185,7 +343,7 @@ func (x HeaderMatchType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use HeaderMatchType.Descriptor instead.
 func (HeaderMatchType) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{2}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{5}
 }
 
 // FindingSeverity says how much a finding affects what is served.
@@ -224,11 +382,11 @@ func (x FindingSeverity) String() string {
 }
 
 func (FindingSeverity) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_config_v1_config_proto_enumTypes[3].Descriptor()
+	return file_sluice_config_v1_config_proto_enumTypes[6].Descriptor()
 }
 
 func (FindingSeverity) Type() protoreflect.EnumType {
-	return &file_sluice_config_v1_config_proto_enumTypes[3]
+	return &file_sluice_config_v1_config_proto_enumTypes[6]
 }
 
 func (x FindingSeverity) Number() protoreflect.EnumNumber {
@@ -237,7 +395,7 @@ func (x FindingSeverity) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FindingSeverity.Descriptor instead.
 func (FindingSeverity) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{3}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{6}
 }
 
 // StreamConfigRequest is a message from a pusher.
@@ -1324,7 +1482,22 @@ type Route struct {
 	// Timeout bounds the whole request; unset means the data plane's default.
 	Timeout *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// Source is the object the route came from.
-	Source        *ObjectRef `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
+	Source *ObjectRef `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
+	// Method matches the request method exactly ("GET"); empty matches every method.
+	Method string `protobuf:"bytes,7,opt,name=method,proto3" json:"method,omitempty"`
+	// Query matches query parameters; all must match.
+	Query []*QueryMatch `protobuf:"bytes,8,rep,name=query,proto3" json:"query,omitempty"`
+	// RequestHeaders changes the request's headers before it is proxied.
+	RequestHeaders *HeaderModifier `protobuf:"bytes,9,opt,name=request_headers,json=requestHeaders,proto3" json:"request_headers,omitempty"`
+	// ResponseHeaders changes the response's headers before it is returned.
+	ResponseHeaders *HeaderModifier `protobuf:"bytes,10,opt,name=response_headers,json=responseHeaders,proto3" json:"response_headers,omitempty"`
+	// Redirect, when set, answers the request with a redirect; the route then has no backends.
+	Redirect *Redirect `protobuf:"bytes,11,opt,name=redirect,proto3" json:"redirect,omitempty"`
+	// Rewrite changes the request's host or path before it is proxied.
+	Rewrite *Rewrite `protobuf:"bytes,12,opt,name=rewrite,proto3" json:"rewrite,omitempty"`
+	// Scheme says on which of the proxy's listeners the route is served: both (Ingress), or
+	// only plain HTTP or only HTTPS (a Gateway API listener's protocol).
+	Scheme        RouteScheme `protobuf:"varint,13,opt,name=scheme,proto3,enum=sluice.config.v1.RouteScheme" json:"scheme,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1401,6 +1574,418 @@ func (x *Route) GetSource() *ObjectRef {
 	return nil
 }
 
+func (x *Route) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *Route) GetQuery() []*QueryMatch {
+	if x != nil {
+		return x.Query
+	}
+	return nil
+}
+
+func (x *Route) GetRequestHeaders() *HeaderModifier {
+	if x != nil {
+		return x.RequestHeaders
+	}
+	return nil
+}
+
+func (x *Route) GetResponseHeaders() *HeaderModifier {
+	if x != nil {
+		return x.ResponseHeaders
+	}
+	return nil
+}
+
+func (x *Route) GetRedirect() *Redirect {
+	if x != nil {
+		return x.Redirect
+	}
+	return nil
+}
+
+func (x *Route) GetRewrite() *Rewrite {
+	if x != nil {
+		return x.Rewrite
+	}
+	return nil
+}
+
+func (x *Route) GetScheme() RouteScheme {
+	if x != nil {
+		return x.Scheme
+	}
+	return RouteScheme_ROUTE_SCHEME_UNSPECIFIED
+}
+
+// QueryMatch matches one query parameter by its first value (names are case-sensitive).
+type QueryMatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Type          QueryMatchType         `protobuf:"varint,3,opt,name=type,proto3,enum=sluice.config.v1.QueryMatchType" json:"type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryMatch) Reset() {
+	*x = QueryMatch{}
+	mi := &file_sluice_config_v1_config_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryMatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryMatch) ProtoMessage() {}
+
+func (x *QueryMatch) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_config_v1_config_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryMatch.ProtoReflect.Descriptor instead.
+func (*QueryMatch) Descriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *QueryMatch) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *QueryMatch) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *QueryMatch) GetType() QueryMatchType {
+	if x != nil {
+		return x.Type
+	}
+	return QueryMatchType_QUERY_MATCH_TYPE_UNSPECIFIED
+}
+
+// HeaderValue is one header name and value.
+type HeaderValue struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeaderValue) Reset() {
+	*x = HeaderValue{}
+	mi := &file_sluice_config_v1_config_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeaderValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeaderValue) ProtoMessage() {}
+
+func (x *HeaderValue) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_config_v1_config_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeaderValue.ProtoReflect.Descriptor instead.
+func (*HeaderValue) Descriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *HeaderValue) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HeaderValue) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+// HeaderModifier changes headers: set replaces (or adds) a header, add appends a value,
+// remove deletes a header. Names are case-insensitive; they are applied remove, set, add.
+type HeaderModifier struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Set           []*HeaderValue         `protobuf:"bytes,1,rep,name=set,proto3" json:"set,omitempty"`
+	Add           []*HeaderValue         `protobuf:"bytes,2,rep,name=add,proto3" json:"add,omitempty"`
+	Remove        []string               `protobuf:"bytes,3,rep,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeaderModifier) Reset() {
+	*x = HeaderModifier{}
+	mi := &file_sluice_config_v1_config_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeaderModifier) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeaderModifier) ProtoMessage() {}
+
+func (x *HeaderModifier) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_config_v1_config_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeaderModifier.ProtoReflect.Descriptor instead.
+func (*HeaderModifier) Descriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *HeaderModifier) GetSet() []*HeaderValue {
+	if x != nil {
+		return x.Set
+	}
+	return nil
+}
+
+func (x *HeaderModifier) GetAdd() []*HeaderValue {
+	if x != nil {
+		return x.Add
+	}
+	return nil
+}
+
+func (x *HeaderModifier) GetRemove() []string {
+	if x != nil {
+		return x.Remove
+	}
+	return nil
+}
+
+// PathModifier changes the request path.
+type PathModifier struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          PathModifierType       `protobuf:"varint,1,opt,name=type,proto3,enum=sluice.config.v1.PathModifierType" json:"type,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PathModifier) Reset() {
+	*x = PathModifier{}
+	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PathModifier) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PathModifier) ProtoMessage() {}
+
+func (x *PathModifier) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PathModifier.ProtoReflect.Descriptor instead.
+func (*PathModifier) Descriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PathModifier) GetType() PathModifierType {
+	if x != nil {
+		return x.Type
+	}
+	return PathModifierType_PATH_MODIFIER_TYPE_UNSPECIFIED
+}
+
+func (x *PathModifier) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+// Redirect answers with a Location built from the request: each field set replaces that
+// part of it. Port 0 keeps the port (or drops it when the scheme changes and it was that
+// scheme's well-known port).
+type Redirect struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Scheme   string                 `protobuf:"bytes,1,opt,name=scheme,proto3" json:"scheme,omitempty"`
+	Hostname string                 `protobuf:"bytes,2,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Port     uint32                 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
+	Path     *PathModifier          `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	// StatusCode is 301 or 302 (302 when 0).
+	StatusCode    uint32 `protobuf:"varint,5,opt,name=status_code,json=statusCode,proto3" json:"status_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Redirect) Reset() {
+	*x = Redirect{}
+	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Redirect) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Redirect) ProtoMessage() {}
+
+func (x *Redirect) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Redirect.ProtoReflect.Descriptor instead.
+func (*Redirect) Descriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Redirect) GetScheme() string {
+	if x != nil {
+		return x.Scheme
+	}
+	return ""
+}
+
+func (x *Redirect) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *Redirect) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *Redirect) GetPath() *PathModifier {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
+func (x *Redirect) GetStatusCode() uint32 {
+	if x != nil {
+		return x.StatusCode
+	}
+	return 0
+}
+
+// Rewrite changes the request before it is proxied.
+type Rewrite struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Hostname replaces the Host header.
+	Hostname      string        `protobuf:"bytes,1,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Path          *PathModifier `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rewrite) Reset() {
+	*x = Rewrite{}
+	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rewrite) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rewrite) ProtoMessage() {}
+
+func (x *Rewrite) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rewrite.ProtoReflect.Descriptor instead.
+func (*Rewrite) Descriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Rewrite) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *Rewrite) GetPath() *PathModifier {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
 // PathMatch matches the request path.
 type PathMatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1412,7 +1997,7 @@ type PathMatch struct {
 
 func (x *PathMatch) Reset() {
 	*x = PathMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[15]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +2009,7 @@ func (x *PathMatch) String() string {
 func (*PathMatch) ProtoMessage() {}
 
 func (x *PathMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[15]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +2022,7 @@ func (x *PathMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathMatch.ProtoReflect.Descriptor instead.
 func (*PathMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{15}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PathMatch) GetType() PathMatchType {
@@ -1466,7 +2051,7 @@ type HeaderMatch struct {
 
 func (x *HeaderMatch) Reset() {
 	*x = HeaderMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[16]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +2063,7 @@ func (x *HeaderMatch) String() string {
 func (*HeaderMatch) ProtoMessage() {}
 
 func (x *HeaderMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[16]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +2076,7 @@ func (x *HeaderMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderMatch.ProtoReflect.Descriptor instead.
 func (*HeaderMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{16}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HeaderMatch) GetName() string {
@@ -1527,7 +2112,7 @@ type WeightedBackend struct {
 
 func (x *WeightedBackend) Reset() {
 	*x = WeightedBackend{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[17]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +2124,7 @@ func (x *WeightedBackend) String() string {
 func (*WeightedBackend) ProtoMessage() {}
 
 func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[17]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +2137,7 @@ func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedBackend.ProtoReflect.Descriptor instead.
 func (*WeightedBackend) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{17}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WeightedBackend) GetBackend() string {
@@ -1583,7 +2168,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +2180,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +2193,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{18}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Backend) GetName() string {
@@ -1654,7 +2239,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1666,7 +2251,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1679,7 +2264,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{19}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Endpoint) GetAddress() string {
@@ -1733,7 +2318,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +2330,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +2343,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{20}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Certificate) GetName() string {
@@ -1820,7 +2405,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +2417,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +2430,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{21}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Finding) GetObject() *ObjectRef {
@@ -1898,7 +2483,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2495,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2508,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{22}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ObjectRef) GetGroup() string {
@@ -1979,7 +2564,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2576,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2589,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{23}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetStatusRequest) GetIncludeResources() bool {
@@ -2028,7 +2613,7 @@ type GetStatusResponse struct {
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2040,7 +2625,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2053,7 +2638,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{24}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetStatusResponse) GetCurrent() *Config {
@@ -2097,7 +2682,7 @@ type PusherStatus struct {
 
 func (x *PusherStatus) Reset() {
 	*x = PusherStatus{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2694,7 @@ func (x *PusherStatus) String() string {
 func (*PusherStatus) ProtoMessage() {}
 
 func (x *PusherStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2707,7 @@ func (x *PusherStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PusherStatus.ProtoReflect.Descriptor instead.
 func (*PusherStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{25}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PusherStatus) GetPusherId() string {
@@ -2264,14 +2849,47 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\vVirtualHost\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12 \n" +
 	"\vcertificate\x18\x02 \x01(\tR\vcertificate\x12/\n" +
-	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xae\x02\n" +
+	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xb6\x05\n" +
 	"\x05Route\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x04path\x18\x02 \x01(\v2\x1b.sluice.config.v1.PathMatchR\x04path\x127\n" +
 	"\aheaders\x18\x03 \x03(\v2\x1d.sluice.config.v1.HeaderMatchR\aheaders\x12=\n" +
 	"\bbackends\x18\x04 \x03(\v2!.sluice.config.v1.WeightedBackendR\bbackends\x123\n" +
 	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x123\n" +
-	"\x06source\x18\x06 \x01(\v2\x1b.sluice.config.v1.ObjectRefR\x06source\"V\n" +
+	"\x06source\x18\x06 \x01(\v2\x1b.sluice.config.v1.ObjectRefR\x06source\x12\x16\n" +
+	"\x06method\x18\a \x01(\tR\x06method\x122\n" +
+	"\x05query\x18\b \x03(\v2\x1c.sluice.config.v1.QueryMatchR\x05query\x12I\n" +
+	"\x0frequest_headers\x18\t \x01(\v2 .sluice.config.v1.HeaderModifierR\x0erequestHeaders\x12K\n" +
+	"\x10response_headers\x18\n" +
+	" \x01(\v2 .sluice.config.v1.HeaderModifierR\x0fresponseHeaders\x126\n" +
+	"\bredirect\x18\v \x01(\v2\x1a.sluice.config.v1.RedirectR\bredirect\x123\n" +
+	"\arewrite\x18\f \x01(\v2\x19.sluice.config.v1.RewriteR\arewrite\x125\n" +
+	"\x06scheme\x18\r \x01(\x0e2\x1d.sluice.config.v1.RouteSchemeR\x06scheme\"l\n" +
+	"\n" +
+	"QueryMatch\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x124\n" +
+	"\x04type\x18\x03 \x01(\x0e2 .sluice.config.v1.QueryMatchTypeR\x04type\"7\n" +
+	"\vHeaderValue\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\x8a\x01\n" +
+	"\x0eHeaderModifier\x12/\n" +
+	"\x03set\x18\x01 \x03(\v2\x1d.sluice.config.v1.HeaderValueR\x03set\x12/\n" +
+	"\x03add\x18\x02 \x03(\v2\x1d.sluice.config.v1.HeaderValueR\x03add\x12\x16\n" +
+	"\x06remove\x18\x03 \x03(\tR\x06remove\"\\\n" +
+	"\fPathModifier\x126\n" +
+	"\x04type\x18\x01 \x01(\x0e2\".sluice.config.v1.PathModifierTypeR\x04type\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xa7\x01\n" +
+	"\bRedirect\x12\x16\n" +
+	"\x06scheme\x18\x01 \x01(\tR\x06scheme\x12\x1a\n" +
+	"\bhostname\x18\x02 \x01(\tR\bhostname\x12\x12\n" +
+	"\x04port\x18\x03 \x01(\rR\x04port\x122\n" +
+	"\x04path\x18\x04 \x01(\v2\x1e.sluice.config.v1.PathModifierR\x04path\x12\x1f\n" +
+	"\vstatus_code\x18\x05 \x01(\rR\n" +
+	"statusCode\"Y\n" +
+	"\aRewrite\x12\x1a\n" +
+	"\bhostname\x18\x01 \x01(\tR\bhostname\x122\n" +
+	"\x04path\x18\x02 \x01(\v2\x1e.sluice.config.v1.PathModifierR\x04path\"V\n" +
 	"\tPathMatch\x123\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1f.sluice.config.v1.PathMatchTypeR\x04type\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"n\n" +
@@ -2336,7 +2954,19 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\x1bDATA_PLANE_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DATA_PLANE_KIND_CADDY\x10\x01\x12\x19\n" +
 	"\x15DATA_PLANE_KIND_ENVOY\x10\x02\x12\x18\n" +
-	"\x14DATA_PLANE_KIND_NONE\x10\x03*\x82\x01\n" +
+	"\x14DATA_PLANE_KIND_NONE\x10\x03*Z\n" +
+	"\vRouteScheme\x12\x1c\n" +
+	"\x18ROUTE_SCHEME_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11ROUTE_SCHEME_HTTP\x10\x01\x12\x16\n" +
+	"\x12ROUTE_SCHEME_HTTPS\x10\x02*j\n" +
+	"\x0eQueryMatchType\x12 \n" +
+	"\x1cQUERY_MATCH_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16QUERY_MATCH_TYPE_EXACT\x10\x01\x12\x1a\n" +
+	"\x16QUERY_MATCH_TYPE_REGEX\x10\x02*r\n" +
+	"\x10PathModifierType\x12\"\n" +
+	"\x1ePATH_MODIFIER_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17PATH_MODIFIER_TYPE_FULL\x10\x01\x12\x1d\n" +
+	"\x19PATH_MODIFIER_TYPE_PREFIX\x10\x02*\x82\x01\n" +
 	"\rPathMatchType\x12\x1f\n" +
 	"\x1bPATH_MATCH_TYPE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15PATH_MATCH_TYPE_EXACT\x10\x01\x12\x1a\n" +
@@ -2366,99 +2996,120 @@ func file_sluice_config_v1_config_proto_rawDescGZIP() []byte {
 	return file_sluice_config_v1_config_proto_rawDescData
 }
 
-var file_sluice_config_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_sluice_config_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_sluice_config_v1_config_proto_goTypes = []any{
 	(DataPlaneKind)(0),            // 0: sluice.config.v1.DataPlaneKind
-	(PathMatchType)(0),            // 1: sluice.config.v1.PathMatchType
-	(HeaderMatchType)(0),          // 2: sluice.config.v1.HeaderMatchType
-	(FindingSeverity)(0),          // 3: sluice.config.v1.FindingSeverity
-	(*StreamConfigRequest)(nil),   // 4: sluice.config.v1.StreamConfigRequest
-	(*Hello)(nil),                 // 5: sluice.config.v1.Hello
-	(*Ack)(nil),                   // 6: sluice.config.v1.Ack
-	(*Nack)(nil),                  // 7: sluice.config.v1.Nack
-	(*Resync)(nil),                // 8: sluice.config.v1.Resync
-	(*ConfigRef)(nil),             // 9: sluice.config.v1.ConfigRef
-	(*StreamConfigResponse)(nil),  // 10: sluice.config.v1.StreamConfigResponse
-	(*InitialSyncComplete)(nil),   // 11: sluice.config.v1.InitialSyncComplete
-	(*Heartbeat)(nil),             // 12: sluice.config.v1.Heartbeat
-	(*Config)(nil),                // 13: sluice.config.v1.Config
-	(*ConfigDelta)(nil),           // 14: sluice.config.v1.ConfigDelta
-	(*ObjectFindings)(nil),        // 15: sluice.config.v1.ObjectFindings
-	(*Resources)(nil),             // 16: sluice.config.v1.Resources
-	(*VirtualHost)(nil),           // 17: sluice.config.v1.VirtualHost
-	(*Route)(nil),                 // 18: sluice.config.v1.Route
-	(*PathMatch)(nil),             // 19: sluice.config.v1.PathMatch
-	(*HeaderMatch)(nil),           // 20: sluice.config.v1.HeaderMatch
-	(*WeightedBackend)(nil),       // 21: sluice.config.v1.WeightedBackend
-	(*Backend)(nil),               // 22: sluice.config.v1.Backend
-	(*Endpoint)(nil),              // 23: sluice.config.v1.Endpoint
-	(*Certificate)(nil),           // 24: sluice.config.v1.Certificate
-	(*Finding)(nil),               // 25: sluice.config.v1.Finding
-	(*ObjectRef)(nil),             // 26: sluice.config.v1.ObjectRef
-	(*GetStatusRequest)(nil),      // 27: sluice.config.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),     // 28: sluice.config.v1.GetStatusResponse
-	(*PusherStatus)(nil),          // 29: sluice.config.v1.PusherStatus
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
+	(RouteScheme)(0),              // 1: sluice.config.v1.RouteScheme
+	(QueryMatchType)(0),           // 2: sluice.config.v1.QueryMatchType
+	(PathModifierType)(0),         // 3: sluice.config.v1.PathModifierType
+	(PathMatchType)(0),            // 4: sluice.config.v1.PathMatchType
+	(HeaderMatchType)(0),          // 5: sluice.config.v1.HeaderMatchType
+	(FindingSeverity)(0),          // 6: sluice.config.v1.FindingSeverity
+	(*StreamConfigRequest)(nil),   // 7: sluice.config.v1.StreamConfigRequest
+	(*Hello)(nil),                 // 8: sluice.config.v1.Hello
+	(*Ack)(nil),                   // 9: sluice.config.v1.Ack
+	(*Nack)(nil),                  // 10: sluice.config.v1.Nack
+	(*Resync)(nil),                // 11: sluice.config.v1.Resync
+	(*ConfigRef)(nil),             // 12: sluice.config.v1.ConfigRef
+	(*StreamConfigResponse)(nil),  // 13: sluice.config.v1.StreamConfigResponse
+	(*InitialSyncComplete)(nil),   // 14: sluice.config.v1.InitialSyncComplete
+	(*Heartbeat)(nil),             // 15: sluice.config.v1.Heartbeat
+	(*Config)(nil),                // 16: sluice.config.v1.Config
+	(*ConfigDelta)(nil),           // 17: sluice.config.v1.ConfigDelta
+	(*ObjectFindings)(nil),        // 18: sluice.config.v1.ObjectFindings
+	(*Resources)(nil),             // 19: sluice.config.v1.Resources
+	(*VirtualHost)(nil),           // 20: sluice.config.v1.VirtualHost
+	(*Route)(nil),                 // 21: sluice.config.v1.Route
+	(*QueryMatch)(nil),            // 22: sluice.config.v1.QueryMatch
+	(*HeaderValue)(nil),           // 23: sluice.config.v1.HeaderValue
+	(*HeaderModifier)(nil),        // 24: sluice.config.v1.HeaderModifier
+	(*PathModifier)(nil),          // 25: sluice.config.v1.PathModifier
+	(*Redirect)(nil),              // 26: sluice.config.v1.Redirect
+	(*Rewrite)(nil),               // 27: sluice.config.v1.Rewrite
+	(*PathMatch)(nil),             // 28: sluice.config.v1.PathMatch
+	(*HeaderMatch)(nil),           // 29: sluice.config.v1.HeaderMatch
+	(*WeightedBackend)(nil),       // 30: sluice.config.v1.WeightedBackend
+	(*Backend)(nil),               // 31: sluice.config.v1.Backend
+	(*Endpoint)(nil),              // 32: sluice.config.v1.Endpoint
+	(*Certificate)(nil),           // 33: sluice.config.v1.Certificate
+	(*Finding)(nil),               // 34: sluice.config.v1.Finding
+	(*ObjectRef)(nil),             // 35: sluice.config.v1.ObjectRef
+	(*GetStatusRequest)(nil),      // 36: sluice.config.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),     // 37: sluice.config.v1.GetStatusResponse
+	(*PusherStatus)(nil),          // 38: sluice.config.v1.PusherStatus
+	(*timestamppb.Timestamp)(nil), // 39: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 40: google.protobuf.Duration
 }
 var file_sluice_config_v1_config_proto_depIdxs = []int32{
-	5,  // 0: sluice.config.v1.StreamConfigRequest.hello:type_name -> sluice.config.v1.Hello
-	6,  // 1: sluice.config.v1.StreamConfigRequest.ack:type_name -> sluice.config.v1.Ack
-	7,  // 2: sluice.config.v1.StreamConfigRequest.nack:type_name -> sluice.config.v1.Nack
-	8,  // 3: sluice.config.v1.StreamConfigRequest.resync:type_name -> sluice.config.v1.Resync
+	8,  // 0: sluice.config.v1.StreamConfigRequest.hello:type_name -> sluice.config.v1.Hello
+	9,  // 1: sluice.config.v1.StreamConfigRequest.ack:type_name -> sluice.config.v1.Ack
+	10, // 2: sluice.config.v1.StreamConfigRequest.nack:type_name -> sluice.config.v1.Nack
+	11, // 3: sluice.config.v1.StreamConfigRequest.resync:type_name -> sluice.config.v1.Resync
 	0,  // 4: sluice.config.v1.Hello.data_plane:type_name -> sluice.config.v1.DataPlaneKind
-	9,  // 5: sluice.config.v1.Ack.config:type_name -> sluice.config.v1.ConfigRef
-	9,  // 6: sluice.config.v1.Nack.config:type_name -> sluice.config.v1.ConfigRef
-	26, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
-	9,  // 8: sluice.config.v1.Resync.have:type_name -> sluice.config.v1.ConfigRef
-	13, // 9: sluice.config.v1.StreamConfigResponse.config:type_name -> sluice.config.v1.Config
-	11, // 10: sluice.config.v1.StreamConfigResponse.initial_sync_complete:type_name -> sluice.config.v1.InitialSyncComplete
-	12, // 11: sluice.config.v1.StreamConfigResponse.heartbeat:type_name -> sluice.config.v1.Heartbeat
-	14, // 12: sluice.config.v1.StreamConfigResponse.delta:type_name -> sluice.config.v1.ConfigDelta
-	30, // 13: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	16, // 14: sluice.config.v1.Config.resources:type_name -> sluice.config.v1.Resources
-	17, // 15: sluice.config.v1.ConfigDelta.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
-	22, // 16: sluice.config.v1.ConfigDelta.backends:type_name -> sluice.config.v1.Backend
-	24, // 17: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
-	15, // 18: sluice.config.v1.ConfigDelta.findings:type_name -> sluice.config.v1.ObjectFindings
-	26, // 19: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
-	26, // 20: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
-	25, // 21: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
-	17, // 22: sluice.config.v1.Resources.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
-	22, // 23: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
-	24, // 24: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
-	25, // 25: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
-	18, // 26: sluice.config.v1.VirtualHost.routes:type_name -> sluice.config.v1.Route
-	19, // 27: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
-	20, // 28: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
-	21, // 29: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
-	31, // 30: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
-	26, // 31: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
-	1,  // 32: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
-	2,  // 33: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
-	26, // 34: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
-	23, // 35: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
-	26, // 36: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
-	30, // 37: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	26, // 38: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
-	3,  // 39: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
-	13, // 40: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
-	29, // 41: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
-	0,  // 42: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
-	9,  // 43: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
-	30, // 44: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
-	9,  // 45: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
-	30, // 46: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
-	4,  // 47: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
-	27, // 48: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
-	10, // 49: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
-	28, // 50: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
-	49, // [49:51] is the sub-list for method output_type
-	47, // [47:49] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	12, // 5: sluice.config.v1.Ack.config:type_name -> sluice.config.v1.ConfigRef
+	12, // 6: sluice.config.v1.Nack.config:type_name -> sluice.config.v1.ConfigRef
+	35, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
+	12, // 8: sluice.config.v1.Resync.have:type_name -> sluice.config.v1.ConfigRef
+	16, // 9: sluice.config.v1.StreamConfigResponse.config:type_name -> sluice.config.v1.Config
+	14, // 10: sluice.config.v1.StreamConfigResponse.initial_sync_complete:type_name -> sluice.config.v1.InitialSyncComplete
+	15, // 11: sluice.config.v1.StreamConfigResponse.heartbeat:type_name -> sluice.config.v1.Heartbeat
+	17, // 12: sluice.config.v1.StreamConfigResponse.delta:type_name -> sluice.config.v1.ConfigDelta
+	39, // 13: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	19, // 14: sluice.config.v1.Config.resources:type_name -> sluice.config.v1.Resources
+	20, // 15: sluice.config.v1.ConfigDelta.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
+	31, // 16: sluice.config.v1.ConfigDelta.backends:type_name -> sluice.config.v1.Backend
+	33, // 17: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
+	18, // 18: sluice.config.v1.ConfigDelta.findings:type_name -> sluice.config.v1.ObjectFindings
+	35, // 19: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
+	35, // 20: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
+	34, // 21: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
+	20, // 22: sluice.config.v1.Resources.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
+	31, // 23: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
+	33, // 24: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
+	34, // 25: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
+	21, // 26: sluice.config.v1.VirtualHost.routes:type_name -> sluice.config.v1.Route
+	28, // 27: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
+	29, // 28: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
+	30, // 29: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
+	40, // 30: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
+	35, // 31: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
+	22, // 32: sluice.config.v1.Route.query:type_name -> sluice.config.v1.QueryMatch
+	24, // 33: sluice.config.v1.Route.request_headers:type_name -> sluice.config.v1.HeaderModifier
+	24, // 34: sluice.config.v1.Route.response_headers:type_name -> sluice.config.v1.HeaderModifier
+	26, // 35: sluice.config.v1.Route.redirect:type_name -> sluice.config.v1.Redirect
+	27, // 36: sluice.config.v1.Route.rewrite:type_name -> sluice.config.v1.Rewrite
+	1,  // 37: sluice.config.v1.Route.scheme:type_name -> sluice.config.v1.RouteScheme
+	2,  // 38: sluice.config.v1.QueryMatch.type:type_name -> sluice.config.v1.QueryMatchType
+	23, // 39: sluice.config.v1.HeaderModifier.set:type_name -> sluice.config.v1.HeaderValue
+	23, // 40: sluice.config.v1.HeaderModifier.add:type_name -> sluice.config.v1.HeaderValue
+	3,  // 41: sluice.config.v1.PathModifier.type:type_name -> sluice.config.v1.PathModifierType
+	25, // 42: sluice.config.v1.Redirect.path:type_name -> sluice.config.v1.PathModifier
+	25, // 43: sluice.config.v1.Rewrite.path:type_name -> sluice.config.v1.PathModifier
+	4,  // 44: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
+	5,  // 45: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
+	35, // 46: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
+	32, // 47: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
+	35, // 48: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
+	39, // 49: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	35, // 50: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
+	6,  // 51: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
+	16, // 52: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
+	38, // 53: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
+	0,  // 54: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
+	12, // 55: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
+	39, // 56: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
+	12, // 57: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
+	39, // 58: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
+	7,  // 59: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
+	36, // 60: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
+	13, // 61: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
+	37, // 62: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
+	61, // [61:63] is the sub-list for method output_type
+	59, // [59:61] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_sluice_config_v1_config_proto_init() }
@@ -2483,8 +3134,8 @@ func file_sluice_config_v1_config_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_config_v1_config_proto_rawDesc), len(file_sluice_config_v1_config_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   26,
+			NumEnums:      7,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

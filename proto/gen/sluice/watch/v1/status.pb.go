@@ -37,9 +37,14 @@ type ReportStatusRequest struct {
 	// Statuses are the desired statuses of Ingresses, new or changed.
 	Statuses []*IngressStatus `protobuf:"bytes,3,rep,name=statuses,proto3" json:"statuses,omitempty"`
 	// Removed are Ingresses the source no longer serves (deleted, or of another class now).
-	Removed       []*IngressKey `protobuf:"bytes,4,rep,name=removed,proto3" json:"removed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Removed []*IngressKey `protobuf:"bytes,4,rep,name=removed,proto3" json:"removed,omitempty"`
+	// GatewayStatuses are the desired statuses of Gateway API objects (GatewayClass, Gateway,
+	// HTTPRoute) the source serves, new or changed; Full covers them as it covers Statuses.
+	GatewayStatuses []*GatewayAPIStatus `protobuf:"bytes,5,rep,name=gateway_statuses,json=gatewayStatuses,proto3" json:"gateway_statuses,omitempty"`
+	// RemovedGateway are Gateway API objects the source no longer serves.
+	RemovedGateway []*ObjectKey `protobuf:"bytes,6,rep,name=removed_gateway,json=removedGateway,proto3" json:"removed_gateway,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ReportStatusRequest) Reset() {
@@ -100,6 +105,595 @@ func (x *ReportStatusRequest) GetRemoved() []*IngressKey {
 	return nil
 }
 
+func (x *ReportStatusRequest) GetGatewayStatuses() []*GatewayAPIStatus {
+	if x != nil {
+		return x.GatewayStatuses
+	}
+	return nil
+}
+
+func (x *ReportStatusRequest) GetRemovedGateway() []*ObjectKey {
+	if x != nil {
+		return x.RemovedGateway
+	}
+	return nil
+}
+
+// ObjectKey names a Gateway API object: kind is "GatewayClass", "Gateway" or "HTTPRoute"
+// (group gateway.networking.k8s.io); namespace is empty for a GatewayClass.
+type ObjectKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Namespace     string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectKey) Reset() {
+	*x = ObjectKey{}
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectKey) ProtoMessage() {}
+
+func (x *ObjectKey) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectKey.ProtoReflect.Descriptor instead.
+func (*ObjectKey) Descriptor() ([]byte, []int) {
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ObjectKey) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ObjectKey) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ObjectKey) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// Condition is one metav1.Condition without its time: the writer sets lastTransitionTime,
+// keeping the one the object shows when type and status are unchanged.
+type Condition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Type  string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// Status is "True", "False" or "Unknown".
+	Status             string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	Reason             string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message            string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	ObservedGeneration int64  `protobuf:"varint,5,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *Condition) Reset() {
+	*x = Condition{}
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Condition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Condition) ProtoMessage() {}
+
+func (x *Condition) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Condition.ProtoReflect.Descriptor instead.
+func (*Condition) Descriptor() ([]byte, []int) {
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Condition) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Condition) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Condition) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Condition) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Condition) GetObservedGeneration() int64 {
+	if x != nil {
+		return x.ObservedGeneration
+	}
+	return 0
+}
+
+// GatewayAPIStatus is what one Gateway API object should show. For a GatewayClass and a
+// Gateway the source owns the whole status; for an HTTPRoute it owns only the entries of
+// status.parents whose controllerName is ControllerName, and the writer keeps the others.
+type GatewayAPIStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   *ObjectKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Uid is the object the status was computed for (see IngressStatus.uid).
+	Uid string `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	// ControllerName is the Gateway controller name the source implements; the writer refuses
+	// a report naming another than its own.
+	ControllerName string `protobuf:"bytes,3,opt,name=controller_name,json=controllerName,proto3" json:"controller_name,omitempty"`
+	// Conditions of a GatewayClass or a Gateway.
+	Conditions []*Condition `protobuf:"bytes,4,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// Listeners of a Gateway, in spec order.
+	Listeners []*ListenerStatus `protobuf:"bytes,5,rep,name=listeners,proto3" json:"listeners,omitempty"`
+	// ManageAddresses is true when the source knows the proxy's addresses: a Gateway's
+	// status.addresses is then set to Addresses.
+	ManageAddresses bool              `protobuf:"varint,6,opt,name=manage_addresses,json=manageAddresses,proto3" json:"manage_addresses,omitempty"`
+	Addresses       []*GatewayAddress `protobuf:"bytes,7,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	// Parents of an HTTPRoute: one per parentRef this controller handles, in spec order.
+	Parents []*RouteParentStatus `protobuf:"bytes,8,rep,name=parents,proto3" json:"parents,omitempty"`
+	// Findings are recorded as Events on the object, as an Ingress's are.
+	Findings      []*StatusFinding `protobuf:"bytes,9,rep,name=findings,proto3" json:"findings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayAPIStatus) Reset() {
+	*x = GatewayAPIStatus{}
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayAPIStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayAPIStatus) ProtoMessage() {}
+
+func (x *GatewayAPIStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayAPIStatus.ProtoReflect.Descriptor instead.
+func (*GatewayAPIStatus) Descriptor() ([]byte, []int) {
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GatewayAPIStatus) GetKey() *ObjectKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *GatewayAPIStatus) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *GatewayAPIStatus) GetControllerName() string {
+	if x != nil {
+		return x.ControllerName
+	}
+	return ""
+}
+
+func (x *GatewayAPIStatus) GetConditions() []*Condition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+func (x *GatewayAPIStatus) GetListeners() []*ListenerStatus {
+	if x != nil {
+		return x.Listeners
+	}
+	return nil
+}
+
+func (x *GatewayAPIStatus) GetManageAddresses() bool {
+	if x != nil {
+		return x.ManageAddresses
+	}
+	return false
+}
+
+func (x *GatewayAPIStatus) GetAddresses() []*GatewayAddress {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
+}
+
+func (x *GatewayAPIStatus) GetParents() []*RouteParentStatus {
+	if x != nil {
+		return x.Parents
+	}
+	return nil
+}
+
+func (x *GatewayAPIStatus) GetFindings() []*StatusFinding {
+	if x != nil {
+		return x.Findings
+	}
+	return nil
+}
+
+// ListenerStatus is one entry of a Gateway's status.listeners.
+type ListenerStatus struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	AttachedRoutes int32                  `protobuf:"varint,2,opt,name=attached_routes,json=attachedRoutes,proto3" json:"attached_routes,omitempty"`
+	SupportedKinds []*RouteGroupKind      `protobuf:"bytes,3,rep,name=supported_kinds,json=supportedKinds,proto3" json:"supported_kinds,omitempty"`
+	Conditions     []*Condition           `protobuf:"bytes,4,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ListenerStatus) Reset() {
+	*x = ListenerStatus{}
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListenerStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListenerStatus) ProtoMessage() {}
+
+func (x *ListenerStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListenerStatus.ProtoReflect.Descriptor instead.
+func (*ListenerStatus) Descriptor() ([]byte, []int) {
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListenerStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ListenerStatus) GetAttachedRoutes() int32 {
+	if x != nil {
+		return x.AttachedRoutes
+	}
+	return 0
+}
+
+func (x *ListenerStatus) GetSupportedKinds() []*RouteGroupKind {
+	if x != nil {
+		return x.SupportedKinds
+	}
+	return nil
+}
+
+func (x *ListenerStatus) GetConditions() []*Condition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+// RouteGroupKind names a route kind a listener accepts.
+type RouteGroupKind struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteGroupKind) Reset() {
+	*x = RouteGroupKind{}
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteGroupKind) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteGroupKind) ProtoMessage() {}
+
+func (x *RouteGroupKind) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteGroupKind.ProtoReflect.Descriptor instead.
+func (*RouteGroupKind) Descriptor() ([]byte, []int) {
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RouteGroupKind) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *RouteGroupKind) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+// GatewayAddress is one entry of a Gateway's status.addresses.
+type GatewayAddress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Type is "IPAddress" or "Hostname".
+	Type          string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Value         string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayAddress) Reset() {
+	*x = GatewayAddress{}
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayAddress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayAddress) ProtoMessage() {}
+
+func (x *GatewayAddress) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayAddress.ProtoReflect.Descriptor instead.
+func (*GatewayAddress) Descriptor() ([]byte, []int) {
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GatewayAddress) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *GatewayAddress) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+// RouteParentStatus is one entry of an HTTPRoute's status.parents.
+type RouteParentStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ParentRef     *ParentReference       `protobuf:"bytes,1,opt,name=parent_ref,json=parentRef,proto3" json:"parent_ref,omitempty"`
+	Conditions    []*Condition           `protobuf:"bytes,2,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteParentStatus) Reset() {
+	*x = RouteParentStatus{}
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteParentStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteParentStatus) ProtoMessage() {}
+
+func (x *RouteParentStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteParentStatus.ProtoReflect.Descriptor instead.
+func (*RouteParentStatus) Descriptor() ([]byte, []int) {
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RouteParentStatus) GetParentRef() *ParentReference {
+	if x != nil {
+		return x.ParentRef
+	}
+	return nil
+}
+
+func (x *RouteParentStatus) GetConditions() []*Condition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+// ParentReference is a route's parentRef as written in its spec (unset fields stay unset).
+type ParentReference struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Namespace     string                 `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	SectionName   string                 `protobuf:"bytes,5,opt,name=section_name,json=sectionName,proto3" json:"section_name,omitempty"`
+	Port          int32                  `protobuf:"varint,6,opt,name=port,proto3" json:"port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParentReference) Reset() {
+	*x = ParentReference{}
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParentReference) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParentReference) ProtoMessage() {}
+
+func (x *ParentReference) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParentReference.ProtoReflect.Descriptor instead.
+func (*ParentReference) Descriptor() ([]byte, []int) {
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ParentReference) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ParentReference) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ParentReference) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ParentReference) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ParentReference) GetSectionName() string {
+	if x != nil {
+		return x.SectionName
+	}
+	return ""
+}
+
+func (x *ParentReference) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
 // IngressKey names an Ingress.
 type IngressKey struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -111,7 +705,7 @@ type IngressKey struct {
 
 func (x *IngressKey) Reset() {
 	*x = IngressKey{}
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[1]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -123,7 +717,7 @@ func (x *IngressKey) String() string {
 func (*IngressKey) ProtoMessage() {}
 
 func (x *IngressKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[1]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -136,7 +730,7 @@ func (x *IngressKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngressKey.ProtoReflect.Descriptor instead.
 func (*IngressKey) Descriptor() ([]byte, []int) {
-	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{1}
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *IngressKey) GetNamespace() string {
@@ -172,7 +766,7 @@ type IngressStatus struct {
 
 func (x *IngressStatus) Reset() {
 	*x = IngressStatus{}
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[2]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -184,7 +778,7 @@ func (x *IngressStatus) String() string {
 func (*IngressStatus) ProtoMessage() {}
 
 func (x *IngressStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[2]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -197,7 +791,7 @@ func (x *IngressStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngressStatus.ProtoReflect.Descriptor instead.
 func (*IngressStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{2}
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *IngressStatus) GetKey() *IngressKey {
@@ -246,7 +840,7 @@ type LoadBalancerIngress struct {
 
 func (x *LoadBalancerIngress) Reset() {
 	*x = LoadBalancerIngress{}
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[3]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +852,7 @@ func (x *LoadBalancerIngress) String() string {
 func (*LoadBalancerIngress) ProtoMessage() {}
 
 func (x *LoadBalancerIngress) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[3]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +865,7 @@ func (x *LoadBalancerIngress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerIngress.ProtoReflect.Descriptor instead.
 func (*LoadBalancerIngress) Descriptor() ([]byte, []int) {
-	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{3}
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LoadBalancerIngress) GetIp() string {
@@ -304,7 +898,7 @@ type StatusFinding struct {
 
 func (x *StatusFinding) Reset() {
 	*x = StatusFinding{}
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[4]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -316,7 +910,7 @@ func (x *StatusFinding) String() string {
 func (*StatusFinding) ProtoMessage() {}
 
 func (x *StatusFinding) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[4]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -329,7 +923,7 @@ func (x *StatusFinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusFinding.ProtoReflect.Descriptor instead.
 func (*StatusFinding) Descriptor() ([]byte, []int) {
-	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{4}
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StatusFinding) GetReason() string {
@@ -373,7 +967,7 @@ type ReportStatusResponse struct {
 
 func (x *ReportStatusResponse) Reset() {
 	*x = ReportStatusResponse{}
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[5]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -385,7 +979,7 @@ func (x *ReportStatusResponse) String() string {
 func (*ReportStatusResponse) ProtoMessage() {}
 
 func (x *ReportStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[5]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -398,7 +992,7 @@ func (x *ReportStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReportStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{5}
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReportStatusResponse) GetLeader() string {
@@ -419,12 +1013,62 @@ var File_sluice_watch_v1_status_proto protoreflect.FileDescriptor
 
 const file_sluice_watch_v1_status_proto_rawDesc = "" +
 	"\n" +
-	"\x1csluice/watch/v1/status.proto\x12\x0fsluice.watch.v1\"\xb4\x01\n" +
+	"\x1csluice/watch/v1/status.proto\x12\x0fsluice.watch.v1\"\xc7\x02\n" +
 	"\x13ReportStatusRequest\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x12\n" +
 	"\x04full\x18\x02 \x01(\bR\x04full\x12:\n" +
 	"\bstatuses\x18\x03 \x03(\v2\x1e.sluice.watch.v1.IngressStatusR\bstatuses\x125\n" +
-	"\aremoved\x18\x04 \x03(\v2\x1b.sluice.watch.v1.IngressKeyR\aremoved\">\n" +
+	"\aremoved\x18\x04 \x03(\v2\x1b.sluice.watch.v1.IngressKeyR\aremoved\x12L\n" +
+	"\x10gateway_statuses\x18\x05 \x03(\v2!.sluice.watch.v1.GatewayAPIStatusR\x0fgatewayStatuses\x12C\n" +
+	"\x0fremoved_gateway\x18\x06 \x03(\v2\x1a.sluice.watch.v1.ObjectKeyR\x0eremovedGateway\"Q\n" +
+	"\tObjectKey\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\x9a\x01\n" +
+	"\tCondition\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12/\n" +
+	"\x13observed_generation\x18\x05 \x01(\x03R\x12observedGeneration\"\xda\x03\n" +
+	"\x10GatewayAPIStatus\x12,\n" +
+	"\x03key\x18\x01 \x01(\v2\x1a.sluice.watch.v1.ObjectKeyR\x03key\x12\x10\n" +
+	"\x03uid\x18\x02 \x01(\tR\x03uid\x12'\n" +
+	"\x0fcontroller_name\x18\x03 \x01(\tR\x0econtrollerName\x12:\n" +
+	"\n" +
+	"conditions\x18\x04 \x03(\v2\x1a.sluice.watch.v1.ConditionR\n" +
+	"conditions\x12=\n" +
+	"\tlisteners\x18\x05 \x03(\v2\x1f.sluice.watch.v1.ListenerStatusR\tlisteners\x12)\n" +
+	"\x10manage_addresses\x18\x06 \x01(\bR\x0fmanageAddresses\x12=\n" +
+	"\taddresses\x18\a \x03(\v2\x1f.sluice.watch.v1.GatewayAddressR\taddresses\x12<\n" +
+	"\aparents\x18\b \x03(\v2\".sluice.watch.v1.RouteParentStatusR\aparents\x12:\n" +
+	"\bfindings\x18\t \x03(\v2\x1e.sluice.watch.v1.StatusFindingR\bfindings\"\xd3\x01\n" +
+	"\x0eListenerStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
+	"\x0fattached_routes\x18\x02 \x01(\x05R\x0eattachedRoutes\x12H\n" +
+	"\x0fsupported_kinds\x18\x03 \x03(\v2\x1f.sluice.watch.v1.RouteGroupKindR\x0esupportedKinds\x12:\n" +
+	"\n" +
+	"conditions\x18\x04 \x03(\v2\x1a.sluice.watch.v1.ConditionR\n" +
+	"conditions\":\n" +
+	"\x0eRouteGroupKind\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\":\n" +
+	"\x0eGatewayAddress\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\x90\x01\n" +
+	"\x11RouteParentStatus\x12?\n" +
+	"\n" +
+	"parent_ref\x18\x01 \x01(\v2 .sluice.watch.v1.ParentReferenceR\tparentRef\x12:\n" +
+	"\n" +
+	"conditions\x18\x02 \x03(\v2\x1a.sluice.watch.v1.ConditionR\n" +
+	"conditions\"\xa4\x01\n" +
+	"\x0fParentReference\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12!\n" +
+	"\fsection_name\x18\x05 \x01(\tR\vsectionName\x12\x12\n" +
+	"\x04port\x18\x06 \x01(\x05R\x04port\">\n" +
 	"\n" +
 	"IngressKey\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
@@ -461,28 +1105,48 @@ func file_sluice_watch_v1_status_proto_rawDescGZIP() []byte {
 	return file_sluice_watch_v1_status_proto_rawDescData
 }
 
-var file_sluice_watch_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_sluice_watch_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_sluice_watch_v1_status_proto_goTypes = []any{
 	(*ReportStatusRequest)(nil),  // 0: sluice.watch.v1.ReportStatusRequest
-	(*IngressKey)(nil),           // 1: sluice.watch.v1.IngressKey
-	(*IngressStatus)(nil),        // 2: sluice.watch.v1.IngressStatus
-	(*LoadBalancerIngress)(nil),  // 3: sluice.watch.v1.LoadBalancerIngress
-	(*StatusFinding)(nil),        // 4: sluice.watch.v1.StatusFinding
-	(*ReportStatusResponse)(nil), // 5: sluice.watch.v1.ReportStatusResponse
+	(*ObjectKey)(nil),            // 1: sluice.watch.v1.ObjectKey
+	(*Condition)(nil),            // 2: sluice.watch.v1.Condition
+	(*GatewayAPIStatus)(nil),     // 3: sluice.watch.v1.GatewayAPIStatus
+	(*ListenerStatus)(nil),       // 4: sluice.watch.v1.ListenerStatus
+	(*RouteGroupKind)(nil),       // 5: sluice.watch.v1.RouteGroupKind
+	(*GatewayAddress)(nil),       // 6: sluice.watch.v1.GatewayAddress
+	(*RouteParentStatus)(nil),    // 7: sluice.watch.v1.RouteParentStatus
+	(*ParentReference)(nil),      // 8: sluice.watch.v1.ParentReference
+	(*IngressKey)(nil),           // 9: sluice.watch.v1.IngressKey
+	(*IngressStatus)(nil),        // 10: sluice.watch.v1.IngressStatus
+	(*LoadBalancerIngress)(nil),  // 11: sluice.watch.v1.LoadBalancerIngress
+	(*StatusFinding)(nil),        // 12: sluice.watch.v1.StatusFinding
+	(*ReportStatusResponse)(nil), // 13: sluice.watch.v1.ReportStatusResponse
 }
 var file_sluice_watch_v1_status_proto_depIdxs = []int32{
-	2, // 0: sluice.watch.v1.ReportStatusRequest.statuses:type_name -> sluice.watch.v1.IngressStatus
-	1, // 1: sluice.watch.v1.ReportStatusRequest.removed:type_name -> sluice.watch.v1.IngressKey
-	1, // 2: sluice.watch.v1.IngressStatus.key:type_name -> sluice.watch.v1.IngressKey
-	3, // 3: sluice.watch.v1.IngressStatus.load_balancer:type_name -> sluice.watch.v1.LoadBalancerIngress
-	4, // 4: sluice.watch.v1.IngressStatus.findings:type_name -> sluice.watch.v1.StatusFinding
-	0, // 5: sluice.watch.v1.StatusService.ReportStatus:input_type -> sluice.watch.v1.ReportStatusRequest
-	5, // 6: sluice.watch.v1.StatusService.ReportStatus:output_type -> sluice.watch.v1.ReportStatusResponse
-	6, // [6:7] is the sub-list for method output_type
-	5, // [5:6] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	10, // 0: sluice.watch.v1.ReportStatusRequest.statuses:type_name -> sluice.watch.v1.IngressStatus
+	9,  // 1: sluice.watch.v1.ReportStatusRequest.removed:type_name -> sluice.watch.v1.IngressKey
+	3,  // 2: sluice.watch.v1.ReportStatusRequest.gateway_statuses:type_name -> sluice.watch.v1.GatewayAPIStatus
+	1,  // 3: sluice.watch.v1.ReportStatusRequest.removed_gateway:type_name -> sluice.watch.v1.ObjectKey
+	1,  // 4: sluice.watch.v1.GatewayAPIStatus.key:type_name -> sluice.watch.v1.ObjectKey
+	2,  // 5: sluice.watch.v1.GatewayAPIStatus.conditions:type_name -> sluice.watch.v1.Condition
+	4,  // 6: sluice.watch.v1.GatewayAPIStatus.listeners:type_name -> sluice.watch.v1.ListenerStatus
+	6,  // 7: sluice.watch.v1.GatewayAPIStatus.addresses:type_name -> sluice.watch.v1.GatewayAddress
+	7,  // 8: sluice.watch.v1.GatewayAPIStatus.parents:type_name -> sluice.watch.v1.RouteParentStatus
+	12, // 9: sluice.watch.v1.GatewayAPIStatus.findings:type_name -> sluice.watch.v1.StatusFinding
+	5,  // 10: sluice.watch.v1.ListenerStatus.supported_kinds:type_name -> sluice.watch.v1.RouteGroupKind
+	2,  // 11: sluice.watch.v1.ListenerStatus.conditions:type_name -> sluice.watch.v1.Condition
+	8,  // 12: sluice.watch.v1.RouteParentStatus.parent_ref:type_name -> sluice.watch.v1.ParentReference
+	2,  // 13: sluice.watch.v1.RouteParentStatus.conditions:type_name -> sluice.watch.v1.Condition
+	9,  // 14: sluice.watch.v1.IngressStatus.key:type_name -> sluice.watch.v1.IngressKey
+	11, // 15: sluice.watch.v1.IngressStatus.load_balancer:type_name -> sluice.watch.v1.LoadBalancerIngress
+	12, // 16: sluice.watch.v1.IngressStatus.findings:type_name -> sluice.watch.v1.StatusFinding
+	0,  // 17: sluice.watch.v1.StatusService.ReportStatus:input_type -> sluice.watch.v1.ReportStatusRequest
+	13, // 18: sluice.watch.v1.StatusService.ReportStatus:output_type -> sluice.watch.v1.ReportStatusResponse
+	18, // [18:19] is the sub-list for method output_type
+	17, // [17:18] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_sluice_watch_v1_status_proto_init() }
@@ -496,7 +1160,7 @@ func file_sluice_watch_v1_status_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_watch_v1_status_proto_rawDesc), len(file_sluice_watch_v1_status_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
