@@ -1,0 +1,413 @@
+package contract
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+)
+
+// This file is the reference request router: what every data plane must do with a config.
+// The data planes (the Sluice Caddy module, stock Caddy's /load rendering) are tested
+// against it, request by request.
+
+// Request is what the reference looks at in an HTTP request.
+type Request struct {
+	// Scheme is "http" or "https": the listener the request came in on.
+	Scheme string
+	// Host is the Host header as sent (it may carry a port).
+	Host   string
+	Method string
+	// Path is the decoded URL path.
+	Path string
+	// Query is the query parsed strictly (QueryOf): a query string that does not parse
+	// leaves it nil, and then no query match accepts the request (stock Caddy refuses
+	// malformed query strings the same way).
+	Query url.Values
+	// RawQuery is the query string as sent; a redirect keeps it.
+	RawQuery string
+	// Header is the request's header; "Host" is never in it (it is Host).
+	Header http.Header
+}
+
+// QueryOf parses a raw query string as the reference does: strictly, nil when it does not
+// parse.
+func QueryOf(raw string) url.Values {
+	v, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil
+	}
+	return v
+}
+
+// RequestOf is the reference's view of r, which came in on the listener of scheme.
+func RequestOf(scheme string, r *http.Request) Request {
+	return Request{Scheme: scheme, Host: r.Host, Method: r.Method, Path: r.URL.Path, Query: QueryOf(r.URL.RawQuery), RawQuery: r.URL.RawQuery, Header: r.Header}
+}
+
+// Match returns the route req is sent to, or nil (404). The virtual hosts that apply are
+// tried in order (the exact host, then a wildcard matching its first label, then the
+// catch-all), and within each the routes in order; the first route that matches wins.
+func Match(res *configv1.Resources, req Request) *configv1.Route {
+	for _, name := range HostCandidates(req.Host) {
+		for _, vh := range res.GetVirtualHosts() {
+			if vh.GetHostname() != name {
+				continue
+			}
+			for _, rt := range vh.GetRoutes() {
+				if RouteMatches(rt, req) {
+					return rt
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// HostCandidates are the virtual host names that apply to a request for host, in the order
+// they are tried: the exact name (lower-case, without a port), a wildcard of its first
+// label, the catch-all "".
+func HostCandidates(host string) []string {
+	host = strings.ToLower(host)
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
+		host = host[:i]
+	}
+	if host == "" {
+		return []string{""}
+	}
+	if i := strings.IndexByte(host, '.'); i > 0 {
+		return []string{host, "*" + host[i:], ""}
+	}
+	return []string{host, ""}
+}
+
+// RouteMatches reports whether rt accepts req: its scheme, path, method, and every header
+// and query match (of each name, only the first match counts, as in the Gateway API).
+func RouteMatches(rt *configv1.Route, req Request) bool {
+	switch rt.GetScheme() {
+	case configv1.RouteScheme_ROUTE_SCHEME_HTTP:
+		if req.Scheme != "http" {
+			return false
+		}
+	case configv1.RouteScheme_ROUTE_SCHEME_HTTPS:
+		if req.Scheme != "https" {
+			return false
+		}
+	}
+	if !PathMatches(rt.GetPath(), req.Path) {
+		return false
+	}
+	if m := rt.GetMethod(); m != "" && m != req.Method {
+		return false
+	}
+	for _, h := range HeaderMatches(rt) {
+		if !HeaderMatchAccepts(h, req) {
+			return false
+		}
+	}
+	for _, q := range QueryMatches(rt) {
+		if !QueryMatchAccepts(q, req.Query) {
+			return false
+		}
+	}
+	return true
+}
+
+// PathMatches reports whether a path match accepts path.
+func PathMatches(m *configv1.PathMatch, path string) bool {
+	switch m.GetType() {
+	case configv1.PathMatchType_PATH_MATCH_TYPE_EXACT:
+		return path == m.GetValue()
+	case configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX:
+		v := m.GetValue()
+		return v == "/" || path == v || strings.HasPrefix(path, v+"/")
+	case configv1.PathMatchType_PATH_MATCH_TYPE_REGEX:
+		re, err := compile("^(?:" + m.GetValue() + ")$")
+		return err == nil && re.MatchString(path)
+	}
+	return false
+}
+
+// HeaderMatches are the header matches of rt that count: the first of each name (names
+// are case-insensitive).
+func HeaderMatches(rt *configv1.Route) []*configv1.HeaderMatch {
+	var out []*configv1.HeaderMatch
+	seen := map[string]bool{}
+	for _, h := range rt.GetHeaders() {
+		if n := http.CanonicalHeaderKey(h.GetName()); !seen[n] {
+			seen[n] = true
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// HeaderMatchAccepts reports whether one of req's values of the header (each field line
+// on its own; "Host" is req.Host) equals the match's value (EXACT) or contains a match of
+// its RE2 expression (REGEX, unanchored). A header the request lacks matches nothing.
+func HeaderMatchAccepts(h *configv1.HeaderMatch, req Request) bool {
+	name := http.CanonicalHeaderKey(h.GetName())
+	vals := req.Header[name]
+	if name == "Host" {
+		vals = []string{req.Host}
+	}
+	for _, v := range vals {
+		switch h.GetType() {
+		case configv1.HeaderMatchType_HEADER_MATCH_TYPE_REGEX:
+			if re, err := compile(h.GetValue()); err == nil && re.MatchString(v) {
+				return true
+			}
+		default:
+			if v == h.GetValue() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// QueryMatches are the query matches of rt that count: the first of each name (names are
+// case-sensitive).
+func QueryMatches(rt *configv1.Route) []*configv1.QueryMatch {
+	var out []*configv1.QueryMatch
+	seen := map[string]bool{}
+	for _, q := range rt.GetQuery() {
+		if !seen[q.GetName()] {
+			seen[q.GetName()] = true
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// QueryMatchAccepts reports whether the parameter is in the query and its value (all its
+// values joined with ",", as stock Caddy's placeholder gives them) equals the match's
+// (EXACT) or contains a match of its RE2 expression (REGEX, unanchored).
+func QueryMatchAccepts(q *configv1.QueryMatch, query url.Values) bool {
+	vals, ok := query[q.GetName()]
+	if !ok {
+		return false
+	}
+	v := strings.Join(vals, ",")
+	if q.GetType() == configv1.QueryMatchType_QUERY_MATCH_TYPE_REGEX {
+		re, err := compile(q.GetValue())
+		return err == nil && re.MatchString(v)
+	}
+	return v == q.GetValue()
+}
+
+// CheckRoute returns what makes rt unusable by any data plane, naming the field: a regular
+// expression that does not compile, an empty header or query name, a redirect status or
+// scheme the reference does not know, a path modifier of unknown type.
+func CheckRoute(rt *configv1.Route) error {
+	if rt.GetPath().GetType() == configv1.PathMatchType_PATH_MATCH_TYPE_REGEX {
+		if _, err := compile("^(?:" + rt.GetPath().GetValue() + ")$"); err != nil {
+			return fmt.Errorf("path: %w", err)
+		}
+	}
+	for _, h := range rt.GetHeaders() {
+		if h.GetName() == "" {
+			return fmt.Errorf("header match without a name")
+		}
+		if h.GetType() == configv1.HeaderMatchType_HEADER_MATCH_TYPE_REGEX {
+			if _, err := compile(h.GetValue()); err != nil {
+				return fmt.Errorf("header %s: %w", h.GetName(), err)
+			}
+		}
+	}
+	for _, q := range rt.GetQuery() {
+		if q.GetName() == "" {
+			return fmt.Errorf("query match without a name")
+		}
+		if q.GetType() == configv1.QueryMatchType_QUERY_MATCH_TYPE_REGEX {
+			if _, err := compile(q.GetValue()); err != nil {
+				return fmt.Errorf("query parameter %s: %w", q.GetName(), err)
+			}
+		}
+	}
+	for _, m := range []*configv1.HeaderModifier{rt.GetRequestHeaders(), rt.GetResponseHeaders()} {
+		for _, h := range append(append([]*configv1.HeaderValue(nil), m.GetSet()...), m.GetAdd()...) {
+			if h.GetName() == "" {
+				return fmt.Errorf("header modifier without a name")
+			}
+		}
+		for _, n := range m.GetRemove() {
+			if n == "" {
+				return fmt.Errorf("header modifier removes an empty name")
+			}
+		}
+	}
+	if rd := rt.GetRedirect(); rd != nil {
+		switch rd.GetStatusCode() {
+		case 0, 301, 302:
+		default:
+			return fmt.Errorf("redirect status code %d (301 or 302)", rd.GetStatusCode())
+		}
+		switch rd.GetScheme() {
+		case "", "http", "https":
+		default:
+			return fmt.Errorf("redirect scheme %q (http or https)", rd.GetScheme())
+		}
+		if rd.GetPort() > 65535 {
+			return fmt.Errorf("redirect port %d", rd.GetPort())
+		}
+		if err := checkModifier(rd.GetPath()); err != nil {
+			return fmt.Errorf("redirect path: %w", err)
+		}
+	}
+	if err := checkModifier(rt.GetRewrite().GetPath()); err != nil {
+		return fmt.Errorf("rewrite path: %w", err)
+	}
+	return nil
+}
+
+func checkModifier(m *configv1.PathModifier) error {
+	switch m.GetType() {
+	case configv1.PathModifierType_PATH_MODIFIER_TYPE_UNSPECIFIED:
+		if m != nil && m.GetValue() != "" {
+			return fmt.Errorf("value %q without a type", m.GetValue())
+		}
+	case configv1.PathModifierType_PATH_MODIFIER_TYPE_FULL, configv1.PathModifierType_PATH_MODIFIER_TYPE_PREFIX:
+	default:
+		return fmt.Errorf("unknown type %v", m.GetType())
+	}
+	return nil
+}
+
+// ModifiedPath is path changed by m for route rt (nil m: unchanged). FULL replaces it with
+// m's value; PREFIX replaces the part rt's Prefix path match matched (the match's value
+// without a trailing slash; the whole path for any other match) with m's value without a
+// trailing slash, keeping the rest. A result that is empty is "/". (The Gateway API's
+// ReplacePrefixMatch: /foo/bar with prefix /foo and value /xyz/ gives /xyz/bar; /foo with
+// value "" gives /.)
+func ModifiedPath(rt *configv1.Route, m *configv1.PathModifier, path string) string {
+	var out string
+	switch m.GetType() {
+	case configv1.PathModifierType_PATH_MODIFIER_TYPE_FULL:
+		out = m.GetValue()
+	case configv1.PathModifierType_PATH_MODIFIER_TYPE_PREFIX:
+		rest := ""
+		if rt.GetPath().GetType() == configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX {
+			rest = strings.TrimPrefix(path, strings.TrimRight(rt.GetPath().GetValue(), "/"))
+		}
+		out = strings.TrimRight(m.GetValue(), "/") + rest
+	default:
+		return path
+	}
+	if out == "" {
+		return "/"
+	}
+	return out
+}
+
+// RedirectLocation is the Location and status code of the redirect rt answers req with
+// (code 0 when rt does not redirect). The Gateway API's RequestRedirect: each part of the
+// request's URL that the redirect sets is replaced, the rest kept (the query too). The
+// port: the redirect's if set; else, when it sets the scheme, that scheme's well-known
+// port; else the port of the request's Host header, if it has one. A port that is the
+// scheme's well-known one (http 80, https 443) is left out.
+func RedirectLocation(rt *configv1.Route, req Request) (string, int) {
+	rd := rt.GetRedirect()
+	if rd == nil {
+		return "", 0
+	}
+	scheme := rd.GetScheme()
+	if scheme == "" {
+		scheme = req.Scheme
+	}
+	reqHost, reqPort := splitHost(req.Host)
+	host := rd.GetHostname()
+	if host == "" {
+		host = reqHost
+	}
+	port := ""
+	switch {
+	case rd.GetPort() != 0:
+		port = strconv.Itoa(int(rd.GetPort()))
+		if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+			port = ""
+		}
+	case rd.GetScheme() == "":
+		port = reqPort
+	}
+	loc := scheme + "://" + host
+	if port != "" {
+		loc += ":" + port
+	}
+	loc += ModifiedPath(rt, rd.GetPath(), req.Path)
+	if req.RawQuery != "" {
+		loc += "?" + req.RawQuery
+	}
+	code := int(rd.GetStatusCode())
+	if code == 0 {
+		code = http.StatusFound
+	}
+	return loc, code
+}
+
+// splitHost splits a Host header into host and port ("" when it has none), as Caddy's
+// {http.request.host} and {http.request.port} do.
+func splitHost(hostport string) (string, string) {
+	h, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return hostport, ""
+	}
+	return h, p
+}
+
+// Rewritten is the Host and path req is proxied with after rt's rewrite: the rewrite's
+// hostname replaces the Host (with any port), its path modifier changes the path.
+func Rewritten(rt *configv1.Route, req Request) (host, path string) {
+	host = req.Host
+	if h := rt.GetRewrite().GetHostname(); h != "" {
+		host = h
+	}
+	return host, ModifiedPath(rt, rt.GetRewrite().GetPath(), req.Path)
+}
+
+// Forwarded is what the backend receives of req through rt: the rewrite first, then the
+// request header modifier (in which "Host" is the Host: set or added it replaces it,
+// removed it empties it, as Caddy's own request header operations do). The header returned
+// is a copy; req's is not changed.
+func Forwarded(rt *configv1.Route, req Request) (host, path string, header http.Header) {
+	host, path = Rewritten(rt, req)
+	header = req.Header.Clone()
+	if header == nil {
+		header = http.Header{}
+	}
+	m := rt.GetRequestHeaders()
+	if m == nil {
+		return host, path, header
+	}
+	header["Host"] = append(header["Host"], host)
+	ModifyHeaders(m, header)
+	host = ""
+	if hs := header["Host"]; len(hs) > 0 {
+		host = hs[len(hs)-1]
+	}
+	delete(header, "Host")
+	return host, path, header
+}
+
+// ModifyHeaders applies m to h: remove, then set (the last value of a name wins), then add;
+// names are case-insensitive.
+func ModifyHeaders(m *configv1.HeaderModifier, h http.Header) {
+	for _, n := range m.GetRemove() {
+		h.Del(n)
+	}
+	for _, hv := range m.GetSet() {
+		h.Set(hv.GetName(), hv.GetValue())
+	}
+	for _, hv := range m.GetAdd() {
+		h.Add(hv.GetName(), hv.GetValue())
+	}
+}
+
+// compile compiles expr; the reference keeps no cache (it is pure, and called only by
+// tests and checks).
+func compile(expr string) (*regexp.Regexp, error) { return regexp.Compile(expr) }

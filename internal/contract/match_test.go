@@ -1,0 +1,229 @@
+package contract
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+)
+
+func prefix(v string) *configv1.PathMatch {
+	return &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: v}
+}
+
+func exact(v string) *configv1.PathMatch {
+	return &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_EXACT, Value: v}
+}
+
+// req builds a reference request from a URL-ish target ("/p?q"), with header lines "Name: value".
+func req(t *testing.T, scheme, method, host, target string, headers ...string) Request {
+	t.Helper()
+	path, raw, _ := strings.Cut(target, "?")
+	h := http.Header{}
+	for _, l := range headers {
+		n, v, ok := strings.Cut(l, ": ")
+		if !ok {
+			t.Fatalf("bad header line %q", l)
+		}
+		h.Add(n, v)
+	}
+	return Request{Scheme: scheme, Host: host, Method: method, Path: path, RawQuery: raw, Query: QueryOf(raw), Header: h}
+}
+
+// The reference router (docs/architecture.md, "translate.Match is the reference"): hosts in
+// order exact, one-label wildcard, catch-all; routes in order; a route matches only when its
+// scheme, path, method, every header match and every query match accept the request.
+func TestMatchAppliesEveryConditionOfARoute(t *testing.T) {
+	route := func(name string, f func(*configv1.Route)) *configv1.Route {
+		rt := &configv1.Route{Name: name, Path: prefix("/")}
+		f(rt)
+		return rt
+	}
+	res := &configv1.Resources{VirtualHosts: []*configv1.VirtualHost{
+		{Hostname: "a.example.com", Routes: []*configv1.Route{
+			route("https-only", func(r *configv1.Route) {
+				r.Path, r.Scheme = exact("/secure"), configv1.RouteScheme_ROUTE_SCHEME_HTTPS
+			}),
+			route("http-only", func(r *configv1.Route) {
+				r.Path, r.Scheme = exact("/secure"), configv1.RouteScheme_ROUTE_SCHEME_HTTP
+			}),
+			route("post", func(r *configv1.Route) { r.Path, r.Method = exact("/m"), "POST" }),
+			route("header-exact", func(r *configv1.Route) {
+				r.Path = exact("/h")
+				r.Headers = []*configv1.HeaderMatch{{Name: "x-env", Value: "canary", Type: configv1.HeaderMatchType_HEADER_MATCH_TYPE_EXACT},
+					// A second match of the same name (case-insensitively) does not count.
+					{Name: "X-ENV", Value: "never", Type: configv1.HeaderMatchType_HEADER_MATCH_TYPE_EXACT}}
+			}),
+			route("header-regex", func(r *configv1.Route) {
+				r.Path = exact("/h")
+				r.Headers = []*configv1.HeaderMatch{{Name: "X-User", Value: "b[0-9]", Type: configv1.HeaderMatchType_HEADER_MATCH_TYPE_REGEX}}
+			}),
+			route("query", func(r *configv1.Route) {
+				r.Path = exact("/q")
+				r.Query = []*configv1.QueryMatch{{Name: "v", Value: "2", Type: configv1.QueryMatchType_QUERY_MATCH_TYPE_EXACT},
+					{Name: "id", Value: "^[0-9]+$", Type: configv1.QueryMatchType_QUERY_MATCH_TYPE_REGEX},
+					{Name: "v", Value: "never"}}
+			}),
+			route("query-present", func(r *configv1.Route) {
+				r.Path = exact("/q")
+				r.Query = []*configv1.QueryMatch{{Name: "any", Value: ".*", Type: configv1.QueryMatchType_QUERY_MATCH_TYPE_REGEX}}
+			}),
+			route("fallback", func(r *configv1.Route) {}),
+		}},
+		{Hostname: "*.example.com", Routes: []*configv1.Route{route("wild", func(r *configv1.Route) {})}},
+		{Hostname: "", Routes: []*configv1.Route{route("catch-all", func(r *configv1.Route) { r.Path = exact("/only") })}},
+	}}
+	for _, c := range []struct {
+		req  Request
+		want string
+	}{
+		{req(t, "https", "GET", "a.example.com", "/secure"), "https-only"},
+		{req(t, "http", "GET", "a.example.com", "/secure"), "http-only"},
+		{req(t, "http", "POST", "A.Example.com:8080", "/m"), "post"},
+		{req(t, "http", "GET", "a.example.com", "/m"), "fallback"},
+		{req(t, "http", "post", "a.example.com", "/m"), "fallback"}, // methods are case-sensitive
+		{req(t, "http", "GET", "a.example.com", "/h", "X-Env: canary"), "header-exact"},
+		{req(t, "http", "GET", "a.example.com", "/h", "x-env: other", "X-Env: canary"), "header-exact"}, // any value
+		{req(t, "http", "GET", "a.example.com", "/h", "X-Env: Canary"), "fallback"},                    // values are case-sensitive
+		{req(t, "http", "GET", "a.example.com", "/h", "X-User: ab12"), "header-regex"},                 // unanchored
+		{req(t, "http", "GET", "a.example.com", "/h", "X-User: a"), "fallback"},
+		{req(t, "http", "GET", "a.example.com", "/h"), "fallback"},
+		{req(t, "http", "GET", "a.example.com", "/q?v=2&id=17"), "query"},
+		{req(t, "http", "GET", "a.example.com", "/q?id=17&v=2&x=1"), "query"},
+		{req(t, "http", "GET", "a.example.com", "/q?v=2&id=17x"), "fallback"},
+		{req(t, "http", "GET", "a.example.com", "/q?v=2&v=3&id=1"), "fallback"}, // values joined: "2,3"
+		{req(t, "http", "GET", "a.example.com", "/q?V=2&id=1"), "fallback"},     // names are case-sensitive
+		{req(t, "http", "GET", "a.example.com", "/q?any="), "query-present"},
+		{req(t, "http", "GET", "a.example.com", "/q?any=1;x"), "fallback"}, // a malformed query matches no query match
+		{req(t, "http", "GET", "a.example.com", "/q"), "fallback"},
+		{req(t, "http", "GET", "b.example.com", "/q"), "wild"},
+		{req(t, "http", "GET", "example.com", "/only"), "catch-all"},
+		{req(t, "http", "GET", "example.com", "/other"), ""},
+	} {
+		got := Match(res, c.req)
+		if got.GetName() != c.want {
+			t.Errorf("%s %s://%s%s?%s %v: route %q, want %q", c.req.Method, c.req.Scheme, c.req.Host, c.req.Path, c.req.RawQuery, c.req.Header, got.GetName(), c.want)
+		}
+	}
+}
+
+// The Gateway API's RequestRedirect as the reference: unset parts keep the request's, a
+// scheme change without a port drops the port, well-known ports are left out, PREFIX
+// replaces the matched prefix with the spec's slash handling, the query is kept.
+func TestRedirectLocation(t *testing.T) {
+	rd := func(scheme, host string, port uint32, mod *configv1.PathModifier, code uint32) *configv1.Redirect {
+		return &configv1.Redirect{Scheme: scheme, Hostname: host, Port: port, Path: mod, StatusCode: code}
+	}
+	full := func(v string) *configv1.PathModifier {
+		return &configv1.PathModifier{Type: configv1.PathModifierType_PATH_MODIFIER_TYPE_FULL, Value: v}
+	}
+	pre := func(v string) *configv1.PathModifier {
+		return &configv1.PathModifier{Type: configv1.PathModifierType_PATH_MODIFIER_TYPE_PREFIX, Value: v}
+	}
+	for _, c := range []struct {
+		match    *configv1.PathMatch
+		redirect *configv1.Redirect
+		req      Request
+		want     string
+		code     int
+	}{
+		{prefix("/"), rd("https", "", 0, nil, 301), req(t, "http", "GET", "a.example.com", "/x?y=1"), "https://a.example.com/x?y=1", 301},
+		{prefix("/"), rd("https", "", 0, nil, 0), req(t, "http", "GET", "a.example.com:8080", "/x"), "https://a.example.com/x", 302},
+		{prefix("/"), rd("", "", 0, nil, 0), req(t, "http", "GET", "a.example.com:8080", "/x"), "http://a.example.com:8080/x", 302},
+		{prefix("/"), rd("", "b.example.com", 0, nil, 0), req(t, "http", "GET", "a.example.com:8080", "/x"), "http://b.example.com:8080/x", 302},
+		{prefix("/"), rd("", "b.example.com", 0, nil, 0), req(t, "https", "GET", "a.example.com", "/x"), "https://b.example.com/x", 302},
+		{prefix("/"), rd("https", "", 8443, nil, 0), req(t, "http", "GET", "a.example.com", "/"), "https://a.example.com:8443/", 302},
+		{prefix("/"), rd("https", "", 443, nil, 0), req(t, "http", "GET", "a.example.com:80", "/"), "https://a.example.com/", 302},
+		{prefix("/"), rd("", "", 80, nil, 0), req(t, "http", "GET", "a.example.com:8080", "/"), "http://a.example.com/", 302},
+		{prefix("/"), rd("", "", 0, full("/new"), 0), req(t, "http", "GET", "h", "/old/x?q"), "http://h/new?q", 302},
+		{prefix("/old"), rd("", "", 0, pre("/new"), 0), req(t, "http", "GET", "h", "/old/x"), "http://h/new/x", 302},
+		{prefix("/old/"), rd("", "", 0, pre("/new/"), 0), req(t, "http", "GET", "h", "/old/x"), "http://h/new/x", 302},
+		{prefix("/old"), rd("", "", 0, pre("/new"), 0), req(t, "http", "GET", "h", "/old/"), "http://h/new/", 302},
+		{prefix("/old"), rd("", "", 0, pre("/new"), 0), req(t, "http", "GET", "h", "/old"), "http://h/new", 302},
+		{prefix("/old"), rd("", "", 0, pre(""), 0), req(t, "http", "GET", "h", "/old/x"), "http://h/x", 302},
+		{prefix("/old"), rd("", "", 0, pre(""), 0), req(t, "http", "GET", "h", "/old"), "http://h/", 302},
+		{prefix("/old"), rd("", "", 0, pre("/"), 0), req(t, "http", "GET", "h", "/old/"), "http://h/", 302},
+		{prefix("/"), rd("", "", 0, pre("/new"), 0), req(t, "http", "GET", "h", "/x"), "http://h/new/x", 302},
+		{exact("/e"), rd("", "", 0, pre("/new"), 0), req(t, "http", "GET", "h", "/e"), "http://h/new", 302},
+	} {
+		rt := &configv1.Route{Name: "r", Path: c.match, Redirect: c.redirect}
+		loc, code := RedirectLocation(rt, c.req)
+		if loc != c.want || code != c.code {
+			t.Errorf("%v on %s://%s%s: %d %s, want %d %s", c.redirect, c.req.Scheme, c.req.Host, c.req.Path, code, loc, c.code, c.want)
+		}
+	}
+	if loc, code := RedirectLocation(&configv1.Route{}, req(t, "http", "GET", "h", "/")); loc != "" || code != 0 {
+		t.Errorf("a route without a redirect redirects: %d %s", code, loc)
+	}
+}
+
+// URLRewrite and RequestHeaderModifier as the reference: the rewrite first (Host, path),
+// then the modifier (remove, set, add; "Host" is the Host).
+func TestForwardedAppliesRewriteThenHeaderModifier(t *testing.T) {
+	pre := &configv1.PathModifier{Type: configv1.PathModifierType_PATH_MODIFIER_TYPE_PREFIX, Value: "/v2"}
+	for _, c := range []struct {
+		name     string
+		rt       *configv1.Route
+		req      Request
+		host     string
+		path     string
+		header   http.Header
+		rewrites [2]string
+	}{
+		{"nothing", &configv1.Route{Path: prefix("/")}, req(t, "http", "GET", "h:1", "/a", "A: 1"), "h:1", "/a", http.Header{"A": {"1"}}, [2]string{"h:1", "/a"}},
+		{"rewrite", &configv1.Route{Path: prefix("/v1"), Rewrite: &configv1.Rewrite{Hostname: "inner", Path: pre}}, req(t, "http", "GET", "h", "/v1/x"),
+			"inner", "/v2/x", http.Header{}, [2]string{"inner", "/v2/x"}},
+		{"modifier", &configv1.Route{Path: prefix("/"), RequestHeaders: &configv1.HeaderModifier{
+			Remove: []string{"x-gone", "x-set"},
+			Set:    []*configv1.HeaderValue{{Name: "x-set", Value: "first"}, {Name: "X-Set", Value: "last"}},
+			Add:    []*configv1.HeaderValue{{Name: "x-add", Value: "2"}, {Name: "X-Set", Value: "more"}}}},
+			req(t, "http", "GET", "h", "/", "X-Gone: 1", "X-Add: 1", "X-Set: old"),
+			"h", "/", http.Header{"X-Add": {"1", "2"}, "X-Set": {"last", "more"}}, [2]string{"h", "/"}},
+		{"modifier sets the Host after the rewrite", &configv1.Route{Path: prefix("/"), Rewrite: &configv1.Rewrite{Hostname: "rewritten"},
+			RequestHeaders: &configv1.HeaderModifier{Set: []*configv1.HeaderValue{{Name: "host", Value: "modified"}}}},
+			req(t, "http", "GET", "h", "/"), "modified", "/", http.Header{}, [2]string{"rewritten", "/"}},
+	} {
+		host, path, header := Forwarded(c.rt, c.req)
+		if host != c.host || path != c.path || !equalHeader(header, c.header) {
+			t.Errorf("%s: forwarded %s %s %v, want %s %s %v", c.name, host, path, header, c.host, c.path, c.header)
+		}
+		if h, p := Rewritten(c.rt, c.req); h != c.rewrites[0] || p != c.rewrites[1] {
+			t.Errorf("%s: rewritten %s %s, want %v", c.name, h, p, c.rewrites)
+		}
+	}
+}
+
+func equalHeader(a, b http.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if strings.Join(v, "\x00") != strings.Join(b[k], "\x00") {
+			return false
+		}
+	}
+	return true
+}
+
+// Scenario 8 (bad input gets a clear error naming the cause): CheckRoute names the field.
+func TestCheckRouteNamesTheFieldAtFault(t *testing.T) {
+	for _, c := range []struct {
+		rt   *configv1.Route
+		want string
+	}{
+		{&configv1.Route{Path: prefix("/")}, ""},
+		{&configv1.Route{Path: &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_REGEX, Value: "("}}, "path"},
+		{&configv1.Route{Path: prefix("/"), Headers: []*configv1.HeaderMatch{{Name: "X", Value: "(", Type: configv1.HeaderMatchType_HEADER_MATCH_TYPE_REGEX}}}, "header X"},
+		{&configv1.Route{Path: prefix("/"), Query: []*configv1.QueryMatch{{Name: "q", Value: "[", Type: configv1.QueryMatchType_QUERY_MATCH_TYPE_REGEX}}}, "query parameter q"},
+		{&configv1.Route{Path: prefix("/"), Redirect: &configv1.Redirect{StatusCode: 307}}, "status code 307"},
+		{&configv1.Route{Path: prefix("/"), Redirect: &configv1.Redirect{Scheme: "ftp"}}, "scheme"},
+		{&configv1.Route{Path: prefix("/"), Rewrite: &configv1.Rewrite{Path: &configv1.PathModifier{Type: 9}}}, "rewrite path"},
+		{&configv1.Route{Path: prefix("/"), ResponseHeaders: &configv1.HeaderModifier{Remove: []string{""}}}, "empty name"},
+	} {
+		err := CheckRoute(c.rt)
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v: %v, want an error naming %q", c.rt, err, c.want)
+		}
+	}
+}
