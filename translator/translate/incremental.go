@@ -52,7 +52,7 @@ type Translator struct {
 	svcUsers     map[nsName]set[nsName] // Service -> Ingresses naming it (found or not)
 	secretUsers  map[nsName]set[nsName] // Secret -> Ingresses naming it (found or not)
 	hostUsers    map[string]set[nsName] // host -> served Ingresses claiming it
-	backendUsers map[string]set[nsName] // backend -> Ingresses referring to it
+	backendUsers map[string]set[string] // backend -> findings keys of the objects referring to it
 	svcBackends  map[nsName]set[string] // Service -> the backends built from it
 	defaultClass bool
 
@@ -60,7 +60,7 @@ type Translator struct {
 	local        map[nsName]*ingressOut
 	backends     map[string]*backendOut
 	certs        map[nsName]*certOut
-	hostFindings map[string]map[nsName][]*configv1.Finding // conflict findings per host
+	hostFindings map[string]map[string][]*configv1.Finding // conflict findings per host, by findings key
 	hostUses     map[string]hostUse                        // what each virtual host refers to
 	backendRefs  map[string]int                            // backend -> winning routes using it
 	certRefs     map[string]int                            // certificate -> virtual hosts using it
@@ -76,6 +76,8 @@ type Translator struct {
 	dirtyFindings  set[string] // findings keys
 	statusDirty    set[nsName] // Ingresses whose status may have changed (TakeStatusChanges)
 	rebuilt        set[string] // backends built in this Build (each once: the inputs do not change within it)
+
+	gw gatewayState
 
 	out *contract.State
 }
@@ -162,13 +164,14 @@ func New(opts Options) *Translator {
 		broken:     map[string]*configv1.Finding{},
 		classUsers: map[string]set[nsName]{}, classless: set[nsName]{}, svcUsers: map[nsName]set[nsName]{},
 		secretUsers: map[nsName]set[nsName]{}, hostUsers: map[string]set[nsName]{},
-		backendUsers: map[string]set[nsName]{}, svcBackends: map[nsName]set[string]{},
+		backendUsers: map[string]set[string]{}, svcBackends: map[nsName]set[string]{},
 		local: map[nsName]*ingressOut{}, backends: map[string]*backendOut{}, certs: map[nsName]*certOut{},
-		hostFindings: map[string]map[nsName][]*configv1.Finding{}, hostUses: map[string]hostUse{},
+		hostFindings: map[string]map[string][]*configv1.Finding{}, hostUses: map[string]hostUse{},
 		backendRefs: map[string]int{}, certRefs: map[string]int{},
 		dirtyIngresses: set[nsName]{}, dirtySecrets: set[nsName]{}, dirtyServices: set[nsName]{},
 		dirtyHosts: set[string]{}, dirtyBackends: set[string]{}, dirtyCerts: set[string]{}, dirtyFindings: set[string]{},
 		statusDirty: set[nsName]{}, rebuilt: set[string]{},
+		gw:  newGatewayState(),
 		out: contract.NewState(),
 	}
 }
@@ -209,6 +212,8 @@ func (t *Translator) Set(obj any) {
 		k := nsName{o.Namespace, o.Name}
 		t.secrets[k] = o
 		t.dirtySecrets.add(k)
+	default:
+		t.setGateway(obj)
 	}
 }
 
@@ -232,6 +237,8 @@ func (t *Translator) Remove(obj any) {
 		k := nsName{o.Namespace, o.Name}
 		delete(t.secrets, k)
 		t.dirtySecrets.add(k)
+	default:
+		t.removeGateway(obj)
 	}
 }
 
@@ -269,6 +276,9 @@ func (t *Translator) serviceChanged(k nsName) {
 	t.dirtyServices.add(k)
 	for ing := range t.svcUsers[k] {
 		t.dirtyIngresses.add(ing)
+	}
+	for rt := range t.gw.svcUsers[k] {
+		t.gw.dirtyRoutes.add(rt)
 	}
 }
 
@@ -322,10 +332,20 @@ func (t *Translator) Build() {
 		for ing := range t.secretUsers[k] {
 			t.dirtyIngresses.add(ing)
 		}
+		for g := range t.gw.secretUsers[k] {
+			t.gw.dirtyGateways.add(g)
+		}
 		t.dirtyCerts.add(k.ns + "/" + k.name)
 	}
 	for k := range t.dirtyIngresses {
 		t.retranslate(k)
+	}
+	// Gateways before routes: a route attaches to the listeners its Gateways have now.
+	for k := range t.gw.dirtyGateways {
+		t.retranslateGateway(k)
+	}
+	for k := range t.gw.dirtyRoutes {
+		t.retranslateRoute(k)
 	}
 	for svc := range t.dirtyServices {
 		for name := range t.svcBackends[svc] {
@@ -355,6 +375,7 @@ func (t *Translator) Build() {
 	}
 	t.dirtyIngresses, t.dirtySecrets, t.dirtyServices = set[nsName]{}, set[nsName]{}, set[nsName]{}
 	t.dirtyHosts, t.dirtyBackends, t.dirtyCerts, t.dirtyFindings = set[string]{}, set[string]{}, set[string]{}, set[string]{}
+	t.gw.dirtyGateways, t.gw.dirtyRoutes = set[nsName]{}, set[nsName]{}
 	t.rebuilt = set[string]{}
 }
 
@@ -413,7 +434,7 @@ func (t *Translator) index(k nsName, lo *ingressOut) {
 		if _, ok := t.backendUsers[r.name]; !ok {
 			t.rebuildBackend(r.name)
 		}
-		addTo(t.backendUsers, r.name, k)
+		addTo(t.backendUsers, r.name, ingressKey(k))
 	}
 }
 
@@ -433,7 +454,7 @@ func (t *Translator) unindex(k nsName, lo *ingressOut) {
 		t.dirtyHosts.add(h)
 	}
 	for _, r := range lo.refs {
-		removeFrom(t.backendUsers, r.name, k)
+		removeFrom(t.backendUsers, r.name, ingressKey(k))
 		if _, ok := t.backendUsers[r.name]; !ok {
 			t.dropBackend(r.name)
 		}
@@ -629,8 +650,8 @@ func (t *Translator) rebuildBackend(name string) {
 	t.backends[name] = nb
 	addTo(t.svcBackends, sk, name)
 	if old == nil || (old.ready == 0) != (nb.ready == 0) {
-		for ing := range t.backendUsers[name] {
-			t.dirtyFindings.add("Ingress/" + ing.ns + "/" + ing.name)
+		for key := range t.backendUsers[name] {
+			t.dirtyFindings.add(key)
 		}
 	}
 	t.dirtyBackends.add(name)
@@ -762,9 +783,12 @@ func readCertificate(k nsName, s *corev1.Secret, now time.Time) *certOut {
 	}}
 }
 
-// resolveHost resolves every claim on host h in precedence order: per route key the first
-// claim wins (rules before defaultBackends, then the oldest Ingress, then the Ingress's own
-// order), and so does the first certificate. The losers get findings.
+// resolveHost resolves every claim on host h in precedence order. Gateway API claims
+// (HTTPRoute rules, listener certificates) come first: their routes are tried before the
+// Ingresses' routes of the same host, in the Gateway API's own precedence, and their
+// certificate wins. Ingress claims follow: per route key the first claim wins (rules before
+// defaultBackends, then the oldest Ingress, then the Ingress's own order), and so does the
+// first certificate. The losers get findings.
 func (t *Translator) resolveHost(h string) {
 	type owned struct {
 		claim
@@ -788,24 +812,35 @@ func (t *Translator) resolveHost(h string) {
 		return a.seq < b.seq
 	})
 
-	findings := map[nsName][]*configv1.Finding{}
-	lose := func(lo *ingressOut, f *configv1.Finding) {
-		k := nsName{lo.ing.Namespace, lo.ing.Name}
-		findings[k] = append(findings[k], f)
+	findings := map[string][]*configv1.Finding{}
+	lose := func(key string, f *configv1.Finding) {
+		findings[key] = append(findings[key], f)
 	}
 	winners := map[routeKey]owned{}
 	var routes []*configv1.Route
-	var cert string
-	var certOwner *networkingv1.Ingress
+	var cert, certFrom string
+
+	// The Gateway API's claims, in their precedence order.
+	gwRoutes, gwCerts := t.gatewayClaims(h)
+	for _, c := range gwCerts {
+		switch {
+		case cert == "":
+			cert, certFrom = c.cert, c.ownerName()
+		case cert != c.cert:
+			lose(c.ownerKey(), c.finding(fmt.Sprintf("host %q already has certificate %s from %s, which takes precedence; this certificate is not used for it",
+				h, cert, certFrom)))
+		}
+	}
+
 	for _, c := range claims {
 		ing := c.lo.ing
 		if c.route == nil {
 			switch {
-			case certOwner == nil:
-				cert, certOwner = c.cert, ing
+			case cert == "":
+				cert, certFrom = c.cert, "Ingress "+ing.Namespace+"/"+ing.Name
 			case cert != c.cert:
-				lose(c.lo, finding(ing, c.field, sevError, "ConflictLost", fmt.Sprintf("host %q already has certificate %s from Ingress %s/%s, which takes precedence",
-					h, cert, certOwner.Namespace, certOwner.Name)))
+				lose(ingressKey(nsName{ing.Namespace, ing.Name}), finding(ing, c.field, sevError, "ConflictLost", fmt.Sprintf("host %q already has certificate %s from %s, which takes precedence",
+					h, cert, certFrom)))
 			}
 			continue
 		}
@@ -815,29 +850,33 @@ func (t *Translator) resolveHost(h string) {
 			winners[c.key] = c
 			routes = append(routes, c.route)
 		case cur.lo == c.lo:
-			lose(c.lo, finding(ing, c.field, sevWarn, "DuplicatePath", fmt.Sprintf("duplicate of %s in the same Ingress; the first one is served", cur.route.Name)))
+			lose(ingressKey(nsName{ing.Namespace, ing.Name}), finding(ing, c.field, sevWarn, "DuplicatePath", fmt.Sprintf("duplicate of %s in the same Ingress; the first one is served", cur.route.Name)))
 		default:
 			host := h
 			if host == "" {
 				host = "(any host)"
 			}
-			lose(c.lo, finding(ing, c.field, sevError, "ConflictLost", fmt.Sprintf("conflict: host %s, %s path %q is already served by Ingress %s/%s, which is older; this path is not served",
+			lose(ingressKey(nsName{ing.Namespace, ing.Name}), finding(ing, c.field, sevError, "ConflictLost", fmt.Sprintf("conflict: host %s, %s path %q is already served by Ingress %s/%s, which is older; this path is not served",
 				host, pathTypeName(c.key.typ), c.key.path, cur.lo.ing.Namespace, cur.lo.ing.Name)))
 		}
 	}
 
-	// Conflict findings: the Ingresses that lost before or lose now get theirs rebuilt.
+	// Conflict findings: the objects that lost before or lose now get theirs rebuilt.
 	for k := range t.hostFindings[h] {
-		t.dirtyFindings.add("Ingress/" + k.ns + "/" + k.name)
+		t.dirtyFindings.add(k)
 	}
 	for k := range findings {
-		t.dirtyFindings.add("Ingress/" + k.ns + "/" + k.name)
+		t.dirtyFindings.add(k)
 	}
 	if len(findings) > 0 {
 		t.hostFindings[h] = findings
 	} else {
 		delete(t.hostFindings, h)
 	}
+
+	// Within each source its own order; the Gateway API's routes first.
+	sort.Slice(routes, func(i, j int) bool { return moreSpecific(routes[i].Path, routes[j].Path) })
+	routes = append(gwRoutes, routes...)
 
 	// What the virtual host refers to: backends and certificates are in the output while a
 	// virtual host uses them.
@@ -879,13 +918,14 @@ func (t *Translator) resolveHost(h string) {
 	}
 	t.hostUses[h] = use
 	// A host with a certificate but no route still serves TLS (and 404s).
-	sort.Slice(routes, func(i, j int) bool { return moreSpecific(routes[i].Path, routes[j].Path) })
 	t.out.Put(contract.VirtualHosts, h, &configv1.VirtualHost{Hostname: h, Certificate: cert, Routes: routes})
 }
 
+func ingressKey(k nsName) string { return "Ingress/" + k.ns + "/" + k.name }
+
 // buildFindings rebuilds the findings of one object: a broken object's, or an Ingress's own,
 // its conflicts on the hosts it claims, and its references to backends without ready
-// endpoints.
+// endpoints (the Gateway API's objects likewise, gatewayFindings).
 func (t *Translator) buildFindings(key string) {
 	var fs []*configv1.Finding
 	if f, ok := t.broken[key]; ok {
@@ -898,7 +938,7 @@ func (t *Translator) buildFindings(key string) {
 		if lo, ok := t.local[k]; ok && lo.served {
 			fs = append(fs, lo.findings...)
 			for h := range lo.claims {
-				fs = append(fs, t.hostFindings[h][k]...)
+				fs = append(fs, t.hostFindings[h][key]...)
 			}
 			for _, r := range lo.refs {
 				if b := t.backends[r.name]; b != nil && b.ready == 0 {
@@ -907,6 +947,8 @@ func (t *Translator) buildFindings(key string) {
 				}
 			}
 		}
+	} else {
+		fs = append(fs, t.gatewayFindings(key)...)
 	}
 	if len(fs) == 0 {
 		t.out.Remove(contract.Findings, key)

@@ -10,7 +10,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 )
 
 // LoadManifests reads YAML or JSON manifests (several documents, Lists allowed) into an
@@ -29,7 +30,7 @@ func LoadManifests(name string, data []byte) (in Input, skipped []string, err er
 		if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 			continue
 		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw, nil, nil)
+		obj, _, err := codecs.UniversalDeserializer().Decode(raw, nil, nil)
 		if err != nil {
 			return in, skipped, fmt.Errorf("%s: document %d: %w", name, doc, err)
 		}
@@ -52,10 +53,20 @@ func (in *Input) add(obj any) string {
 		in.EndpointSlices = append(in.EndpointSlices, o)
 	case *corev1.Secret:
 		in.Secrets = append(in.Secrets, o)
+	case *gatewayv1.GatewayClass:
+		in.GatewayClasses = append(in.GatewayClasses, o)
+	case *gatewayv1.Gateway:
+		in.Gateways = append(in.Gateways, o)
+	case *gatewayv1.HTTPRoute:
+		in.HTTPRoutes = append(in.HTTPRoutes, o)
+	case *gatewayv1.ReferenceGrant:
+		in.ReferenceGrants = append(in.ReferenceGrants, o)
+	case *gatewayv1beta1.ReferenceGrant:
+		in.ReferenceGrants = append(in.ReferenceGrants, (*gatewayv1.ReferenceGrant)(o))
 	case *corev1.List:
 		var skipped []string
 		for _, item := range o.Items {
-			obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(item.Raw, nil, nil)
+			obj, _, err := codecs.UniversalDeserializer().Decode(item.Raw, nil, nil)
 			if err != nil {
 				skipped = append(skipped, err.Error())
 				continue
@@ -80,7 +91,8 @@ func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReade
 
 // objects returns every object of the input.
 func (in *Input) objects() []any {
-	out := make([]any, 0, len(in.Ingresses)+len(in.IngressClasses)+len(in.Services)+len(in.EndpointSlices)+len(in.Secrets))
+	out := make([]any, 0, len(in.Ingresses)+len(in.IngressClasses)+len(in.Services)+len(in.EndpointSlices)+len(in.Secrets)+
+		len(in.GatewayClasses)+len(in.Gateways)+len(in.HTTPRoutes)+len(in.ReferenceGrants))
 	for _, o := range in.IngressClasses {
 		out = append(out, o)
 	}
@@ -94,6 +106,18 @@ func (in *Input) objects() []any {
 		out = append(out, o)
 	}
 	for _, o := range in.Ingresses {
+		out = append(out, o)
+	}
+	for _, o := range in.GatewayClasses {
+		out = append(out, o)
+	}
+	for _, o := range in.ReferenceGrants {
+		out = append(out, o)
+	}
+	for _, o := range in.Gateways {
+		out = append(out, o)
+	}
+	for _, o := range in.HTTPRoutes {
 		out = append(out, o)
 	}
 	return out

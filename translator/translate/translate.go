@@ -37,6 +37,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
@@ -62,6 +63,15 @@ type Options struct {
 	// change the statuses (see Statuses), never the config.
 	PublishService   string
 	PublishAddresses []string
+
+	// GatewayControllerName is the spec.controllerName of the GatewayClasses served
+	// (DefaultGatewayControllerName when empty).
+	GatewayControllerName string
+	// GatewayHTTPPort and GatewayHTTPSPort are the Gateway listener ports served on the
+	// proxy's HTTP and HTTPS listeners: the ports clients see (DefaultGatewayHTTPPort and
+	// DefaultGatewayHTTPSPort when 0). A listener on another port is not served.
+	GatewayHTTPPort  int32
+	GatewayHTTPSPort int32
 }
 
 // Input is the set of objects to translate.
@@ -71,6 +81,11 @@ type Input struct {
 	Services       []*corev1.Service
 	EndpointSlices []*discoveryv1.EndpointSlice
 	Secrets        []*corev1.Secret
+
+	GatewayClasses  []*gatewayv1.GatewayClass
+	Gateways        []*gatewayv1.Gateway
+	HTTPRoutes      []*gatewayv1.HTTPRoute
+	ReferenceGrants []*gatewayv1.ReferenceGrant
 }
 
 // Translate builds the config for in.

@@ -1,0 +1,1239 @@
+package translate
+
+// The Gateway API (sigs.k8s.io/gateway-api v1, standard channel): GatewayClass, Gateway,
+// HTTPRoute and ReferenceGrant, translated into the same virtual hosts, backends and
+// certificates as Ingresses. The units of work, beside the Ingress ones:
+//   - a Gateway: its listeners (protocol, port, hostname, certificate, allowed routes) and
+//     their certificate claims, from its class, the Secrets it names and the ReferenceGrants
+//     of the namespaces it refers into;
+//   - an HTTPRoute: its routes and certificate claims on every host where it attaches to a
+//     listener, from the Gateways it names, the Services it names and the ReferenceGrants of
+//     the namespaces it refers into.
+//
+// A host served by both APIs is one virtual host: the HTTPRoutes' routes come first (in the
+// Gateway API's precedence), then the Ingresses' (in theirs); a listener's certificate wins
+// over an Ingress's, which gets a ConflictLost finding.
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	corev1 "k8s.io/api/core/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+)
+
+// GatewayGroup is the Gateway API's group.
+const GatewayGroup = gatewayv1.GroupName
+
+// Defaults of the Gateway API options.
+const (
+	DefaultGatewayControllerName = "sluice.io/gateway-controller"
+	DefaultGatewayHTTPPort       = 80
+	DefaultGatewayHTTPSPort      = 443
+)
+
+const (
+	condTrue  = "True"
+	condFalse = "False"
+)
+
+// gatewayState is the Gateway API part of a Translator.
+type gatewayState struct {
+	classes  map[string]*gatewayv1.GatewayClass
+	gateways map[nsName]*gatewayv1.Gateway
+	routes   map[nsName]*gatewayv1.HTTPRoute
+	grants   map[string]map[string]*gatewayv1.ReferenceGrant // namespace -> name -> grant
+
+	// What depends on what.
+	classUsers  map[string]set[nsName] // GatewayClass -> Gateways naming it
+	routeUsers  map[nsName]set[nsName] // Gateway -> HTTPRoutes naming it in parentRefs (found or not)
+	svcUsers    map[nsName]set[nsName] // Service -> HTTPRoutes naming it (found or not)
+	secretUsers map[nsName]set[nsName] // Secret -> Gateways naming it (found or not)
+	grantGws    map[string]set[nsName] // namespace -> Gateways referring into it
+	grantRoutes map[string]set[nsName] // namespace -> HTTPRoutes referring into it
+	hostUsers   map[string]set[string] // host -> findings keys of the Gateways and HTTPRoutes claiming it
+
+	// What was built.
+	gwOut    map[nsName]*gatewayOut
+	routeOut map[nsName]*routeOut
+
+	// Work since the last Build.
+	dirtyGateways, dirtyRoutes set[nsName]
+	statusDirty                set[string] // status keys (findings keys) of GatewayClasses, Gateways, HTTPRoutes
+}
+
+func newGatewayState() gatewayState {
+	return gatewayState{
+		classes: map[string]*gatewayv1.GatewayClass{}, gateways: map[nsName]*gatewayv1.Gateway{},
+		routes: map[nsName]*gatewayv1.HTTPRoute{}, grants: map[string]map[string]*gatewayv1.ReferenceGrant{},
+		classUsers: map[string]set[nsName]{}, routeUsers: map[nsName]set[nsName]{}, svcUsers: map[nsName]set[nsName]{},
+		secretUsers: map[nsName]set[nsName]{}, grantGws: map[string]set[nsName]{}, grantRoutes: map[string]set[nsName]{},
+		hostUsers: map[string]set[string]{},
+		gwOut:     map[nsName]*gatewayOut{}, routeOut: map[nsName]*routeOut{},
+		dirtyGateways: set[nsName]{}, dirtyRoutes: set[nsName]{}, statusDirty: set[string]{},
+	}
+}
+
+// gatewayOut is what one Gateway contributes.
+type gatewayOut struct {
+	gw         *gatewayv1.Gateway
+	class      string
+	ours       bool
+	listeners  []*listenerOut
+	conditions []*watchv1.Condition
+	findings   []*configv1.Finding
+	secrets    []nsName
+	grantNs    []string
+	claims     map[string][]gwClaim // host -> certificate claims
+}
+
+// listenerOut is one listener as translated.
+type listenerOut struct {
+	name       string
+	port       int32
+	hostname   string // lower case; "" matches every host
+	scheme     configv1.RouteScheme
+	attachable bool // routes of an allowed namespace may attach
+	served     bool // programmed: routes attached to it are served
+	allowAll   bool // allowedRoutes.namespaces.from All
+	cert       string
+	certNames  []string
+	kinds      []*watchv1.RouteGroupKind
+	conditions []*watchv1.Condition
+}
+
+// routeOut is what one HTTPRoute contributes.
+type routeOut struct {
+	rt       *gatewayv1.HTTPRoute
+	ours     bool // names at least one Gateway of ours
+	gateways []nsName
+	parents  []*parentOut
+	findings []*configv1.Finding
+	services []nsName
+	grantNs  []string
+	claims   map[string][]gwClaim // host -> route and certificate claims
+	refs     []backendRef
+}
+
+// parentOut is one parentRef of an HTTPRoute to a Gateway of ours.
+type parentOut struct {
+	index      int // in spec.parentRefs
+	ref        gatewayv1.ParentReference
+	gw         nsName
+	attached   []string // listener names
+	conditions []*watchv1.Condition
+}
+
+// gwClaim is one route or certificate a Gateway or an HTTPRoute asks for on a host.
+type gwClaim struct {
+	route *configv1.Route // nil for a certificate claim
+	cert  string
+	prec  routePrec
+	owner *configv1.ObjectRef
+	field string
+}
+
+func (c gwClaim) ownerKey() string {
+	return c.owner.GetKind() + "/" + c.owner.GetNamespace() + "/" + c.owner.GetName()
+}
+
+// routePrec is a claim's place in the Gateway API's precedence.
+type routePrec struct {
+	pathRank       int // 0 Exact, 1 RegularExpression, 2 PathPrefix
+	pathLen        int
+	method         bool
+	headers, query int
+	kindRank       int // certificate claims: a Gateway's before an HTTPRoute's
+	age            time.Time
+	ns, name       string
+	rule, match    int
+	scheme         configv1.RouteScheme
+}
+
+// less orders matches as the Gateway API says (docs/translation.md): Exact paths, then
+// regular expressions, then the longest prefix; then a method match, the most header
+// matches, the most query matches; then the oldest route, namespace/name, and rule order.
+// Regular expressions are placed as Ingress regex paths are, before prefixes (the spec
+// leaves them to the implementation).
+func (a routePrec) less(b routePrec) bool {
+	switch {
+	case a.pathRank != b.pathRank:
+		return a.pathRank < b.pathRank
+	case a.pathLen != b.pathLen:
+		return a.pathLen > b.pathLen
+	case a.method != b.method:
+		return a.method
+	case a.headers != b.headers:
+		return a.headers > b.headers
+	case a.query != b.query:
+		return a.query > b.query
+	case a.kindRank != b.kindRank:
+		return a.kindRank < b.kindRank
+	case !a.age.Equal(b.age):
+		return a.age.Before(b.age)
+	case a.ns != b.ns:
+		return a.ns < b.ns
+	case a.name != b.name:
+		return a.name < b.name
+	case a.rule != b.rule:
+		return a.rule < b.rule
+	case a.match != b.match:
+		return a.match < b.match
+	}
+	return a.scheme < b.scheme
+}
+
+func gatewayKey(k nsName) string   { return "Gateway/" + k.ns + "/" + k.name }
+func httpRouteKey(k nsName) string { return "HTTPRoute/" + k.ns + "/" + k.name }
+func classKey(name string) string  { return "GatewayClass//" + name }
+
+func gwRef(kind string, ns, name, uid string) *configv1.ObjectRef {
+	return &configv1.ObjectRef{Group: GatewayGroup, Kind: kind, Namespace: ns, Name: name, Uid: uid}
+}
+
+func (t *Translator) gatewayControllerName() string {
+	if t.opts.GatewayControllerName != "" {
+		return t.opts.GatewayControllerName
+	}
+	return DefaultGatewayControllerName
+}
+
+func (t *Translator) gatewayPort(s configv1.RouteScheme) int32 {
+	if s == configv1.RouteScheme_ROUTE_SCHEME_HTTPS {
+		if t.opts.GatewayHTTPSPort != 0 {
+			return t.opts.GatewayHTTPSPort
+		}
+		return DefaultGatewayHTTPSPort
+	}
+	if t.opts.GatewayHTTPPort != 0 {
+		return t.opts.GatewayHTTPPort
+	}
+	return DefaultGatewayHTTPPort
+}
+
+// setGateway records a change of a Gateway API object; other kinds are ignored.
+func (t *Translator) setGateway(obj any) {
+	g := &t.gw
+	switch o := obj.(type) {
+	case *gatewayv1.GatewayClass:
+		g.classes[o.Name] = o
+		t.gatewayClassChanged(o.Name)
+	case *gatewayv1.Gateway:
+		k := nsName{o.Namespace, o.Name}
+		g.gateways[k] = o
+		g.dirtyGateways.add(k)
+	case *gatewayv1.HTTPRoute:
+		k := nsName{o.Namespace, o.Name}
+		g.routes[k] = o
+		g.dirtyRoutes.add(k)
+	case *gatewayv1.ReferenceGrant:
+		if g.grants[o.Namespace] == nil {
+			g.grants[o.Namespace] = map[string]*gatewayv1.ReferenceGrant{}
+		}
+		g.grants[o.Namespace][o.Name] = o
+		t.grantChanged(o.Namespace)
+	case *gatewayv1beta1.ReferenceGrant:
+		t.setGateway((*gatewayv1.ReferenceGrant)(o)) // the same schema in both versions
+	}
+}
+
+func (t *Translator) removeGateway(obj any) {
+	g := &t.gw
+	switch o := obj.(type) {
+	case *gatewayv1.GatewayClass:
+		delete(g.classes, o.Name)
+		t.gatewayClassChanged(o.Name)
+	case *gatewayv1.Gateway:
+		k := nsName{o.Namespace, o.Name}
+		delete(g.gateways, k)
+		g.dirtyGateways.add(k)
+	case *gatewayv1.HTTPRoute:
+		k := nsName{o.Namespace, o.Name}
+		delete(g.routes, k)
+		g.dirtyRoutes.add(k)
+	case *gatewayv1.ReferenceGrant:
+		delete(g.grants[o.Namespace], o.Name)
+		if len(g.grants[o.Namespace]) == 0 {
+			delete(g.grants, o.Namespace)
+		}
+		t.grantChanged(o.Namespace)
+	case *gatewayv1beta1.ReferenceGrant:
+		t.removeGateway((*gatewayv1.ReferenceGrant)(o))
+	}
+}
+
+func (t *Translator) gatewayClassChanged(name string) {
+	for k := range t.gw.classUsers[name] {
+		t.gw.dirtyGateways.add(k)
+	}
+	t.gw.statusDirty.add(classKey(name))
+}
+
+// grantChanged re-translates every Gateway and HTTPRoute that refers into namespace ns: a
+// coarse dependency (not per grant), but one namespace's objects only.
+func (t *Translator) grantChanged(ns string) {
+	for k := range t.gw.grantGws[ns] {
+		t.gw.dirtyGateways.add(k)
+	}
+	for k := range t.gw.grantRoutes[ns] {
+		t.gw.dirtyRoutes.add(k)
+	}
+}
+
+// granted says whether a ReferenceGrant in toNs lets a fromKind of fromNs refer to the core
+// object toKind/toName.
+func (t *Translator) granted(fromNs, fromKind, toNs, toKind, toName string) bool {
+	for _, g := range t.gw.grants[toNs] {
+		from := false
+		for _, f := range g.Spec.From {
+			if string(f.Group) == GatewayGroup && string(f.Kind) == fromKind && string(f.Namespace) == fromNs {
+				from = true
+				break
+			}
+		}
+		if !from {
+			continue
+		}
+		for _, to := range g.Spec.To {
+			if string(to.Group) == "" && string(to.Kind) == toKind && (to.Name == nil || string(*to.Name) == toName) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ours reports whether the GatewayClass name is served by this translator.
+func (t *Translator) ourClass(name string) bool {
+	c, ok := t.gw.classes[name]
+	return ok && string(c.Spec.ControllerName) == t.gatewayControllerName()
+}
+
+func (t *Translator) retranslateGateway(k nsName) {
+	g := &t.gw
+	if old, ok := g.gwOut[k]; ok {
+		t.unindexGateway(k, old)
+	}
+	delete(g.gwOut, k)
+	key := gatewayKey(k)
+	t.dirtyFindings.add(key)
+	g.statusDirty.add(key)
+	for rt := range g.routeUsers[k] {
+		g.dirtyRoutes.add(rt)
+	}
+	gw, ok := g.gateways[k]
+	if !ok {
+		return
+	}
+	out := t.translateGateway(gw)
+	g.gwOut[k] = out
+	addTo(g.classUsers, out.class, k)
+	for _, s := range out.secrets {
+		addTo(g.secretUsers, s, k)
+	}
+	for _, ns := range out.grantNs {
+		addTo(g.grantGws, ns, k)
+	}
+	for h := range out.claims {
+		addTo(g.hostUsers, h, key)
+		t.dirtyHosts.add(h)
+	}
+}
+
+func (t *Translator) unindexGateway(k nsName, out *gatewayOut) {
+	g := &t.gw
+	removeFrom(g.classUsers, out.class, k)
+	for _, s := range out.secrets {
+		removeFrom(g.secretUsers, s, k)
+	}
+	for _, ns := range out.grantNs {
+		removeFrom(g.grantGws, ns, k)
+	}
+	for h := range out.claims {
+		removeFrom(g.hostUsers, h, gatewayKey(k))
+		t.dirtyHosts.add(h)
+	}
+}
+
+func cond(typ, status, reason, msg string, gen int64) *watchv1.Condition {
+	return &watchv1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen}
+}
+
+// translateGateway is the part of the translation that depends on one Gateway (and on its
+// class, the Secrets it names and the grants of the namespaces it refers into).
+func (t *Translator) translateGateway(gw *gatewayv1.Gateway) *gatewayOut {
+	out := &gatewayOut{gw: gw, class: string(gw.Spec.GatewayClassName), claims: map[string][]gwClaim{}}
+	if !t.ourClass(out.class) {
+		return out
+	}
+	out.ours = true
+	gen := gw.Generation
+	owner := gwRef("Gateway", gw.Namespace, gw.Name, string(gw.UID))
+	add := func(field string, sev configv1.FindingSeverity, reason, cause string) {
+		out.findings = append(out.findings, &configv1.Finding{Object: owner, Field: field, Cause: cause, Severity: sev, Reason: reason})
+	}
+	if len(gw.Spec.Addresses) > 0 {
+		add("spec.addresses", sevWarn, "UnsupportedAddress", "requested addresses are not supported; status.addresses shows the proxy's published addresses")
+	}
+	type hostPort struct {
+		host string
+		port int32
+	}
+	taken := map[hostPort]string{}
+	for i, l := range gw.Spec.Listeners {
+		field := fmt.Sprintf("spec.listeners[%d]", i)
+		lo := &listenerOut{name: string(l.Name), port: l.Port}
+		out.listeners = append(out.listeners, lo)
+		if l.Hostname != nil {
+			lo.hostname = strings.ToLower(string(*l.Hostname))
+		}
+		var accepted, resolved *watchv1.Condition
+		refuse := func(reason, msg string) {
+			if accepted == nil {
+				accepted = cond("Accepted", condFalse, reason, msg, gen)
+				add(field, sevError, reason, fmt.Sprintf("listener %q: %s", l.Name, msg))
+			}
+		}
+		unresolved := func(reason, msg string) {
+			if resolved == nil {
+				resolved = cond("ResolvedRefs", condFalse, reason, msg, gen)
+				add(field, sevError, reason, fmt.Sprintf("listener %q: %s", l.Name, msg))
+			}
+		}
+		switch l.Protocol {
+		case gatewayv1.HTTPProtocolType:
+			lo.scheme = configv1.RouteScheme_ROUTE_SCHEME_HTTP
+		case gatewayv1.HTTPSProtocolType:
+			lo.scheme = configv1.RouteScheme_ROUTE_SCHEME_HTTPS
+		default:
+			refuse("UnsupportedProtocol", fmt.Sprintf("protocol %q is not supported (only HTTP and HTTPS)", l.Protocol))
+		}
+		if lo.scheme != configv1.RouteScheme_ROUTE_SCHEME_UNSPECIFIED {
+			if want := t.gatewayPort(lo.scheme); l.Port != want {
+				refuse("PortUnavailable", fmt.Sprintf("port %d is not available: %s listeners are served on port %d only", l.Port, l.Protocol, want))
+			}
+		}
+
+		// Route kinds: HTTPRoute only.
+		httpRoutes := true
+		if l.AllowedRoutes != nil && len(l.AllowedRoutes.Kinds) > 0 {
+			httpRoutes = false
+			var bad []string
+			for _, rk := range l.AllowedRoutes.Kinds {
+				group := GatewayGroup
+				if rk.Group != nil {
+					group = string(*rk.Group)
+				}
+				if group == GatewayGroup && rk.Kind == "HTTPRoute" {
+					httpRoutes = true
+				} else {
+					bad = append(bad, group+"/"+string(rk.Kind))
+				}
+			}
+			if len(bad) > 0 {
+				unresolved("InvalidRouteKinds", fmt.Sprintf("route kinds %s are not supported (only HTTPRoute)", strings.Join(bad, ", ")))
+			}
+		}
+		if httpRoutes && lo.scheme != configv1.RouteScheme_ROUTE_SCHEME_UNSPECIFIED {
+			lo.kinds = []*watchv1.RouteGroupKind{{Group: GatewayGroup, Kind: "HTTPRoute"}}
+		}
+		from := gatewayv1.NamespacesFromSame
+		if l.AllowedRoutes != nil && l.AllowedRoutes.Namespaces != nil && l.AllowedRoutes.Namespaces.From != nil {
+			from = *l.AllowedRoutes.Namespaces.From
+		}
+		switch from {
+		case gatewayv1.NamespacesFromSame:
+		case gatewayv1.NamespacesFromAll:
+			lo.allowAll = true
+		case gatewayv1.NamespacesFromSelector:
+			refuse("UnsupportedValue", "allowedRoutes.namespaces.from Selector is not supported (Sluice does not watch Namespaces); use Same or All")
+		default:
+			refuse("UnsupportedValue", fmt.Sprintf("allowedRoutes.namespaces.from %q is not supported", from))
+		}
+
+		if lo.scheme == configv1.RouteScheme_ROUTE_SCHEME_HTTPS && accepted == nil {
+			switch {
+			case l.TLS != nil && l.TLS.Mode != nil && *l.TLS.Mode == gatewayv1.TLSModePassthrough:
+				refuse("UnsupportedValue", "tls.mode Passthrough is not supported (only Terminate)")
+			case l.TLS == nil || len(l.TLS.CertificateRefs) == 0:
+				unresolved("InvalidCertificateRef", "an HTTPS listener needs tls.certificateRefs")
+			default:
+				if len(l.TLS.CertificateRefs) > 1 {
+					add(field+".tls.certificateRefs", sevWarn, "UnsupportedValue", fmt.Sprintf("listener %q: only the first certificateRef is used", l.Name))
+				}
+				t.listenerCertificate(out, lo, l.TLS.CertificateRefs[0], unresolved)
+			}
+		}
+
+		if accepted == nil {
+			accepted = cond("Accepted", condTrue, "Accepted", "listener accepted", gen)
+		}
+		if resolved == nil {
+			resolved = cond("ResolvedRefs", condTrue, "ResolvedRefs", "references resolved", gen)
+		}
+		conflicted := cond("Conflicted", condFalse, "NoConflicts", "no conflicts", gen)
+		if accepted.Status == condTrue {
+			hp := hostPort{lo.hostname, l.Port}
+			if first, ok := taken[hp]; ok {
+				conflicted = cond("Conflicted", condTrue, "HostnameConflict", fmt.Sprintf("listener %q has the same port and hostname and comes first", first), gen)
+				add(field, sevError, "HostnameConflict", fmt.Sprintf("listener %q: same port and hostname as listener %q, which is served instead", l.Name, first))
+			} else {
+				taken[hp] = string(l.Name)
+			}
+		}
+		lo.attachable = accepted.Status == condTrue && conflicted.Status == condFalse && httpRoutes
+		lo.served = lo.attachable && resolved.Status == condTrue
+		programmed := cond("Programmed", condTrue, "Programmed", "listener programmed", gen)
+		if !lo.served {
+			programmed = cond("Programmed", condFalse, "Invalid", "listener not programmed: see its other conditions", gen)
+		}
+		lo.conditions = []*watchv1.Condition{accepted, programmed, resolved, conflicted}
+
+		if lo.served && lo.cert != "" && lo.hostname != "" {
+			if covers(lo.certNames, lo.hostname) {
+				out.claims[lo.hostname] = append(out.claims[lo.hostname], gwClaim{cert: lo.cert, owner: owner, field: field + ".tls.certificateRefs[0]",
+					prec: routePrec{kindRank: 0, age: gw.CreationTimestamp.Time, ns: gw.Namespace, name: gw.Name, rule: i}})
+			} else {
+				add(field+".tls.certificateRefs[0]", sevError, "CertificateHostMismatch", fmt.Sprintf("listener %q: certificate %s does not cover hostname %q (it covers %s); the hostname is not served over HTTPS",
+					l.Name, lo.cert, lo.hostname, strings.Join(lo.certNames, ", ")))
+			}
+		}
+	}
+
+	accepted, programmed := 0, 0
+	for _, lo := range out.listeners {
+		if lo.conditions[0].Status == condTrue {
+			accepted++
+		}
+		if lo.served {
+			programmed++
+		}
+	}
+	switch {
+	case accepted == len(out.listeners):
+		out.conditions = append(out.conditions, cond("Accepted", condTrue, "Accepted", "gateway accepted", gen))
+	case accepted > 0:
+		out.conditions = append(out.conditions, cond("Accepted", condTrue, "ListenersNotValid", "some listeners are not valid: see their conditions", gen))
+	default:
+		out.conditions = append(out.conditions, cond("Accepted", condFalse, "ListenersNotValid", "no listener is valid: see their conditions", gen))
+	}
+	if programmed > 0 {
+		out.conditions = append(out.conditions, cond("Programmed", condTrue, "Programmed", "gateway programmed", gen))
+	} else {
+		out.conditions = append(out.conditions, cond("Programmed", condFalse, "Invalid", "no listener is programmed", gen))
+	}
+	return out
+}
+
+// listenerCertificate resolves an HTTPS listener's certificate reference.
+func (t *Translator) listenerCertificate(out *gatewayOut, lo *listenerOut, ref gatewayv1.SecretObjectReference, unresolved func(reason, msg string)) {
+	gw := out.gw
+	group, kind := "", "Secret"
+	if ref.Group != nil {
+		group = string(*ref.Group)
+	}
+	if ref.Kind != nil {
+		kind = string(*ref.Kind)
+	}
+	if group != "" || kind != "Secret" {
+		unresolved("InvalidCertificateRef", fmt.Sprintf("certificateRef %s/%s %s is not a Secret", group, kind, ref.Name))
+		return
+	}
+	ns := gw.Namespace
+	if ref.Namespace != nil {
+		ns = string(*ref.Namespace)
+	}
+	sk := nsName{ns, string(ref.Name)}
+	out.secrets = append(out.secrets, sk)
+	if ns != gw.Namespace {
+		out.grantNs = append(out.grantNs, ns)
+		if !t.granted(gw.Namespace, "Gateway", ns, "Secret", sk.name) {
+			unresolved("RefNotPermitted", fmt.Sprintf("Secret %s/%s is in another namespace and no ReferenceGrant there allows it", ns, sk.name))
+			return
+		}
+	}
+	c := t.certificate(sk)
+	if c.cert == nil {
+		unresolved("InvalidCertificateRef", c.why)
+		return
+	}
+	lo.cert, lo.certNames = c.cert.GetName(), c.cert.GetDnsNames()
+}
+
+func (t *Translator) retranslateRoute(k nsName) {
+	g := &t.gw
+	key := httpRouteKey(k)
+	if old, ok := g.routeOut[k]; ok {
+		t.unindexRoute(k, old)
+	}
+	delete(g.routeOut, k)
+	t.dirtyFindings.add(key)
+	g.statusDirty.add(key)
+	rt, ok := g.routes[k]
+	if !ok {
+		return
+	}
+	out := t.translateRoute(rt)
+	g.routeOut[k] = out
+	for _, gk := range out.gateways {
+		addTo(g.routeUsers, gk, k)
+		g.statusDirty.add(gatewayKey(gk)) // its attachedRoutes
+	}
+	for _, s := range out.services {
+		addTo(g.svcUsers, s, k)
+	}
+	for _, ns := range out.grantNs {
+		addTo(g.grantRoutes, ns, k)
+	}
+	for h := range out.claims {
+		addTo(g.hostUsers, h, key)
+		t.dirtyHosts.add(h)
+	}
+	for _, r := range out.refs {
+		if _, ok := t.backendUsers[r.name]; !ok {
+			t.rebuildBackend(r.name)
+		}
+		addTo(t.backendUsers, r.name, key)
+	}
+}
+
+func (t *Translator) unindexRoute(k nsName, out *routeOut) {
+	g := &t.gw
+	key := httpRouteKey(k)
+	for _, gk := range out.gateways {
+		removeFrom(g.routeUsers, gk, k)
+		g.statusDirty.add(gatewayKey(gk))
+	}
+	for _, s := range out.services {
+		removeFrom(g.svcUsers, s, k)
+	}
+	for _, ns := range out.grantNs {
+		removeFrom(g.grantRoutes, ns, k)
+	}
+	for h := range out.claims {
+		removeFrom(g.hostUsers, h, key)
+		t.dirtyHosts.add(h)
+	}
+	for _, r := range out.refs {
+		removeFrom(t.backendUsers, r.name, key)
+		if _, ok := t.backendUsers[r.name]; !ok {
+			t.dropBackend(r.name)
+		}
+	}
+}
+
+// compiledRule is one rule of an HTTPRoute, before it is placed on hosts: one route per
+// match, without name, host or scheme; dropped says why it is not served.
+type compiledRule struct {
+	routes  []*configv1.Route
+	precs   []routePrec
+	dropped string
+	reason  string
+}
+
+// translateRoute is the part of the translation that depends on one HTTPRoute (and on the
+// Gateways, Services and grants it names).
+func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
+	g := &t.gw
+	out := &routeOut{rt: rt, claims: map[string][]gwClaim{}}
+	for i, pr := range rt.Spec.ParentRefs {
+		if !isGatewayParent(pr) {
+			continue
+		}
+		ns := rt.Namespace
+		if pr.Namespace != nil {
+			ns = string(*pr.Namespace)
+		}
+		gk := nsName{ns, string(pr.Name)}
+		out.gateways = append(out.gateways, gk)
+		if o := g.gwOut[gk]; o != nil && o.ours {
+			out.parents = append(out.parents, &parentOut{index: i, ref: pr, gw: gk})
+		}
+	}
+	if len(out.parents) == 0 {
+		return out
+	}
+	out.ours = true
+	gen := rt.Generation
+	owner := gwRef("HTTPRoute", rt.Namespace, rt.Name, string(rt.UID))
+	add := func(field string, sev configv1.FindingSeverity, reason, cause string) {
+		out.findings = append(out.findings, &configv1.Finding{Object: owner, Field: field, Cause: cause, Severity: sev, Reason: reason})
+	}
+
+	// ResolvedRefs is the route's, the same for every parent: the first refused reference.
+	var resolved *watchv1.Condition
+	unresolved := func(field, reason, msg string) {
+		add(field, sevError, reason, msg)
+		if resolved == nil {
+			resolved = cond("ResolvedRefs", condFalse, reason, msg, gen)
+		}
+	}
+	rules := make([]compiledRule, len(rt.Spec.Rules))
+	var dropped []string
+	for ri := range rt.Spec.Rules {
+		rules[ri] = t.compileRule(out, ri, owner, unresolved)
+		if rules[ri].dropped != "" {
+			field := fmt.Sprintf("spec.rules[%d]", ri)
+			add(field, sevError, rules[ri].reason, rules[ri].dropped+"; the rule is not served")
+			dropped = append(dropped, fmt.Sprintf("rules[%d] (%s)", ri, rules[ri].dropped))
+		}
+	}
+	if resolved == nil {
+		resolved = cond("ResolvedRefs", condTrue, "ResolvedRefs", "references resolved", gen)
+	}
+
+	seen := map[string]bool{} // host, scheme, rule, match: one claim each
+	hosts := make([]string, 0, len(rt.Spec.Hostnames))
+	for _, h := range rt.Spec.Hostnames {
+		hosts = append(hosts, strings.ToLower(string(h)))
+	}
+	for _, p := range out.parents {
+		pi := p.index
+		gout := g.gwOut[p.gw]
+		var candidates, allowed []*listenerOut
+		for _, lo := range gout.listeners {
+			if (p.ref.SectionName == nil || string(*p.ref.SectionName) == lo.name) && (p.ref.Port == nil || *p.ref.Port == lo.port) {
+				candidates = append(candidates, lo)
+			}
+		}
+		for _, lo := range candidates {
+			if lo.attachable && (lo.allowAll || p.gw.ns == rt.Namespace) {
+				allowed = append(allowed, lo)
+			}
+		}
+		var accepted *watchv1.Condition
+		switch {
+		case len(candidates) == 0:
+			accepted = cond("Accepted", condFalse, "NoMatchingParent", fmt.Sprintf("Gateway %s/%s has no listener matching the sectionName and port", p.gw.ns, p.gw.name), gen)
+		case len(allowed) == 0:
+			accepted = cond("Accepted", condFalse, "NotAllowedByListeners", fmt.Sprintf("no listener of Gateway %s/%s allows this route (namespace, kind, or listener not valid)", p.gw.ns, p.gw.name), gen)
+		}
+		for _, lo := range allowed {
+			inter := intersectHosts(lo.hostname, hosts)
+			if len(inter) == 0 {
+				continue
+			}
+			p.attached = append(p.attached, lo.name)
+			if !lo.served {
+				continue
+			}
+			for _, h := range inter {
+				if lo.cert != "" && h != "" {
+					key := h + "|cert|" + lo.cert
+					if !seen[key] {
+						seen[key] = true
+						if covers(lo.certNames, h) {
+							out.claims[h] = append(out.claims[h], gwClaim{cert: lo.cert, owner: owner, field: fmt.Sprintf("spec.parentRefs[%d]", pi),
+								prec: routePrec{kindRank: 1, age: rt.CreationTimestamp.Time, ns: rt.Namespace, name: rt.Name}})
+						} else {
+							add("spec.hostnames", sevError, "CertificateHostMismatch", fmt.Sprintf("certificate %s of Gateway %s/%s listener %q does not cover host %q; the host is not served over HTTPS",
+								lo.cert, p.gw.ns, p.gw.name, lo.name, h))
+						}
+					}
+				}
+				for ri, r := range rules {
+					if r.dropped != "" {
+						continue
+					}
+					for mi, tmpl := range r.routes {
+						key := fmt.Sprintf("%s|%d|%d|%d", h, lo.scheme, ri, mi)
+						if seen[key] {
+							continue
+						}
+						seen[key] = true
+						route := proto.Clone(tmpl).(*configv1.Route)
+						route.Scheme = lo.scheme
+						route.Name = fmt.Sprintf("httproute/%s/%s/rules[%d]/matches[%d]/%s", rt.Namespace, rt.Name, ri, mi, schemeName(lo.scheme))
+						prec := r.precs[mi]
+						prec.scheme = lo.scheme
+						out.claims[h] = append(out.claims[h], gwClaim{route: route, owner: owner, prec: prec})
+					}
+				}
+			}
+		}
+		if accepted == nil && len(p.attached) == 0 {
+			accepted = cond("Accepted", condFalse, "NoMatchingListenerHostname", fmt.Sprintf("no listener of Gateway %s/%s has a hostname matching the route's hostnames", p.gw.ns, p.gw.name), gen)
+		}
+		if accepted == nil && len(rt.Spec.Rules) > 0 && len(dropped) == len(rt.Spec.Rules) {
+			accepted = cond("Accepted", condFalse, "UnsupportedValue", "no rule can be served: "+strings.Join(dropped, "; "), gen)
+		}
+		if accepted == nil {
+			accepted = cond("Accepted", condTrue, "Accepted", "route accepted", gen)
+		}
+		if accepted.Status == condFalse {
+			add(fmt.Sprintf("spec.parentRefs[%d]", pi), sevError, accepted.Reason, accepted.Message)
+		}
+		p.conditions = []*watchv1.Condition{accepted, resolved}
+		if accepted.Status == condTrue && len(dropped) > 0 {
+			p.conditions = append(p.conditions, cond("PartiallyInvalid", condTrue, "UnsupportedValue", "Dropped Rule(s): "+strings.Join(dropped, "; "), gen))
+		}
+	}
+	return out
+}
+
+func isGatewayParent(pr gatewayv1.ParentReference) bool {
+	group, kind := GatewayGroup, "Gateway"
+	if pr.Group != nil {
+		group = string(*pr.Group)
+	}
+	if pr.Kind != nil {
+		kind = string(*pr.Kind)
+	}
+	return group == GatewayGroup && kind == "Gateway"
+}
+
+func schemeName(s configv1.RouteScheme) string {
+	switch s {
+	case configv1.RouteScheme_ROUTE_SCHEME_HTTP:
+		return "http"
+	case configv1.RouteScheme_ROUTE_SCHEME_HTTPS:
+		return "https"
+	}
+	return "any"
+}
+
+// intersectHosts is the Gateway API's hostname intersection of a listener's hostname ("" for
+// any) with a route's hostnames (none for any): the hosts the route is served on there,
+// sorted. A wildcard ("*.example.com") matches one or more labels in front of its suffix.
+func intersectHosts(listener string, route []string) []string {
+	if len(route) == 0 {
+		return []string{listener}
+	}
+	var out []string
+	for _, r := range route {
+		switch {
+		case listener == "" || r == listener:
+			out = append(out, r)
+		case isWildcard(listener) && !isWildcard(r) && wildcardMatches(listener, r):
+			out = append(out, r)
+		case isWildcard(r) && !isWildcard(listener) && wildcardMatches(r, listener):
+			out = append(out, listener)
+		case isWildcard(r) && isWildcard(listener):
+			if strings.HasSuffix(r[1:], listener[1:]) {
+				out = append(out, r)
+			} else if strings.HasSuffix(listener[1:], r[1:]) {
+				out = append(out, listener)
+			}
+		}
+	}
+	sort.Strings(out)
+	uniq := out[:0]
+	for i, h := range out {
+		if i == 0 || h != out[i-1] {
+			uniq = append(uniq, h)
+		}
+	}
+	return uniq
+}
+
+func isWildcard(h string) bool { return strings.HasPrefix(h, "*.") }
+
+func wildcardMatches(wildcard, host string) bool {
+	suffix := wildcard[1:] // ".example.com"
+	return strings.HasSuffix(host, suffix) && len(host) > len(suffix)
+}
+
+// compileRule translates one rule's matches, filters, backends and timeouts.
+func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRef, unresolved func(field, reason, msg string)) compiledRule {
+	rt := out.rt
+	rule := rt.Spec.Rules[ri]
+	field := fmt.Sprintf("spec.rules[%d]", ri)
+	drop := func(reason, why string) compiledRule { return compiledRule{dropped: why, reason: reason} }
+	tmpl := &configv1.Route{Source: owner}
+
+	if rule.Timeouts != nil {
+		var d time.Duration
+		for _, v := range []*gatewayv1.Duration{rule.Timeouts.Request, rule.Timeouts.BackendRequest} {
+			if v == nil {
+				continue
+			}
+			pd, err := time.ParseDuration(string(*v))
+			if err != nil {
+				out.findings = append(out.findings, &configv1.Finding{Object: owner, Field: field + ".timeouts", Severity: sevWarn, Reason: "UnsupportedValue",
+					Cause: fmt.Sprintf("invalid duration %q; the default timeout applies", *v)})
+				continue
+			}
+			if pd > 0 && (d == 0 || pd < d) {
+				d = pd // the smaller of request and backendRequest bounds the whole request
+			}
+		}
+		if d > 0 {
+			tmpl.Timeout = durationpb.New(d)
+		}
+	}
+
+	var prefixRewrite bool
+	for fi, f := range rule.Filters {
+		switch f.Type {
+		case gatewayv1.HTTPRouteFilterRequestHeaderModifier:
+			tmpl.RequestHeaders = headerModifier(f.RequestHeaderModifier)
+		case gatewayv1.HTTPRouteFilterResponseHeaderModifier:
+			tmpl.ResponseHeaders = headerModifier(f.ResponseHeaderModifier)
+		case gatewayv1.HTTPRouteFilterRequestRedirect:
+			r := f.RequestRedirect
+			if r == nil {
+				return drop("UnsupportedValue", fmt.Sprintf("filters[%d] has no requestRedirect", fi))
+			}
+			red := &configv1.Redirect{StatusCode: 302}
+			if r.Scheme != nil {
+				red.Scheme = *r.Scheme
+			}
+			if r.Hostname != nil {
+				red.Hostname = string(*r.Hostname)
+			}
+			if r.Port != nil {
+				red.Port = uint32(*r.Port)
+			}
+			if r.StatusCode != nil {
+				red.StatusCode = uint32(*r.StatusCode)
+			}
+			pm, prefix, err := pathModifier(r.Path)
+			if err != "" {
+				return drop("UnsupportedValue", fmt.Sprintf("filters[%d]: %s", fi, err))
+			}
+			red.Path, prefixRewrite = pm, prefixRewrite || prefix
+			tmpl.Redirect = red
+		case gatewayv1.HTTPRouteFilterURLRewrite:
+			r := f.URLRewrite
+			if r == nil {
+				return drop("UnsupportedValue", fmt.Sprintf("filters[%d] has no urlRewrite", fi))
+			}
+			rw := &configv1.Rewrite{}
+			if r.Hostname != nil {
+				rw.Hostname = string(*r.Hostname)
+			}
+			pm, prefix, err := pathModifier(r.Path)
+			if err != "" {
+				return drop("UnsupportedValue", fmt.Sprintf("filters[%d]: %s", fi, err))
+			}
+			rw.Path, prefixRewrite = pm, prefixRewrite || prefix
+			tmpl.Rewrite = rw
+		case gatewayv1.HTTPRouteFilterRequestMirror:
+			return drop("UnsupportedValue", fmt.Sprintf("filters[%d]: RequestMirror is not supported (the data plane cannot mirror requests)", fi))
+		default:
+			return drop("UnsupportedValue", fmt.Sprintf("filters[%d]: filter type %q is not supported", fi, f.Type))
+		}
+	}
+	if tmpl.Redirect != nil && tmpl.Rewrite != nil {
+		return drop("IncompatibleFilters", "RequestRedirect and URLRewrite cannot be combined")
+	}
+
+	if tmpl.Redirect == nil {
+		for bi, br := range rule.BackendRefs {
+			bfield := fmt.Sprintf("%s.backendRefs[%d]", field, bi)
+			if len(br.Filters) > 0 {
+				return drop("UnsupportedValue", fmt.Sprintf("backendRefs[%d]: filters on a backendRef are not supported", bi))
+			}
+			name := t.routeBackend(out, br.BackendRef, bfield, unresolved)
+			weight := int32(1)
+			if br.Weight != nil {
+				weight = *br.Weight
+			}
+			// An invalid backend's share goes to the valid ones; weight 0 is never chosen (and
+			// so not referred to).
+			switch {
+			case name != "" && weight > 0:
+				tmpl.Backends = append(tmpl.Backends, &configv1.WeightedBackend{Backend: name, Weight: uint32(weight)})
+			case name != "":
+				out.refs = out.refs[:len(out.refs)-1]
+			}
+		}
+	}
+
+	matches := rule.Matches
+	if len(matches) == 0 {
+		matches = []gatewayv1.HTTPRouteMatch{{}}
+	}
+	var cr compiledRule
+	for mi, m := range matches {
+		route := proto.Clone(tmpl).(*configv1.Route)
+		prec := routePrec{age: rt.CreationTimestamp.Time, ns: rt.Namespace, name: rt.Name, rule: ri, match: mi, kindRank: 1}
+		pm, err := httpPathMatch(m.Path)
+		if err != "" {
+			return drop("UnsupportedValue", fmt.Sprintf("matches[%d]: %s", mi, err))
+		}
+		if prefixRewrite && pm.Type != configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX {
+			return drop("UnsupportedValue", fmt.Sprintf("matches[%d]: ReplacePrefixMatch needs a PathPrefix match", mi))
+		}
+		route.Path = pm
+		switch pm.Type {
+		case configv1.PathMatchType_PATH_MATCH_TYPE_EXACT:
+			prec.pathRank = 0
+		case configv1.PathMatchType_PATH_MATCH_TYPE_REGEX:
+			prec.pathRank = 1
+		default:
+			prec.pathRank = 2
+		}
+		prec.pathLen = len(pm.Value)
+		seenHeader := map[string]bool{}
+		for hi, h := range m.Headers {
+			name := strings.ToLower(string(h.Name))
+			if seenHeader[name] {
+				continue // the spec: only the first match of a name counts
+			}
+			seenHeader[name] = true
+			hm := &configv1.HeaderMatch{Name: string(h.Name), Value: h.Value, Type: configv1.HeaderMatchType_HEADER_MATCH_TYPE_EXACT}
+			if h.Type != nil && *h.Type == gatewayv1.HeaderMatchRegularExpression {
+				if _, err := regexp.Compile(h.Value); err != nil {
+					return drop("UnsupportedValue", fmt.Sprintf("matches[%d].headers[%d]: invalid regular expression %q: %v", mi, hi, h.Value, err))
+				}
+				hm.Type = configv1.HeaderMatchType_HEADER_MATCH_TYPE_REGEX
+			} else if h.Type != nil && *h.Type != gatewayv1.HeaderMatchExact {
+				return drop("UnsupportedValue", fmt.Sprintf("matches[%d].headers[%d]: match type %q is not supported", mi, hi, *h.Type))
+			}
+			route.Headers = append(route.Headers, hm)
+		}
+		seenQuery := map[string]bool{}
+		for qi, q := range m.QueryParams {
+			if seenQuery[string(q.Name)] {
+				continue
+			}
+			seenQuery[string(q.Name)] = true
+			qm := &configv1.QueryMatch{Name: string(q.Name), Value: q.Value, Type: configv1.QueryMatchType_QUERY_MATCH_TYPE_EXACT}
+			if q.Type != nil && *q.Type == gatewayv1.QueryParamMatchRegularExpression {
+				if _, err := regexp.Compile(q.Value); err != nil {
+					return drop("UnsupportedValue", fmt.Sprintf("matches[%d].queryParams[%d]: invalid regular expression %q: %v", mi, qi, q.Value, err))
+				}
+				qm.Type = configv1.QueryMatchType_QUERY_MATCH_TYPE_REGEX
+			} else if q.Type != nil && *q.Type != gatewayv1.QueryParamMatchExact {
+				return drop("UnsupportedValue", fmt.Sprintf("matches[%d].queryParams[%d]: match type %q is not supported", mi, qi, *q.Type))
+			}
+			route.Query = append(route.Query, qm)
+		}
+		if m.Method != nil {
+			route.Method = string(*m.Method)
+			prec.method = true
+		}
+		prec.headers, prec.query = len(route.Headers), len(route.Query)
+		cr.routes = append(cr.routes, route)
+		cr.precs = append(cr.precs, prec)
+	}
+	return cr
+}
+
+func httpPathMatch(p *gatewayv1.HTTPPathMatch) (*configv1.PathMatch, string) {
+	typ, value := gatewayv1.PathMatchPathPrefix, "/"
+	if p != nil && p.Type != nil {
+		typ = *p.Type
+	}
+	if p != nil && p.Value != nil {
+		value = *p.Value
+	}
+	switch typ {
+	case gatewayv1.PathMatchExact:
+		if !strings.HasPrefix(value, "/") {
+			return nil, fmt.Sprintf("Exact path %q does not start with /", value)
+		}
+		return &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_EXACT, Value: value}, ""
+	case gatewayv1.PathMatchPathPrefix:
+		if !strings.HasPrefix(value, "/") {
+			return nil, fmt.Sprintf("PathPrefix %q does not start with /", value)
+		}
+		if len(value) > 1 {
+			value = strings.TrimRight(value, "/")
+			if value == "" {
+				value = "/"
+			}
+		}
+		return &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: value}, ""
+	case gatewayv1.PathMatchRegularExpression:
+		if _, err := regexp.Compile("^(?:" + value + ")$"); err != nil {
+			return nil, fmt.Sprintf("invalid regular expression %q: %v", value, err)
+		}
+		return &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_REGEX, Value: value}, ""
+	}
+	return nil, fmt.Sprintf("path match type %q is not supported", typ)
+}
+
+func headerModifier(f *gatewayv1.HTTPHeaderFilter) *configv1.HeaderModifier {
+	if f == nil {
+		return nil
+	}
+	m := &configv1.HeaderModifier{Remove: append([]string(nil), f.Remove...)}
+	for _, h := range f.Set {
+		m.Set = append(m.Set, &configv1.HeaderValue{Name: string(h.Name), Value: h.Value})
+	}
+	for _, h := range f.Add {
+		m.Add = append(m.Add, &configv1.HeaderValue{Name: string(h.Name), Value: h.Value})
+	}
+	return m
+}
+
+// pathModifier translates a redirect's or rewrite's path; prefix says it replaces the
+// matched prefix.
+func pathModifier(p *gatewayv1.HTTPPathModifier) (*configv1.PathModifier, bool, string) {
+	if p == nil {
+		return nil, false, ""
+	}
+	switch p.Type {
+	case gatewayv1.FullPathHTTPPathModifier:
+		if p.ReplaceFullPath == nil {
+			return nil, false, "ReplaceFullPath without replaceFullPath"
+		}
+		return &configv1.PathModifier{Type: configv1.PathModifierType_PATH_MODIFIER_TYPE_FULL, Value: *p.ReplaceFullPath}, false, ""
+	case gatewayv1.PrefixMatchHTTPPathModifier:
+		if p.ReplacePrefixMatch == nil {
+			return nil, false, "ReplacePrefixMatch without replacePrefixMatch"
+		}
+		return &configv1.PathModifier{Type: configv1.PathModifierType_PATH_MODIFIER_TYPE_PREFIX, Value: *p.ReplacePrefixMatch}, true, ""
+	}
+	return nil, false, fmt.Sprintf("path modifier type %q is not supported", p.Type)
+}
+
+// routeBackend resolves a backendRef to a backend name ("" when refused: the reference is
+// reported through unresolved and gets no traffic).
+func (t *Translator) routeBackend(out *routeOut, br gatewayv1.BackendRef, field string, unresolved func(field, reason, msg string)) string {
+	rt := out.rt
+	group, kind := "", "Service"
+	if br.Group != nil {
+		group = string(*br.Group)
+	}
+	if br.Kind != nil {
+		kind = string(*br.Kind)
+	}
+	if group != "" || kind != "Service" {
+		unresolved(field, "InvalidKind", fmt.Sprintf("backendRef %s/%s %s is not a Service", group, kind, br.Name))
+		return ""
+	}
+	ns := rt.Namespace
+	if br.Namespace != nil {
+		ns = string(*br.Namespace)
+	}
+	sk := nsName{ns, string(br.Name)}
+	out.services = append(out.services, sk)
+	if ns != rt.Namespace {
+		out.grantNs = append(out.grantNs, ns)
+		if !t.granted(rt.Namespace, "HTTPRoute", ns, "Service", sk.name) {
+			unresolved(field, "RefNotPermitted", fmt.Sprintf("Service %s/%s is in another namespace and no ReferenceGrant there allows it", ns, sk.name))
+			return ""
+		}
+	}
+	svc, ok := t.services[sk]
+	if !ok {
+		unresolved(field, "BackendNotFound", fmt.Sprintf("Service %s/%s not found", ns, sk.name))
+		return ""
+	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		unresolved(field, "InvalidKind", fmt.Sprintf("Service %s/%s is of type ExternalName, which is not supported", ns, sk.name))
+		return ""
+	}
+	if br.Port == nil {
+		unresolved(field+".port", "BackendNotFound", fmt.Sprintf("backendRef to Service %s/%s has no port", ns, sk.name))
+		return ""
+	}
+	found := false
+	for _, p := range svc.Spec.Ports {
+		if p.Port == *br.Port {
+			found = true
+			break
+		}
+	}
+	if !found {
+		unresolved(field+".port", "BackendNotFound", fmt.Sprintf("Service %s/%s has no port %d", ns, sk.name, *br.Port))
+		return ""
+	}
+	name := backendName(ns, sk.name, *br.Port)
+	out.refs = append(out.refs, backendRef{name: name, field: field})
+	return name
+}
+
+// gatewayClaims returns the Gateway API's routes on host h in precedence order, and its
+// certificate claims in theirs (Gateways before HTTPRoutes, oldest first).
+func (t *Translator) gatewayClaims(h string) ([]*configv1.Route, []gwClaim) {
+	var rs, cs []gwClaim
+	for key := range t.gw.hostUsers[h] {
+		var claims []gwClaim
+		kind, rest, _ := strings.Cut(key, "/")
+		ns, name, _ := strings.Cut(rest, "/")
+		switch kind {
+		case "Gateway":
+			claims = t.gw.gwOut[nsName{ns, name}].claims[h]
+		case "HTTPRoute":
+			claims = t.gw.routeOut[nsName{ns, name}].claims[h]
+		}
+		for _, c := range claims {
+			if c.route != nil {
+				rs = append(rs, c)
+			} else {
+				cs = append(cs, c)
+			}
+		}
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].prec.less(rs[j].prec) })
+	sort.Slice(cs, func(i, j int) bool {
+		a, b := cs[i], cs[j]
+		if a.prec.kindRank != b.prec.kindRank {
+			return a.prec.kindRank < b.prec.kindRank
+		}
+		if !a.prec.age.Equal(b.prec.age) {
+			return a.prec.age.Before(b.prec.age)
+		}
+		if a.prec.ns != b.prec.ns {
+			return a.prec.ns < b.prec.ns
+		}
+		if a.prec.name != b.prec.name {
+			return a.prec.name < b.prec.name
+		}
+		if a.prec.rule != b.prec.rule {
+			return a.prec.rule < b.prec.rule
+		}
+		return a.cert < b.cert
+	})
+	routes := make([]*configv1.Route, 0, len(rs))
+	for _, c := range rs {
+		routes = append(routes, c.route)
+	}
+	return routes, cs
+}
+
+func (c gwClaim) ownerName() string {
+	return c.owner.GetKind() + " " + c.owner.GetNamespace() + "/" + c.owner.GetName()
+}
+
+func (c gwClaim) finding(cause string) *configv1.Finding {
+	return &configv1.Finding{Object: c.owner, Field: c.field, Cause: cause, Severity: sevError, Reason: "ConflictLost"}
+}
+
+// gatewayFindings are the findings of one Gateway API object (by findings key): its own, its
+// conflicts on the hosts it claims, and its references to backends without ready endpoints.
+func (t *Translator) gatewayFindings(key string) []*configv1.Finding {
+	kind, rest, _ := strings.Cut(key, "/")
+	ns, name, _ := strings.Cut(rest, "/")
+	k := nsName{ns, name}
+	var fs []*configv1.Finding
+	switch kind {
+	case "Gateway":
+		t.gw.statusDirty.add(key)
+		if o := t.gw.gwOut[k]; o != nil && o.ours {
+			fs = append(fs, o.findings...)
+			for h := range o.claims {
+				fs = append(fs, t.hostFindings[h][key]...)
+			}
+		}
+	case "HTTPRoute":
+		t.gw.statusDirty.add(key)
+		if o := t.gw.routeOut[k]; o != nil && o.ours {
+			fs = append(fs, o.findings...)
+			for h := range o.claims {
+				fs = append(fs, t.hostFindings[h][key]...)
+			}
+			for _, r := range o.refs {
+				if b := t.backends[r.name]; b != nil && b.ready == 0 {
+					svc, port := parseBackendName(r.name)
+					fs = append(fs, &configv1.Finding{Object: gwRef("HTTPRoute", ns, name, string(o.rt.UID)), Field: r.field, Severity: sevWarn, Reason: "NoReadyEndpoints",
+						Cause: fmt.Sprintf("Service %s/%s port %d has no ready endpoints; its share of the requests gets 503 until it has", svc.ns, svc.name, port)})
+				}
+			}
+		}
+	}
+	return fs
+}

@@ -1,0 +1,178 @@
+package translate
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/sluice-io/sluice/internal/contract"
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+)
+
+// GatewayStatuses returns what every Gateway API object the translator serves should show
+// (GatewayClasses of Options.GatewayControllerName, their Gateways, and the HTTPRoutes that
+// name one of those), sorted by kind, namespace and name. Like Translate, it is pure.
+func GatewayStatuses(in Input, opts Options) []*watchv1.GatewayAPIStatus {
+	t := New(opts)
+	for _, o := range in.objects() {
+		t.Set(o)
+	}
+	t.Build()
+	lb, manage := t.PublishedAddresses()
+	keys := t.GatewayStatusKeys()
+	out := make([]*watchv1.GatewayAPIStatus, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, t.GatewayStatus(k, lb, manage))
+	}
+	return out
+}
+
+var kindRank = map[string]int{"GatewayClass": 0, "Gateway": 1, "HTTPRoute": 2}
+
+// LessObjectKey orders Gateway API object keys: GatewayClasses, Gateways, HTTPRoutes, each by
+// namespace and name.
+func LessObjectKey(a, b *watchv1.ObjectKey) bool {
+	if a.GetKind() != b.GetKind() {
+		return kindRank[a.GetKind()] < kindRank[b.GetKind()]
+	}
+	if a.GetNamespace() != b.GetNamespace() {
+		return a.GetNamespace() < b.GetNamespace()
+	}
+	return a.GetName() < b.GetName()
+}
+
+// SortGatewayStatuses puts statuses in their canonical order, by key.
+func SortGatewayStatuses(s []*watchv1.GatewayAPIStatus) {
+	sort.Slice(s, func(i, j int) bool { return LessObjectKey(s[i].GetKey(), s[j].GetKey()) })
+}
+
+func objectKeyOf(key string) *watchv1.ObjectKey {
+	kind, rest, _ := strings.Cut(key, "/")
+	ns, name, _ := strings.Cut(rest, "/")
+	return &watchv1.ObjectKey{Kind: kind, Namespace: ns, Name: name}
+}
+
+// GatewayStatusKeys returns the keys of every Gateway API object served, sorted.
+func (t *Translator) GatewayStatusKeys() []*watchv1.ObjectKey {
+	var out []*watchv1.ObjectKey
+	for name := range t.gw.classes {
+		if t.ourClass(name) {
+			out = append(out, &watchv1.ObjectKey{Kind: "GatewayClass", Name: name})
+		}
+	}
+	for k, o := range t.gw.gwOut {
+		if o.ours {
+			out = append(out, &watchv1.ObjectKey{Kind: "Gateway", Namespace: k.ns, Name: k.name})
+		}
+	}
+	for k, o := range t.gw.routeOut {
+		if o.ours {
+			out = append(out, &watchv1.ObjectKey{Kind: "HTTPRoute", Namespace: k.ns, Name: k.name})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return LessObjectKey(out[i], out[j]) })
+	return out
+}
+
+// TakeGatewayStatusChanges returns the Gateway API objects whose status may have changed
+// since the last call, sorted.
+func (t *Translator) TakeGatewayStatusChanges() []*watchv1.ObjectKey {
+	out := make([]*watchv1.ObjectKey, 0, len(t.gw.statusDirty))
+	for k := range t.gw.statusDirty {
+		out = append(out, objectKeyOf(k))
+	}
+	t.gw.statusDirty = set[string]{}
+	sort.Slice(out, func(i, j int) bool { return LessObjectKey(out[i], out[j]) })
+	return out
+}
+
+// GatewayStatus is the desired status of one Gateway API object, nil when it is not served;
+// lb and manage are the published addresses and whether they are known.
+func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBalancerIngress, manage bool) *watchv1.GatewayAPIStatus {
+	k := nsName{key.GetNamespace(), key.GetName()}
+	st := &watchv1.GatewayAPIStatus{Key: &watchv1.ObjectKey{Kind: key.GetKind(), Namespace: key.GetNamespace(), Name: key.GetName()},
+		ControllerName: t.gatewayControllerName()}
+	switch key.GetKind() {
+	case "GatewayClass":
+		c, ok := t.gw.classes[key.GetName()]
+		if !ok || !t.ourClass(key.GetName()) {
+			return nil
+		}
+		st.Uid = string(c.UID)
+		st.Conditions = []*watchv1.Condition{cond("Accepted", condTrue, "Accepted", "accepted by "+t.gatewayControllerName(), c.Generation)}
+	case "Gateway":
+		o := t.gw.gwOut[k]
+		if o == nil || !o.ours {
+			return nil
+		}
+		st.Uid = string(o.gw.UID)
+		st.Conditions = o.conditions
+		attached := map[string]int32{}
+		for rk := range t.gw.routeUsers[k] {
+			ro := t.gw.routeOut[rk]
+			if ro == nil {
+				continue
+			}
+			names := map[string]bool{}
+			for _, p := range ro.parents {
+				if p.gw == k {
+					for _, n := range p.attached {
+						names[n] = true
+					}
+				}
+			}
+			for n := range names {
+				attached[n]++
+			}
+		}
+		for _, lo := range o.listeners {
+			st.Listeners = append(st.Listeners, &watchv1.ListenerStatus{Name: lo.name, AttachedRoutes: attached[lo.name],
+				SupportedKinds: lo.kinds, Conditions: lo.conditions})
+		}
+		st.ManageAddresses = manage
+		if manage {
+			for _, a := range lb {
+				if a.GetIp() != "" {
+					st.Addresses = append(st.Addresses, &watchv1.GatewayAddress{Type: "IPAddress", Value: a.GetIp()})
+				} else {
+					st.Addresses = append(st.Addresses, &watchv1.GatewayAddress{Type: "Hostname", Value: a.GetHostname()})
+				}
+			}
+		}
+	case "HTTPRoute":
+		o := t.gw.routeOut[k]
+		if o == nil || !o.ours {
+			return nil
+		}
+		st.Uid = string(o.rt.UID)
+		for _, p := range o.parents {
+			ref := &watchv1.ParentReference{Name: string(p.ref.Name)} // as written: unset stays unset
+			if p.ref.Group != nil {
+				ref.Group = string(*p.ref.Group)
+			}
+			if p.ref.Kind != nil {
+				ref.Kind = string(*p.ref.Kind)
+			}
+			if p.ref.Namespace != nil {
+				ref.Namespace = string(*p.ref.Namespace)
+			}
+			if p.ref.SectionName != nil {
+				ref.SectionName = string(*p.ref.SectionName)
+			}
+			if p.ref.Port != nil {
+				ref.Port = *p.ref.Port
+			}
+			st.Parents = append(st.Parents, &watchv1.RouteParentStatus{ParentRef: ref, Conditions: p.conditions})
+		}
+	default:
+		return nil
+	}
+	if g, ok := t.out.Get(contract.Findings, contract.KeyOfObject(&configv1.ObjectRef{Kind: key.GetKind(), Namespace: key.GetNamespace(), Name: key.GetName()})).(*configv1.ObjectFindings); ok {
+		for _, f := range g.GetFindings() {
+			if f.GetObject().GetKind() == key.GetKind() {
+				st.Findings = append(st.Findings, statusFinding(f))
+			}
+		}
+	}
+	return st
+}

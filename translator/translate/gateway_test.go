@@ -1,0 +1,68 @@
+package translate
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+)
+
+// Every Gateway API golden case (testdata/gateway-*.yaml) also has the statuses of the
+// GatewayClasses, Gateways and HTTPRoutes it serves (docs/design.md, "Status"):
+// testdata/NAME.gateway-status.json, for a proxy published at one IP and one hostname.
+func TestGoldenGatewayStatuses(t *testing.T) {
+	inputs, err := filepath.Glob("testdata/gateway-*.yaml")
+	if err != nil || len(inputs) == 0 {
+		t.Fatalf("no Gateway API golden inputs: %v", err)
+	}
+	opts := goldenOpts
+	opts.PublishAddresses = []string{"lb.example.com", "203.0.113.7"}
+	for _, path := range inputs {
+		name := strings.TrimSuffix(filepath.Base(path), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			got := renderGatewayStatuses(t, GatewayStatuses(load(t, name+".yaml"), opts))
+			golden := filepath.Join("testdata", name+".gateway-status.json")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("Gateway API statuses of %s differ from %s (run with -update after checking):\n%s", path, golden, diffLines(string(want), string(got)))
+			}
+		})
+	}
+}
+
+func renderGatewayStatuses(t *testing.T, sts []*watchv1.GatewayAPIStatus) []byte {
+	t.Helper()
+	parts := []json.RawMessage{}
+	for _, s := range sts {
+		b, err := protojson.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, b)
+	}
+	b, err := json.Marshal(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	out.WriteByte('\n')
+	return out.Bytes()
+}
