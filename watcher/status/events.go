@@ -30,10 +30,13 @@ func newRecorder(ctx context.Context, cs kubernetes.Interface, component string,
 	return &recorder{b: b, r: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}), m: m, log: log}
 }
 
-func (r *recorder) event(ing *networkingv1.Ingress, typ, reason, msg string) {
-	ref := &corev1.ObjectReference{Kind: "Ingress", APIVersion: "networking.k8s.io/v1", Namespace: ing.Namespace, Name: ing.Name,
+func ingressRef(ing *networkingv1.Ingress) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Ingress", APIVersion: "networking.k8s.io/v1", Namespace: ing.Namespace, Name: ing.Name,
 		UID: ing.UID, ResourceVersion: ing.ResourceVersion}
-	r.log.Debug("recording event", "ingress", ing.Namespace+"/"+ing.Name, "type", typ, "reason", reason, "message", msg)
+}
+
+func (r *recorder) event(ref *corev1.ObjectReference, typ, reason, msg string) {
+	r.log.Debug("recording event", "kind", ref.Kind, "object", ref.Namespace+"/"+ref.Name, "type", typ, "reason", reason, "message", msg)
 	r.r.Event(ref, typ, reason, msg)
 }
 

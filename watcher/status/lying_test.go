@@ -55,7 +55,8 @@ func ingressStatus(ns, name string) *watchv1.IngressStatus {
 // stream"; docs/design.md, reliability scenario 10): a first report that is not full, a
 // report without a source, and reports about keys that name no Ingress (none, a namespace or
 // name Kubernetes refuses, one key twice, a key reported and removed at once, removals in a
-// full report) end the stream with INVALID_ARGUMENT naming what was wrong; the Writer gets
+// full report; the same for Gateway API keys, and a kind other than GatewayClass, Gateway or
+// HTTPRoute) end the stream with INVALID_ARGUMENT naming what was wrong; the Writer gets
 // nothing of the lying report nor of anything after it, and only the honest reports that
 // came before it.
 func TestLyingTranslatorStatusReportIsRefusedNothingTaken(t *testing.T) {
@@ -111,6 +112,30 @@ func TestLyingTranslatorStatusReportIsRefusedNothingTaken(t *testing.T) {
 		name:    "FullReportThatRemoves",
 		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, Removed: []*watchv1.IngressKey{{Namespace: "ns", Name: "a"}}}},
 		wantErr: "a full report removes nothing, yet it removes 1 keys",
+	}, {
+		name: "GatewayKeyOfAnotherKind",
+		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, GatewayStatuses: []*watchv1.GatewayAPIStatus{
+			{Key: &watchv1.ObjectKey{Kind: "Secret", Namespace: "ns", Name: "a"}}}}},
+		wantErr: `gateway status 0: the key "Secret" "ns"/"a": kind: not GatewayClass, Gateway or HTTPRoute`,
+	}, {
+		name: "GatewayClassKeyWithANamespace",
+		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, GatewayStatuses: []*watchv1.GatewayAPIStatus{
+			{Key: &watchv1.ObjectKey{Kind: "GatewayClass", Namespace: "ns", Name: "a"}}}}},
+		wantErr: `gateway status 0: the key "GatewayClass" "ns"/"a": namespace: a GatewayClass has none`,
+	}, {
+		name: "HTTPRouteReportedTwice",
+		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, GatewayStatuses: []*watchv1.GatewayAPIStatus{
+			{Key: &watchv1.ObjectKey{Kind: "HTTPRoute", Namespace: "ns", Name: "r"}}, {Key: &watchv1.ObjectKey{Kind: "HTTPRoute", Namespace: "ns", Name: "r"}}}}},
+		wantErr: "gateway status 1: HTTPRoute ns/r reported twice",
+	}, {
+		name: "HTTPRouteReportedAndRemoved",
+		reports: []*watchv1.ReportStatusRequest{honest, {Source: src, GatewayStatuses: []*watchv1.GatewayAPIStatus{
+			{Key: &watchv1.ObjectKey{Kind: "HTTPRoute", Namespace: "ns", Name: "r"}}}, RemovedGateway: []*watchv1.ObjectKey{{Kind: "HTTPRoute", Namespace: "ns", Name: "r"}}}},
+		wantErr: "removed gateway 0: HTTPRoute ns/r is both reported and removed", wantTook: 1,
+	}, {
+		name:    "FullReportThatRemovesAGateway",
+		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, RemovedGateway: []*watchv1.ObjectKey{{Kind: "Gateway", Namespace: "ns", Name: "g"}}}},
+		wantErr: "a full report removes nothing, yet it removes 1 Gateway API keys",
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

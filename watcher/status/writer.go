@@ -1,5 +1,6 @@
 // Package status owns what the watcher writes back to Kubernetes: the status.loadBalancer of
-// the Ingresses that translators serve, and Events for their findings. Translators report
+// the Ingresses that translators serve, the status of the Gateway API objects (GatewayClass,
+// Gateway, HTTPRoute) of the watcher's Gateway controller name, and Events for their findings. Translators report
 // what they want over the StatusService stream (Service); the Writer keeps those reports and
 // its own view of the Ingresses (a subscription to the store, like any Watch client), and
 // writes only the differences, latest-wins per Ingress, through its own rate-limited client,
@@ -22,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 
@@ -64,6 +66,15 @@ type Config struct {
 	// report from a checked origin is acted on only for Ingresses that name its class or
 	// no class at all.
 	IngressClass *watchv1.GroupVersionKind
+	// Dynamic writes the statuses of Gateway API objects, through the same rate limiter as
+	// Client. Required with GatewayControllerName.
+	Dynamic dynamic.Interface
+	// GatewayControllerName is the watcher's Gateway controller name: a report of Gateway API
+	// statuses must name it, and only objects of GatewayClasses with it are written. Empty:
+	// Gateway API statuses are not written (and their reports refused).
+	GatewayControllerName string
+	// Now is the clock of conditions' lastTransitionTime (default time.Now).
+	Now func() time.Time
 	// Workers write concurrently (the client's rate limit still applies).
 	Workers int
 	// Component names the Events' source.
@@ -107,9 +118,11 @@ type Writer struct {
 	released map[key][]*watchv1.LoadBalancerIngress // addresses a source set and then let go of
 	said     map[key]announced
 	term     *term
+	gw       gatewayState // Gateway API objects and reports (gatewaywriter.go)
 
-	mu      sync.Mutex
-	pending map[key]intent
+	mu        sync.Mutex
+	pending   map[key]intent
+	gwPending map[objKey]gwIntent
 }
 
 type announced struct {
@@ -120,7 +133,7 @@ type announced struct {
 // term is one period of leadership: its context ends the moment the lease is lost.
 type term struct {
 	ctx      context.Context
-	queue    workqueue.TypedRateLimitingInterface[key]
+	queue    workqueue.TypedRateLimitingInterface[objKey]
 	recorder *recorder
 	done     sync.WaitGroup
 }
@@ -129,6 +142,12 @@ type term struct {
 func New(cfg Config) (*Writer, error) {
 	if cfg.Logger == nil || cfg.Source == nil || cfg.Client == nil || cfg.Ingress == nil {
 		return nil, errors.New("status: Logger, Source, Client and Ingress are required")
+	}
+	if cfg.GatewayControllerName != "" && cfg.Dynamic == nil {
+		return nil, errors.New("status: Dynamic is required with GatewayControllerName")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 1
@@ -142,7 +161,7 @@ func New(cfg Config) (*Writer, error) {
 	return &Writer{cfg: cfg, log: cfg.Logger, inbox: fifo.New[item](), sources: map[string]map[key]*watchv1.IngressStatus{},
 		origins: map[string]Origin{}, refused: map[string]map[key]bool{}, classes: map[string]contract.IngressClassInfo{},
 		actual: map[key]*networkingv1.Ingress{}, released: map[key][]*watchv1.LoadBalancerIngress{}, said: map[key]announced{},
-		pending: map[key]intent{}}, nil
+		pending: map[key]intent{}, gw: newGatewayState(), gwPending: map[objKey]gwIntent{}}, nil
 }
 
 // Report hands a translator's report to the Writer. It never blocks.
@@ -165,7 +184,21 @@ func (w *Writer) Run(ctx context.Context) error {
 		if w.cfg.IngressClass != nil {
 			kinds = append(kinds, w.cfg.IngressClass)
 		}
+		gwKinds, err := w.gatewayKinds(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("status writer: ask the store for its kinds: %w", err)
+		}
+		kinds = append(kinds, gwKinds...)
 		sub, err := w.cfg.Source.Subscribe(ctx, store.Request{Kinds: kinds})
+		if errors.Is(err, store.ErrUnknownKind) {
+			// The store changed (a new epoch without a Gateway API kind) between the two
+			// subscriptions: ask again.
+			w.log.Debug("store kinds changed while subscribing; subscribing again", "error", err)
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -214,9 +247,16 @@ func (w *Writer) resync(snapshot []*watchv1.Object) {
 	old := w.actual
 	w.actual = map[key]*networkingv1.Ingress{}
 	w.classes = map[string]contract.IngressClassInfo{}
+	oldGW := w.gw.objects
+	w.gw.objects = map[objKey]*gatewayObject{}
 	for _, o := range snapshot {
+		if isGatewayKind(o.GetKind()) {
+			w.gatewayUpsert(o)
+			continue
+		}
 		w.upsert(o)
 	}
+	w.gatewayResync(oldGW)
 	for k := range old {
 		if _, ok := w.actual[k]; !ok {
 			w.evaluate(k, false)
@@ -228,6 +268,10 @@ func (w *Writer) resync(snapshot []*watchv1.Object) {
 }
 
 func (w *Writer) storeEvent(ev store.Event) {
+	if isGatewayKind(ev.Object.GetKind()) {
+		w.gatewayStoreEvent(ev)
+		return
+	}
 	switch ev.Type {
 	case store.EventUpsert:
 		if k, ok := w.upsert(ev.Object); ok {
@@ -314,6 +358,7 @@ func (w *Writer) checkClasses(src string, sts []*watchv1.IngressStatus) {
 func (w *Writer) report(from Origin, req *watchv1.ReportStatusRequest) {
 	src := req.GetSource()
 	w.origins[src] = from
+	w.gatewayReport(src, req)
 	w.checkClasses(src, req.GetStatuses())
 	cur := w.sources[src]
 	if cur == nil || req.GetFull() {
@@ -410,11 +455,11 @@ func (w *Writer) evaluate(k key, fromReport bool) {
 	} else {
 		delete(w.pending, k)
 	}
-	n := len(w.pending)
+	n := w.pendingLen()
 	w.mu.Unlock()
 	w.cfg.Metrics.SetStatusPending(n)
 	if write {
-		w.term.queue.Add(k)
+		w.term.queue.Add(objKey{key: k})
 	} else if fromReport && ing != nil && d != nil && d.GetManageLoadBalancer() {
 		w.cfg.Metrics.StatusWrite("skipped")
 	}
@@ -424,11 +469,16 @@ func (w *Writer) evaluate(k key, fromReport bool) {
 // Normal Event when its last finding went away. Only in a term: a replica that is not the
 // leader says nothing.
 func (w *Writer) announce(k key, ing *networkingv1.Ingress, findings []*watchv1.StatusFinding) {
-	prev := w.said[k]
-	if prev.uid != ing.UID {
-		prev = announced{uid: ing.UID}
+	w.said[k] = w.announceTo(w.said[k], ingressRef(ing), findings)
+}
+
+// announceTo records the Events of findings on ref, given what it was told before (prev),
+// and returns what it has been told now.
+func (w *Writer) announceTo(prev announced, ref *corev1.ObjectReference, findings []*watchv1.StatusFinding) announced {
+	if prev.uid != ref.UID {
+		prev = announced{uid: ref.UID}
 	}
-	next := announced{uid: ing.UID, findings: make(map[string]bool, len(findings))}
+	next := announced{uid: ref.UID, findings: make(map[string]bool, len(findings))}
 	for _, f := range findings {
 		sig := f.GetReason() + "\x00" + f.GetField() + "\x00" + f.GetMessage()
 		next.findings[sig] = true
@@ -441,13 +491,13 @@ func (w *Writer) announce(k key, ing *networkingv1.Ingress, findings []*watchv1.
 			if f.GetField() != "" {
 				msg = f.GetField() + ": " + msg
 			}
-			w.term.recorder.event(ing, typ, f.GetReason(), msg)
+			w.term.recorder.event(ref, typ, f.GetReason(), msg)
 		}
 	}
 	if len(findings) == 0 && len(prev.findings) > 0 {
-		w.term.recorder.event(ing, corev1.EventTypeNormal, "FindingsResolved", "every finding was resolved; the Ingress is served as written")
+		w.term.recorder.event(ref, corev1.EventTypeNormal, "FindingsResolved", "every finding was resolved; the "+ref.Kind+" is served as written")
 	}
-	w.said[k] = next
+	return next
 }
 
 func (w *Writer) beginTerm(ctx context.Context) {
@@ -457,9 +507,10 @@ func (w *Writer) beginTerm(ctx context.Context) {
 	w.sources = map[string]map[key]*watchv1.IngressStatus{}
 	w.released = map[key][]*watchv1.LoadBalancerIngress{}
 	w.said = map[key]announced{}
+	w.gw.resetTerm()
 	t := &term{ctx: ctx, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, 30*time.Second),
-		workqueue.TypedRateLimitingQueueConfig[key]{Name: "status"})}
+		workqueue.NewTypedItemExponentialFailureRateLimiter[objKey](100*time.Millisecond, 30*time.Second),
+		workqueue.TypedRateLimitingQueueConfig[objKey]{Name: "status"})}
 	t.recorder = newRecorder(ctx, w.cfg.Client, w.cfg.Component, w.cfg.Metrics, w.log)
 	w.term = t
 	for i := 0; i < w.cfg.Workers; i++ {
@@ -476,9 +527,13 @@ func (w *Writer) beginTerm(ctx context.Context) {
 	}()
 	w.mu.Lock()
 	w.pending = map[key]intent{}
+	w.gwPending = map[objKey]gwIntent{}
 	w.mu.Unlock()
 	for k := range w.actual {
 		w.evaluate(k, false)
+	}
+	for k := range w.gw.objects {
+		w.gatewayEvaluate(k, false)
 	}
 	w.log.Info("status writing started")
 }
@@ -493,6 +548,7 @@ func (w *Writer) endTerm() {
 	t.recorder.shutdown()
 	w.mu.Lock()
 	w.pending = map[key]intent{}
+	w.gwPending = map[objKey]gwIntent{}
 	w.mu.Unlock()
 	w.cfg.Metrics.SetStatusPending(0)
 	w.log.Info("status writing stopped")
@@ -500,15 +556,19 @@ func (w *Writer) endTerm() {
 
 // work takes one key and writes its newest intent; false when the term is over.
 func (w *Writer) work(t *term) bool {
-	k, shutdown := t.queue.Get()
+	qk, shutdown := t.queue.Get()
 	if shutdown {
 		return false
 	}
-	defer t.queue.Done(k)
+	defer t.queue.Done(qk)
+	if qk.kind != "" {
+		return w.gatewayWork(t, qk)
+	}
+	k := qk.key
 	w.mu.Lock()
 	in, ok := w.pending[k]
 	delete(w.pending, k)
-	n := len(w.pending)
+	n := w.pendingLen()
 	w.mu.Unlock()
 	if !ok {
 		return true
@@ -516,7 +576,7 @@ func (w *Writer) work(t *term) bool {
 	err := w.write(t.ctx, k, in)
 	switch {
 	case err == nil:
-		t.queue.Forget(k)
+		t.queue.Forget(qk)
 	case t.ctx.Err() != nil:
 		return false // the lease is gone: this replica writes nothing more
 	default:
@@ -525,9 +585,9 @@ func (w *Writer) work(t *term) bool {
 		if _, newer := w.pending[k]; !newer {
 			w.pending[k] = in
 		}
-		n = len(w.pending)
+		n = w.pendingLen()
 		w.mu.Unlock()
-		t.queue.AddRateLimited(k)
+		t.queue.AddRateLimited(qk)
 	}
 	w.cfg.Metrics.SetStatusPending(n)
 	return true
@@ -596,6 +656,9 @@ func statusPatch(resourceVersion string, lb []*watchv1.LoadBalancerIngress) ([]b
 		"status":   map[string]any{"loadBalancer": map[string]any{"ingress": list}},
 	})
 }
+
+// pendingLen is the number of pending writes; the caller holds mu.
+func (w *Writer) pendingLen() int { return len(w.pending) + len(w.gwPending) }
 
 type nopMetrics struct{}
 

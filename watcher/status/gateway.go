@@ -1,0 +1,352 @@
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/sluice-io/sluice/internal/watchstream"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+)
+
+// The Gateway API kinds whose status the Writer writes (group gateway.networking.k8s.io).
+const (
+	GatewayGroup     = "gateway.networking.k8s.io"
+	KindGatewayClass = "GatewayClass"
+	KindGateway      = "Gateway"
+	KindHTTPRoute    = "HTTPRoute"
+)
+
+// gatewayResources are the resources of the kinds above, for the status subresource's URL.
+var gatewayResources = map[string]string{KindGatewayClass: "gatewayclasses", KindGateway: "gateways", KindHTTPRoute: "httproutes"}
+
+// objKey names an object on the work queue: kind is empty for an Ingress, else a Gateway API
+// kind (namespace empty for a GatewayClass).
+type objKey struct {
+	kind string
+	key
+}
+
+func (k objKey) String() string {
+	if k.kind == "" {
+		return k.key.String()
+	}
+	if k.ns == "" {
+		return k.kind + " " + k.name
+	}
+	return k.kind + " " + k.key.String()
+}
+
+func gatewayKeyOf(k *watchv1.ObjectKey) objKey {
+	return objKey{kind: k.GetKind(), key: key{k.GetNamespace(), k.GetName()}}
+}
+
+// gatewayObject is a Gateway API object as the store holds it, decoded with the v1 types
+// (v1beta1 of these kinds has the same schema). Exactly one of class, gw and route is set.
+type gatewayObject struct {
+	version string // the served version the store holds, for the status subresource's URL
+	meta    *metav1.ObjectMeta
+	class   *gwv1.GatewayClass
+	gw      *gwv1.Gateway
+	route   *gwv1.HTTPRoute
+}
+
+func (o *gatewayObject) gvr(kind string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: GatewayGroup, Version: o.version, Resource: gatewayResources[kind]}
+}
+
+// decodeGateway decodes a wire object of a Gateway API kind (JSON: the store holds custom
+// resources as the apiserver sends them).
+func decodeGateway(kind, version string, contentType string, raw []byte) (*gatewayObject, error) {
+	if contentType != watchstream.ContentTypeJSON {
+		return nil, fmt.Errorf("content type %q, want %s", contentType, watchstream.ContentTypeJSON)
+	}
+	o := &gatewayObject{version: version}
+	var err error
+	switch kind {
+	case KindGatewayClass:
+		o.class = &gwv1.GatewayClass{}
+		err = json.Unmarshal(raw, o.class)
+		o.meta = &o.class.ObjectMeta
+	case KindGateway:
+		o.gw = &gwv1.Gateway{}
+		err = json.Unmarshal(raw, o.gw)
+		o.meta = &o.gw.ObjectMeta
+	case KindHTTPRoute:
+		o.route = &gwv1.HTTPRoute{}
+		err = json.Unmarshal(raw, o.route)
+		o.meta = &o.route.ObjectMeta
+	default:
+		return nil, fmt.Errorf("kind %q is not one whose status is written", kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// gatewayInput is everything that decides one Gateway API object's status.
+type gatewayInput struct {
+	kind string
+	// controller is this watcher's Gateway controller name (--gateway-controller-name).
+	controller string
+	// now stamps a condition whose status changed.
+	now metav1.Time
+	// obj is the object as the store (or, after a conflict, a fresh read) shows it; nil when
+	// it does not exist.
+	obj *gatewayObject
+	// classController is, for a Gateway, the spec.controllerName of its GatewayClass (empty
+	// when the class is unknown).
+	classController string
+	// report is the report that decides the object; nil when no source reports it.
+	report *watchv1.GatewayAPIStatus
+	// released says that a source reported the object and then let go of it.
+	released bool
+}
+
+// gatewayDecision is what the object needs. When write is set, status is the object's new
+// status as a merge patch: the fields this controller owns, whole (a merge patch replaces
+// lists whole), and nothing else, so every field of others is kept.
+type gatewayDecision struct {
+	write  bool
+	status map[string]any
+	// why names, when nothing is written, the rule that decided so (for tests and debug logs).
+	why string
+}
+
+// Why a Gateway API status is not written.
+const (
+	whyAbsent      = "absent"       // the object is not in the store
+	whyNoReport    = "no report"    // no source reports it (and it was not released)
+	whyRefused     = "refused"      // the report names another controller
+	whyUIDMismatch = "uid mismatch" // the report is about an earlier object of that name
+	whyNotOurs     = "not ours"     // a GatewayClass of another controller, a Gateway of its class
+	whyEqual       = "equal"        // the object already shows it
+	whyLeftAsIs    = "left as is"   // a released GatewayClass or Gateway keeps its status
+)
+
+// decideGateway decides one Gateway API object's status. It is pure: the same input gives the
+// same decision (the time is in the input).
+//
+//   - A report naming another controller than ours is refused.
+//   - A GatewayClass is written only when its spec.controllerName is ours, a Gateway only when
+//     its class's is; the report's uid must be the object's (a recreated object waits for a
+//     report about it).
+//   - GatewayClass and Gateway: the report's conditions (and a Gateway's listeners, and its
+//     addresses when the report manages them) replace the object's.
+//   - HTTPRoute: status.parents entries whose controllerName is ours are replaced by the
+//     reported ones (controllerName ours), after every other controller's, which are kept as
+//     they are. Released (no source reports it any more): ours are removed.
+//   - Released GatewayClass or Gateway: the status is left as it is (as Contour and Envoy
+//     Gateway do): another controller may own it by now, or nobody will keep it current.
+//   - A condition keeps the object's lastTransitionTime for its type when its status did not
+//     change; else it is now. observedGeneration is as reported.
+//   - Nothing is written when the result equals what the object shows.
+func decideGateway(in gatewayInput) gatewayDecision {
+	if in.obj == nil {
+		return gatewayDecision{why: whyAbsent}
+	}
+	r := in.report
+	if r == nil {
+		if in.released && in.kind == KindHTTPRoute {
+			cur := in.obj.route.Status.Parents
+			next := othersParents(cur, in.controller)
+			if len(next) == len(cur) {
+				return gatewayDecision{why: whyEqual}
+			}
+			return gatewayDecision{write: true, status: map[string]any{"parents": nonNilParents(next)}}
+		}
+		if in.released {
+			return gatewayDecision{why: whyLeftAsIs}
+		}
+		return gatewayDecision{why: whyNoReport}
+	}
+	if r.GetControllerName() != in.controller {
+		return gatewayDecision{why: whyRefused}
+	}
+	if string(in.obj.meta.UID) != r.GetUid() {
+		return gatewayDecision{why: whyUIDMismatch}
+	}
+	switch in.kind {
+	case KindGatewayClass:
+		c := in.obj.class
+		if string(c.Spec.ControllerName) != in.controller {
+			return gatewayDecision{why: whyNotOurs}
+		}
+		conds := conditionsOf(r.GetConditions(), c.Status.Conditions, in.now)
+		if equality.Semantic.DeepEqual(emptyNil(conds), emptyNil(c.Status.Conditions)) {
+			return gatewayDecision{why: whyEqual}
+		}
+		return gatewayDecision{write: true, status: map[string]any{"conditions": nilIfEmpty(conds)}}
+	case KindGateway:
+		g := in.obj.gw
+		if in.classController != in.controller {
+			return gatewayDecision{why: whyNotOurs}
+		}
+		conds := conditionsOf(r.GetConditions(), g.Status.Conditions, in.now)
+		listeners := listenersOf(r.GetListeners(), g.Status.Listeners, in.now)
+		same := equality.Semantic.DeepEqual(emptyNil(conds), emptyNil(g.Status.Conditions)) &&
+			equality.Semantic.DeepEqual(emptyNil(listeners), emptyNil(g.Status.Listeners))
+		st := map[string]any{"conditions": nilIfEmpty(conds), "listeners": nilIfEmpty(listeners)}
+		if r.GetManageAddresses() {
+			addrs := addressesOf(r.GetAddresses())
+			same = same && equality.Semantic.DeepEqual(emptyNil(addrs), emptyNil(g.Status.Addresses))
+			st["addresses"] = nilIfEmpty(addrs)
+		}
+		if same {
+			return gatewayDecision{why: whyEqual}
+		}
+		return gatewayDecision{write: true, status: st}
+	case KindHTTPRoute:
+		cur := in.obj.route.Status.Parents
+		next := othersParents(cur, in.controller)
+		for _, p := range r.GetParents() {
+			ref := parentRefOf(p.GetParentRef())
+			var old []metav1.Condition
+			for _, c := range cur {
+				if string(c.ControllerName) == in.controller && equality.Semantic.DeepEqual(c.ParentRef, ref) {
+					old = c.Conditions
+					break
+				}
+			}
+			next = append(next, gwv1.RouteParentStatus{ParentRef: ref, ControllerName: gwv1.GatewayController(in.controller),
+				Conditions: conditionsOf(p.GetConditions(), old, in.now)})
+		}
+		if equality.Semantic.DeepEqual(emptyNil(next), emptyNil(cur)) {
+			return gatewayDecision{why: whyEqual}
+		}
+		return gatewayDecision{write: true, status: map[string]any{"parents": nonNilParents(next)}}
+	}
+	return gatewayDecision{why: fmt.Sprintf("kind %q", in.kind)}
+}
+
+// othersParents are the entries of parents that another controller owns, in their order.
+func othersParents(parents []gwv1.RouteParentStatus, controller string) []gwv1.RouteParentStatus {
+	var out []gwv1.RouteParentStatus
+	for _, p := range parents {
+		if string(p.ControllerName) != controller {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// nonNilParents: status.parents is required, so an empty list is written as [], not removed.
+func nonNilParents(p []gwv1.RouteParentStatus) []gwv1.RouteParentStatus {
+	if p == nil {
+		return []gwv1.RouteParentStatus{}
+	}
+	return p
+}
+
+// conditionsOf converts reported conditions, keeping the lastTransitionTime of the current
+// condition of the same type when its status is unchanged.
+func conditionsOf(reported []*watchv1.Condition, current []metav1.Condition, now metav1.Time) []metav1.Condition {
+	var out []metav1.Condition
+	for _, c := range reported {
+		mc := metav1.Condition{Type: c.GetType(), Status: metav1.ConditionStatus(c.GetStatus()), Reason: c.GetReason(), Message: c.GetMessage(),
+			ObservedGeneration: c.GetObservedGeneration(), LastTransitionTime: now}
+		for _, old := range current {
+			if old.Type == mc.Type && old.Status == mc.Status {
+				mc.LastTransitionTime = old.LastTransitionTime
+				break
+			}
+		}
+		out = append(out, mc)
+	}
+	return out
+}
+
+func listenersOf(reported []*watchv1.ListenerStatus, current []gwv1.ListenerStatus, now metav1.Time) []gwv1.ListenerStatus {
+	var out []gwv1.ListenerStatus
+	for _, l := range reported {
+		var old []metav1.Condition
+		for _, c := range current {
+			if string(c.Name) == l.GetName() {
+				old = c.Conditions
+				break
+			}
+		}
+		ls := gwv1.ListenerStatus{Name: gwv1.SectionName(l.GetName()), AttachedRoutes: l.GetAttachedRoutes(),
+			SupportedKinds: []gwv1.RouteGroupKind{}, Conditions: conditionsOf(l.GetConditions(), old, now)}
+		for _, k := range l.GetSupportedKinds() {
+			// The CRD defaults an absent group to the Gateway API's; say it, so that what is
+			// written compares equal to what is read back.
+			g := gwv1.Group(k.GetGroup())
+			if g == "" {
+				g = GatewayGroup
+			}
+			ls.SupportedKinds = append(ls.SupportedKinds, gwv1.RouteGroupKind{Group: &g, Kind: gwv1.Kind(k.GetKind())})
+		}
+		if ls.Conditions == nil {
+			ls.Conditions = []metav1.Condition{} // required
+		}
+		out = append(out, ls)
+	}
+	return out
+}
+
+func addressesOf(reported []*watchv1.GatewayAddress) []gwv1.GatewayStatusAddress {
+	var out []gwv1.GatewayStatusAddress
+	for _, a := range reported {
+		t := gwv1.AddressType(a.GetType())
+		if t == "" {
+			t = gwv1.IPAddressType // the CRD's default
+		}
+		out = append(out, gwv1.GatewayStatusAddress{Type: &t, Value: a.GetValue()})
+	}
+	return out
+}
+
+// parentRefOf is a reported parentRef as the apiserver stores it: unset fields stay unset,
+// except group and kind, which the CRD defaults (gateway.networking.k8s.io, Gateway).
+func parentRefOf(p *watchv1.ParentReference) gwv1.ParentReference {
+	g, k := gwv1.Group(p.GetGroup()), gwv1.Kind(p.GetKind())
+	if g == "" {
+		g = GatewayGroup
+	}
+	if k == "" {
+		k = KindGateway
+	}
+	ref := gwv1.ParentReference{Group: &g, Kind: &k, Name: gwv1.ObjectName(p.GetName())}
+	if p.GetNamespace() != "" {
+		ns := gwv1.Namespace(p.GetNamespace())
+		ref.Namespace = &ns
+	}
+	if p.GetSectionName() != "" {
+		s := gwv1.SectionName(p.GetSectionName())
+		ref.SectionName = &s
+	}
+	if p.GetPort() != 0 {
+		port := p.GetPort()
+		ref.Port = &port
+	}
+	return ref
+}
+
+// emptyNil makes an empty list and an absent one compare equal.
+func emptyNil[T any](l []T) []T {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
+}
+
+// nilIfEmpty is a list for a merge patch: null removes the field.
+func nilIfEmpty[T any](l []T) any {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
+}
+
+// gatewayPatch is the merge patch of one object's status: it names the resourceVersion the
+// decision was made on, so that a concurrent change (another controller's parents entry)
+// is a conflict, decided again on a fresh read.
+func gatewayPatch(resourceVersion string, status map[string]any) ([]byte, error) {
+	return json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": resourceVersion}, "status": status})
+}

@@ -1,0 +1,270 @@
+package status
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/sluice-io/sluice/internal/watchstream"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+)
+
+const (
+	ours   = "sluice.io/gateway-controller"
+	theirs = "example.com/other-controller"
+)
+
+var (
+	then = metav1.NewTime(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))  // an object's condition time
+	now  = metav1.NewTime(time.Date(2030, 6, 7, 8, 9, 10, 0, time.UTC)) // the injected clock
+)
+
+// gwObject decodes a Gateway API object from its JSON, as the store holds it.
+func gwObject(t *testing.T, kind string, obj any) *gatewayObject {
+	t.Helper()
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := decodeGateway(kind, "v1", watchstream.ContentTypeJSON, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func cond(typ, status, reason string, gen int64, at metav1.Time) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: metav1.ConditionStatus(status), Reason: reason, Message: reason, ObservedGeneration: gen, LastTransitionTime: at}
+}
+
+func wcond(typ, status, reason string, gen int64) *watchv1.Condition {
+	return &watchv1.Condition{Type: typ, Status: status, Reason: reason, Message: reason, ObservedGeneration: gen}
+}
+
+func gatewayClass(controller string, conds ...metav1.Condition) *gwv1.GatewayClass {
+	return &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "gc", UID: "u-gc", ResourceVersion: "1"},
+		Spec:   gwv1.GatewayClassSpec{ControllerName: gwv1.GatewayController(controller)},
+		Status: gwv1.GatewayClassStatus{Conditions: conds, SupportedFeatures: []gwv1.SupportedFeature{{Name: "HTTPRoute"}}}}
+}
+
+func gateway(st gwv1.GatewayStatus) *gwv1.Gateway {
+	return &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gw", UID: "u-gw", ResourceVersion: "1"},
+		Spec: gwv1.GatewaySpec{GatewayClassName: "gc"}, Status: st}
+}
+
+func route(parents ...gwv1.RouteParentStatus) *gwv1.HTTPRoute {
+	r := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r", UID: "u-r", ResourceVersion: "1"}}
+	r.Status.Parents = parents
+	return r
+}
+
+// parent is a status.parents entry as the apiserver shows it (group and kind defaulted).
+func parent(controller, gw, section string, conds ...metav1.Condition) gwv1.RouteParentStatus {
+	ref := gwv1.ParentReference{Group: ptr.To(gwv1.Group(GatewayGroup)), Kind: ptr.To(gwv1.Kind("Gateway")), Name: gwv1.ObjectName(gw)}
+	if section != "" {
+		ref.SectionName = ptr.To(gwv1.SectionName(section))
+	}
+	return gwv1.RouteParentStatus{ParentRef: ref, ControllerName: gwv1.GatewayController(controller), Conditions: conds}
+}
+
+func report(kind, ns, name, uid string) *watchv1.GatewayAPIStatus {
+	return &watchv1.GatewayAPIStatus{Key: &watchv1.ObjectKey{Kind: kind, Namespace: ns, Name: name}, Uid: uid, ControllerName: ours}
+}
+
+// Issue 17 (docs/design.md, "Who may do what"; scenario 8): the decision table of Gateway API
+// status write-back. A report is acted on only when it names this watcher's controller and
+// the object's uid, only for objects of our controller; another controller's route parents
+// are never touched; a condition keeps its time while its status holds; and nothing is
+// written when the object already shows the result (no write storm).
+func TestDecideGatewayStatus(t *testing.T) {
+	accepted := func(gen int64) *watchv1.GatewayAPIStatus {
+		r := report(KindGatewayClass, "", "gc", "u-gc")
+		r.Conditions = []*watchv1.Condition{wcond("Accepted", "True", "Accepted", gen)}
+		return r
+	}
+	theirParent := parent(theirs, "other-gw", "", cond("Accepted", "True", "Accepted", 7, then))
+	routeReport := func(status string) *watchv1.GatewayAPIStatus {
+		r := report(KindHTTPRoute, "ns", "r", "u-r")
+		r.Parents = []*watchv1.RouteParentStatus{{ParentRef: &watchv1.ParentReference{Name: "gw", SectionName: "http"},
+			Conditions: []*watchv1.Condition{wcond("Accepted", status, "Accepted", 2), wcond("ResolvedRefs", "True", "ResolvedRefs", 2)}}}
+		return r
+	}
+	gwReport := func(manage bool) *watchv1.GatewayAPIStatus {
+		r := report(KindGateway, "ns", "gw", "u-gw")
+		r.Conditions = []*watchv1.Condition{wcond("Accepted", "True", "Accepted", 1), wcond("Programmed", "True", "Programmed", 1)}
+		r.Listeners = []*watchv1.ListenerStatus{{Name: "http", AttachedRoutes: 2, SupportedKinds: []*watchv1.RouteGroupKind{{Kind: "HTTPRoute"}},
+			Conditions: []*watchv1.Condition{wcond("Accepted", "True", "Accepted", 1)}}}
+		r.ManageAddresses, r.Addresses = manage, []*watchv1.GatewayAddress{{Type: "IPAddress", Value: "192.0.2.1"}}
+		return r
+	}
+	gwShown := gwv1.GatewayStatus{
+		Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", 1, then), cond("Programmed", "True", "Programmed", 1, then)},
+		Listeners: []gwv1.ListenerStatus{{Name: "http", AttachedRoutes: 2, SupportedKinds: []gwv1.RouteGroupKind{{Group: ptr.To(gwv1.Group(GatewayGroup)), Kind: "HTTPRoute"}},
+			Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", 1, then)}}},
+	}
+	gwShownAddressed := *gwShown.DeepCopy()
+	gwShownAddressed.Addresses = []gwv1.GatewayStatusAddress{{Type: ptr.To(gwv1.IPAddressType), Value: "192.0.2.1"}}
+	otherReport := accepted(1)
+	otherReport.ControllerName = theirs
+
+	cases := []struct {
+		name       string
+		kind       string
+		obj        any // nil: absent
+		class      string
+		report     *watchv1.GatewayAPIStatus
+		released   bool
+		wantWhy    string
+		wantStatus string // the patch's status, as JSON; set when a write is wanted
+	}{{
+		name: "GatewayClassOfOursGetsAcceptedAtNow", kind: KindGatewayClass,
+		obj:        gatewayClass(ours, cond("Accepted", "Unknown", "Pending", 0, metav1.NewTime(time.Unix(0, 0)))),
+		report:     accepted(1),
+		wantStatus: `{"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"Accepted","message":"Accepted"}]}`,
+	}, {
+		name: "GatewayClassOfAnotherControllerUntouched", kind: KindGatewayClass,
+		obj: gatewayClass(theirs), report: accepted(1), wantWhy: whyNotOurs,
+	}, {
+		name: "ReportNamingAnotherControllerRefused", kind: KindGatewayClass,
+		obj: gatewayClass(ours), report: otherReport, wantWhy: whyRefused,
+	}, {
+		name: "ReportAboutAnEarlierObjectWaits", kind: KindGatewayClass,
+		obj: gatewayClass(ours), report: func() *watchv1.GatewayAPIStatus { r := accepted(1); r.Uid = "u-old"; return r }(), wantWhy: whyUIDMismatch,
+	}, {
+		name: "NoWriteWhenEqual", kind: KindGatewayClass,
+		obj: gatewayClass(ours, cond("Accepted", "True", "Accepted", 1, then)), report: accepted(1), wantWhy: whyEqual,
+	}, {
+		name: "ConditionTimeKeptWhenItsStatusIsUnchanged", kind: KindGatewayClass,
+		obj: gatewayClass(ours, cond("Accepted", "True", "Accepted", 1, then)), report: accepted(2),
+		wantStatus: `{"conditions":[{"type":"Accepted","status":"True","observedGeneration":2,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Accepted","message":"Accepted"}]}`,
+	}, {
+		name: "AbsentObject", kind: KindGatewayClass, report: accepted(1), wantWhy: whyAbsent,
+	}, {
+		name: "UnreportedObjectUntouched", kind: KindGatewayClass, obj: gatewayClass(ours), wantWhy: whyNoReport,
+	}, {
+		name: "ReleasedGatewayClassLeftAsIs", kind: KindGatewayClass, obj: gatewayClass(ours, cond("Accepted", "True", "Accepted", 1, then)),
+		released: true, wantWhy: whyLeftAsIs,
+	}, {
+		name: "GatewayOfOurClassWithoutAddresses", kind: KindGateway, class: ours, obj: gateway(gwv1.GatewayStatus{
+			Addresses: []gwv1.GatewayStatusAddress{{Type: ptr.To(gwv1.HostnameAddressType), Value: "set.by.someone"}}}),
+		report: gwReport(false),
+		// addresses are not managed: the patch leaves them as they are.
+		wantStatus: `{"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"Accepted","message":"Accepted"},` +
+			`{"type":"Programmed","status":"True","observedGeneration":1,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"Programmed","message":"Programmed"}],` +
+			`"listeners":[{"name":"http","supportedKinds":[{"group":"gateway.networking.k8s.io","kind":"HTTPRoute"}],"attachedRoutes":2,` +
+			`"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"Accepted","message":"Accepted"}]}]}`,
+	}, {
+		name: "GatewayAddressesWhenManaged", kind: KindGateway, class: ours, obj: gateway(gwShown), report: gwReport(true),
+		wantStatus: `{"addresses":[{"type":"IPAddress","value":"192.0.2.1"}],` +
+			`"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Accepted","message":"Accepted"},` +
+			`{"type":"Programmed","status":"True","observedGeneration":1,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Programmed","message":"Programmed"}],` +
+			`"listeners":[{"name":"http","supportedKinds":[{"group":"gateway.networking.k8s.io","kind":"HTTPRoute"}],"attachedRoutes":2,` +
+			`"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Accepted","message":"Accepted"}]}]}`,
+	}, {
+		name: "GatewayEqualWithAddresses", kind: KindGateway, class: ours, obj: gateway(gwShownAddressed), report: gwReport(true), wantWhy: whyEqual,
+	}, {
+		name: "GatewayEqualAddressesNotManaged", kind: KindGateway, class: ours, obj: gateway(gwShownAddressed), report: gwReport(false), wantWhy: whyEqual,
+	}, {
+		name: "GatewayOfAnotherControllersClassUntouched", kind: KindGateway, class: theirs, obj: gateway(gwv1.GatewayStatus{}), report: gwReport(true), wantWhy: whyNotOurs,
+	}, {
+		name: "GatewayOfAnUnknownClassUntouched", kind: KindGateway, class: "", obj: gateway(gwv1.GatewayStatus{}), report: gwReport(true), wantWhy: whyNotOurs,
+	}, {
+		name: "ReleasedGatewayLeftAsIs", kind: KindGateway, class: ours, obj: gateway(gwShown), released: true, wantWhy: whyLeftAsIs,
+	}, {
+		name: "RouteParentsOfAnotherControllerKept", kind: KindHTTPRoute,
+		obj:    route(parent(ours, "gw", "http", cond("Accepted", "False", "NotAllowedByListeners", 1, then)), theirParent),
+		report: routeReport("True"),
+		wantStatus: `{"parents":[{"parentRef":{"group":"gateway.networking.k8s.io","kind":"Gateway","name":"other-gw"},"controllerName":"example.com/other-controller",` +
+			`"conditions":[{"type":"Accepted","status":"True","observedGeneration":7,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Accepted","message":"Accepted"}]},` +
+			`{"parentRef":{"group":"gateway.networking.k8s.io","kind":"Gateway","name":"gw","sectionName":"http"},"controllerName":"sluice.io/gateway-controller",` +
+			`"conditions":[{"type":"Accepted","status":"True","observedGeneration":2,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"Accepted","message":"Accepted"},` +
+			`{"type":"ResolvedRefs","status":"True","observedGeneration":2,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"ResolvedRefs","message":"ResolvedRefs"}]}]}`,
+	}, {
+		name: "RouteEqualWithUnsetGroupAndKindReported", kind: KindHTTPRoute,
+		obj:    route(theirParent, parent(ours, "gw", "http", cond("Accepted", "True", "Accepted", 2, then), cond("ResolvedRefs", "True", "ResolvedRefs", 2, then))),
+		report: routeReport("True"), wantWhy: whyEqual,
+	}, {
+		name: "ReleasedRouteLosesOurParentsOnly", kind: KindHTTPRoute, released: true,
+		obj: route(parent(ours, "gw", "http", cond("Accepted", "True", "Accepted", 2, then)), theirParent),
+		wantStatus: `{"parents":[{"parentRef":{"group":"gateway.networking.k8s.io","kind":"Gateway","name":"other-gw"},"controllerName":"example.com/other-controller",` +
+			`"conditions":[{"type":"Accepted","status":"True","observedGeneration":7,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Accepted","message":"Accepted"}]}]}`,
+	}, {
+		name: "ReleasedRouteWithoutOursIsEqual", kind: KindHTTPRoute, released: true, obj: route(theirParent), wantWhy: whyEqual,
+	}, {
+		name: "ReleasedRouteOfOursAloneGetsAnEmptyList", kind: KindHTTPRoute, released: true,
+		obj: route(parent(ours, "gw", "", cond("Accepted", "True", "Accepted", 2, then))), wantStatus: `{"parents":[]}`,
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := gatewayInput{kind: tc.kind, controller: ours, now: now, classController: tc.class, report: tc.report, released: tc.released}
+			if tc.obj != nil {
+				in.obj = gwObject(t, tc.kind, tc.obj)
+			}
+			d := decideGateway(in)
+			if tc.wantStatus == "" {
+				if d.write || d.why != tc.wantWhy {
+					t.Fatalf("decision: write %v (%q), want no write because %q; status %v", d.write, d.why, tc.wantWhy, d.status)
+				}
+				return
+			}
+			if !d.write {
+				t.Fatalf("no write (%s); want status %s", d.why, tc.wantStatus)
+			}
+			got, err := json.Marshal(d.status)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.wantStatus {
+				t.Fatalf("status patch\n got %s\nwant %s", got, tc.wantStatus)
+			}
+			// What is written, once read back, decides nothing more.
+			applied := applyStatus(t, tc.kind, tc.obj, d.status)
+			in.obj, in.released = applied, false
+			if tc.released {
+				in.released = true
+			}
+			if again := decideGateway(in); again.write {
+				t.Fatalf("the written status decides another write: %v", again.status)
+			}
+		})
+	}
+}
+
+// applyStatus is obj with the patch's status fields merged in (a merge patch replaces each
+// field whole), decoded as the store would hold it.
+func applyStatus(t *testing.T, kind string, obj any, status map[string]any) *gatewayObject {
+	t.Helper()
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := m["status"].(map[string]any)
+	if st == nil {
+		st = map[string]any{}
+	}
+	patch, err := json.Marshal(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(patch, &p); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range p {
+		if v == nil {
+			delete(st, k)
+		} else {
+			st[k] = v
+		}
+	}
+	m["status"] = st
+	return gwObject(t, kind, m)
+}
