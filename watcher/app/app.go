@@ -65,6 +65,9 @@ type Settings struct {
 	LeaseRenewDeadline time.Duration
 	LeaseRetryPeriod   time.Duration
 
+	// GatewayControllerName is the Gateway controller whose Gateway API statuses are written.
+	GatewayControllerName string
+
 	specs []kinds.Spec
 }
 
@@ -92,6 +95,7 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.Float32Var(&s.StatusQPS, "status-qps", 10, "client-side queries per second for status writes and Events, apart from --kube-qps")
 	fs.IntVar(&s.StatusBurst, "status-burst", 20, "client-side burst for status writes and Events")
 	fs.IntVar(&s.StatusWorkers, "status-workers", 2, "concurrent status writes")
+	fs.StringVar(&s.GatewayControllerName, "gateway-controller-name", "sluice.io/gateway-controller", "Gateway controller name (as the translator's): only GatewayClasses with it, their Gateways and our HTTPRoute parents entries get the Gateway API statuses translators report, and only reports naming it are taken (empty: none)")
 	fs.StringVar(&s.ID, "id", host, "this replica's name in the Lease")
 	fs.StringVar(&s.AdvertiseAddr, "advertise-addr", "", "address where the other replicas reach this one's gRPC to relay status streams (default: --listen, or $POD_IP with --listen's port when --listen is 0.0.0.0)")
 	fs.StringVar(&s.PeerTLSServerName, "peer-tls-server-name", "", "name to verify in the leader's certificate when relaying to it (default: the dialled host)")

@@ -8,8 +8,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/sluice-io/sluice/internal/cli"
 	"github.com/sluice-io/sluice/internal/grpcx"
@@ -44,7 +46,7 @@ func (s *Settings) writeStatus(ctx context.Context, log hclog.Logger, restCfg *r
 	}
 	// Own clients, own rate limits: status writes and Events never take the informers' share,
 	// and nothing delays a Lease renewal.
-	statusCS, err := clientFor(restCfg, "status", s.StatusQPS, s.StatusBurst)
+	statusCS, statusDyn, err := statusClients(restCfg, s.StatusQPS, s.StatusBurst)
 	if err != nil {
 		return err
 	}
@@ -53,6 +55,7 @@ func (s *Settings) writeStatus(ctx context.Context, log hclog.Logger, restCfg *r
 		classKind = class.Wire()
 	}
 	w, err := status.New(status.Config{Logger: log, Source: ctrl, Client: statusCS, Ingress: ingress.Wire(), IngressClass: classKind,
+		Dynamic: statusDyn, GatewayControllerName: s.GatewayControllerName,
 		Workers: s.StatusWorkers, Component: "sluice-watcher", Metrics: m})
 	if err != nil {
 		return err
@@ -102,6 +105,24 @@ func clientFor(base *rest.Config, purpose string, qps float32, burst int) (kuber
 		return nil, fmt.Errorf("kubernetes client for %s: %w", purpose, err)
 	}
 	return cs, nil
+}
+
+// statusClients are the clients of status writes: typed (Ingresses, Events) and dynamic
+// (Gateway API statuses), sharing one rate limiter, so --status-qps bounds them together.
+func statusClients(base *rest.Config, qps float32, burst int) (kubernetes.Interface, dynamic.Interface, error) {
+	cfg := rest.CopyConfig(base)
+	cfg.QPS, cfg.Burst = qps, burst
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+	cfg.UserAgent = "sluice-watcher/status"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes client for status: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes dynamic client for status: %w", err)
+	}
+	return cs, dyn, nil
 }
 
 // peers holds the connections to other replicas, for relaying status streams to the leader.
