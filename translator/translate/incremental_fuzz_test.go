@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
 
 // byteSource is a math/rand source that plays back the fuzzer's bytes, one byte a draw:
@@ -58,11 +59,12 @@ func FuzzIncrementalEqualsFull(f *testing.F) {
 		cur := objects{}
 		inc := New(opts)
 		receiver := contract.NewState()
+		gwHeld := map[string]*watchv1.GatewayAPIStatus{}
 		now := base
 		for step := 0; !src.done && step < 200; step++ {
 			for range 1 + u.r.IntN(4) {
 				var o any
-				switch u.r.IntN(10) {
+				switch k := u.r.IntN(14); k {
 				case 0, 1, 2, 3:
 					o = u.ingress()
 				case 4:
@@ -73,6 +75,8 @@ func FuzzIncrementalEqualsFull(f *testing.F) {
 					o = u.secret()
 				case 8:
 					o = u.class()
+				case 10, 11, 12, 13:
+					o = u.gatewayObject(k)
 				case 9: // remove one of the objects, in key order
 					keys := make([]string, 0, len(cur))
 					for k := range cur {
@@ -91,7 +95,7 @@ func FuzzIncrementalEqualsFull(f *testing.F) {
 				inc.Set(o)
 			}
 			now = now.Add(time.Duration(u.r.IntN(3)) * 10 * time.Minute)
-			buildAndCheck(t, step, inc, cur, opts, now, receiver)
+			buildAndCheck(t, step, inc, cur, opts, now, receiver, gwHeld)
 		}
 	})
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
 
 // universe generates random objects over small pools of names, hosts and paths, so that
@@ -222,12 +223,13 @@ func TestIncrementalEqualsFullTranslation(t *testing.T) {
 			cur := objects{}
 			inc := New(opts)
 			receiver := contract.NewState()
+			gwHeld := map[string]*watchv1.GatewayAPIStatus{}
 			now := base
 			for step := range steps {
 				// A burst of one to four changes, then one build.
 				for range 1 + u.r.IntN(4) {
 					var o any
-					switch u.r.IntN(10) {
+					switch k := u.r.IntN(14); k {
 					case 0, 1, 2, 3:
 						o = u.ingress()
 					case 4:
@@ -238,6 +240,8 @@ func TestIncrementalEqualsFullTranslation(t *testing.T) {
 						o = u.secret()
 					case 8:
 						o = u.class()
+					case 10, 11, 12, 13:
+						o = u.gatewayObject(k)
 					case 9: // delete something
 						for k, old := range cur {
 							delete(cur, k)
@@ -250,7 +254,7 @@ func TestIncrementalEqualsFullTranslation(t *testing.T) {
 					inc.Set(o)
 				}
 				now = now.Add(time.Duration(u.r.IntN(3)) * time.Minute)
-				buildAndCheck(t, step, inc, cur, opts, now, receiver)
+				buildAndCheck(t, step, inc, cur, opts, now, receiver, gwHeld)
 			}
 		})
 	}
@@ -259,7 +263,7 @@ func TestIncrementalEqualsFullTranslation(t *testing.T) {
 // buildAndCheck builds at now and checks, at step, that the incremental state is
 // byte-identical to a full translation of cur with the same hash, and that a receiver of its
 // deltas holds the same state.
-func buildAndCheck(t *testing.T, step int, inc *Translator, cur objects, opts Options, now time.Time, receiver *contract.State) {
+func buildAndCheck(t *testing.T, step int, inc *Translator, cur objects, opts Options, now time.Time, receiver *contract.State, gwHeld map[string]*watchv1.GatewayAPIStatus) {
 	t.Helper()
 	inc.SetNow(now)
 	inc.Build()
@@ -282,4 +286,5 @@ func buildAndCheck(t *testing.T, step int, inc *Translator, cur objects, opts Op
 	if !bytes.Equal(render(t, receiver.Resources()), render(t, want)) || receiver.Hash() != inc.State().Hash() {
 		t.Fatalf("step %d: the receiver of the deltas holds another state", step)
 	}
+	checkGatewayStatuses(t, step, inc, GatewayStatuses(cur.input(), o), gwHeld)
 }

@@ -1,0 +1,180 @@
+package translate
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"k8s.io/utils/ptr"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+)
+
+// The Gateway API's part of the universe: small pools again, so that Gateways, routes and
+// grants collide (shared hosts, routes naming Gateways that come and go or change class,
+// grants that appear under cross-namespace references, listeners that conflict).
+var (
+	uGwClasses   = []string{"gw-ours", "gw-other", "gw-missing"}
+	uGateways    = []string{"gw0", "gw1"}
+	uListeners   = []string{"l0", "l1", "l2", "nope"}
+	uGwHosts     = []string{"", "foo.example.com", "*.wild.example.com", "x.wild.example.com", "*.example.com"}
+	uRouteHosts  = []string{"foo.example.com", "x.wild.example.com", "bar.example.com", "*.wild.example.com"}
+	uRoutePaths  = []string{"/", "/api", "/api/", "/v[0-9]+"}
+	uRouteNames  = []string{"r0", "r1", "r2", "r3"}
+	uGrantNames  = []string{"grant0", "grant1"}
+	uControllers = []string{DefaultGatewayControllerName, "example.com/other"}
+)
+
+// gatewayObject returns a random Gateway API object: k picks the kind.
+func (u *universe) gatewayObject(k int) any {
+	switch k % 4 {
+	case 0:
+		c := &gatewayv1.GatewayClass{ObjectMeta: u.meta("", u.pick(uGwClasses))}
+		c.Spec.ControllerName = gatewayv1.GatewayController(u.pick(uControllers))
+		return c
+	case 1:
+		return u.gateway()
+	case 2:
+		return u.httpRoute()
+	}
+	return u.grant()
+}
+
+func (u *universe) gateway() *gatewayv1.Gateway {
+	g := &gatewayv1.Gateway{ObjectMeta: u.meta(u.pick(uNamespaces), u.pick(uGateways))}
+	g.Generation = int64(1 + u.r.IntN(3))
+	g.Spec.GatewayClassName = gatewayv1.ObjectName(u.pick(uGwClasses))
+	for i := range 1 + u.r.IntN(3) {
+		l := gatewayv1.Listener{Name: gatewayv1.SectionName(uListeners[i])}
+		switch u.r.IntN(6) {
+		case 0:
+			l.Protocol, l.Port = gatewayv1.TCPProtocolType, 80
+		case 1, 2:
+			l.Protocol, l.Port = gatewayv1.HTTPSProtocolType, 443
+		default:
+			l.Protocol, l.Port = gatewayv1.HTTPProtocolType, 80
+		}
+		if u.r.IntN(8) == 0 {
+			l.Port = 8080
+		}
+		if h := u.pick(uGwHosts); h != "" {
+			l.Hostname = ptr.To(gatewayv1.Hostname(h))
+		}
+		if l.Protocol == gatewayv1.HTTPSProtocolType && u.r.IntN(8) > 0 {
+			ref := gatewayv1.SecretObjectReference{Name: gatewayv1.ObjectName(u.pick(uSecrets))}
+			if u.r.IntN(3) == 0 {
+				ref.Namespace = ptr.To(gatewayv1.Namespace(u.pick(uNamespaces)))
+			}
+			l.TLS = &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{ref}}
+		}
+		switch u.r.IntN(6) {
+		case 0:
+			l.AllowedRoutes = &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: ptr.To(gatewayv1.NamespacesFromSelector)}}
+		case 1:
+			l.AllowedRoutes = &gatewayv1.AllowedRoutes{Kinds: []gatewayv1.RouteGroupKind{{Kind: "GRPCRoute"}}}
+		case 2, 3:
+			l.AllowedRoutes = &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: ptr.To(gatewayv1.NamespacesFromAll)}}
+		}
+		g.Spec.Listeners = append(g.Spec.Listeners, l)
+	}
+	return g
+}
+
+func (u *universe) httpRoute() *gatewayv1.HTTPRoute {
+	r := &gatewayv1.HTTPRoute{ObjectMeta: u.meta(u.pick(uNamespaces), u.pick(uRouteNames))}
+	r.Generation = int64(1 + u.r.IntN(3))
+	for range 1 + u.r.IntN(2) {
+		p := gatewayv1.ParentReference{Name: gatewayv1.ObjectName(u.pick(uGateways))}
+		if u.r.IntN(3) == 0 {
+			p.Namespace = ptr.To(gatewayv1.Namespace(u.pick(uNamespaces)))
+		}
+		switch u.r.IntN(5) {
+		case 0:
+			p.SectionName = ptr.To(gatewayv1.SectionName(u.pick(uListeners)))
+		case 1:
+			p.Port = ptr.To(gatewayv1.PortNumber([]int32{80, 443, 9}[u.r.IntN(3)]))
+		}
+		r.Spec.ParentRefs = append(r.Spec.ParentRefs, p)
+	}
+	for range u.r.IntN(3) {
+		r.Spec.Hostnames = append(r.Spec.Hostnames, gatewayv1.Hostname(u.pick(uRouteHosts)))
+	}
+	types := []gatewayv1.PathMatchType{gatewayv1.PathMatchPathPrefix, gatewayv1.PathMatchExact, gatewayv1.PathMatchRegularExpression}
+	for range 1 + u.r.IntN(2) {
+		var rule gatewayv1.HTTPRouteRule
+		for range u.r.IntN(3) {
+			m := gatewayv1.HTTPRouteMatch{Path: &gatewayv1.HTTPPathMatch{Type: &types[u.r.IntN(len(types))], Value: ptr.To(u.pick(uRoutePaths))}}
+			if u.r.IntN(3) == 0 {
+				m.Headers = []gatewayv1.HTTPHeaderMatch{{Name: "X-A", Value: []string{"1", "[("}[u.r.IntN(2)],
+					Type: ptr.To([]gatewayv1.HeaderMatchType{gatewayv1.HeaderMatchExact, gatewayv1.HeaderMatchRegularExpression}[u.r.IntN(2)])}}
+			}
+			if u.r.IntN(4) == 0 {
+				m.Method = ptr.To(gatewayv1.HTTPMethodGet)
+			}
+			rule.Matches = append(rule.Matches, m)
+		}
+		switch u.r.IntN(8) {
+		case 0:
+			rule.Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestMirror,
+				RequestMirror: &gatewayv1.HTTPRequestMirrorFilter{BackendRef: gatewayv1.BackendObjectReference{Name: "web"}}}}
+		case 1:
+			rule.Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestRedirect,
+				RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Scheme: ptr.To("https")}}}
+		case 2:
+			rule.Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier,
+				RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "X-B", Value: "2"}}}}}
+		}
+		for range u.r.IntN(3) {
+			b := gatewayv1.HTTPBackendRef{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
+				Name: gatewayv1.ObjectName(u.pick(uServices)), Port: ptr.To(gatewayv1.PortNumber([]int32{80, 81, 9}[u.r.IntN(3)]))}}}
+			if u.r.IntN(3) == 0 {
+				b.Namespace = ptr.To(gatewayv1.Namespace(u.pick(uNamespaces)))
+			}
+			if u.r.IntN(3) == 0 {
+				b.Weight = ptr.To(int32(u.r.IntN(3)))
+			}
+			rule.BackendRefs = append(rule.BackendRefs, b)
+		}
+		r.Spec.Rules = append(r.Spec.Rules, rule)
+	}
+	return r
+}
+
+func (u *universe) grant() *gatewayv1.ReferenceGrant {
+	g := &gatewayv1.ReferenceGrant{ObjectMeta: u.meta(u.pick(uNamespaces), u.pick(uGrantNames))}
+	g.Spec.From = []gatewayv1.ReferenceGrantFrom{{Group: GatewayGroup, Kind: gatewayv1.Kind([]string{"HTTPRoute", "Gateway"}[u.r.IntN(2)]),
+		Namespace: gatewayv1.Namespace(u.pick(uNamespaces))}}
+	to := gatewayv1.ReferenceGrantTo{Kind: gatewayv1.Kind([]string{"Service", "Secret"}[u.r.IntN(2)])}
+	if u.r.IntN(2) == 0 {
+		to.Name = ptr.To(gatewayv1.ObjectName(u.pick(append(append([]string{}, uServices...), uSecrets...))))
+	}
+	g.Spec.To = []gatewayv1.ReferenceGrantTo{to}
+	return g
+}
+
+// checkGatewayStatuses checks, at step, that the statuses a receiver of the incremental
+// translator's status changes (TakeGatewayStatusChanges, then GatewayStatus of each) holds
+// equal the statuses of a full translation of the same objects.
+func checkGatewayStatuses(t *testing.T, step int, inc *Translator, full []*watchv1.GatewayAPIStatus, held map[string]*watchv1.GatewayAPIStatus) {
+	t.Helper()
+	lb, manage := inc.PublishedAddresses()
+	for _, k := range inc.TakeGatewayStatusChanges() {
+		id := k.GetKind() + "/" + k.GetNamespace() + "/" + k.GetName()
+		if st := inc.GatewayStatus(k, lb, manage); st != nil {
+			held[id] = st
+		} else {
+			delete(held, id)
+		}
+	}
+	if len(held) != len(full) {
+		t.Fatalf("step %d: the receiver of the status changes holds %d Gateway API statuses, a full translation has %d", step, len(held), len(full))
+	}
+	for _, want := range full {
+		k := want.GetKey()
+		got := held[k.GetKind()+"/"+k.GetNamespace()+"/"+k.GetName()]
+		if !proto.Equal(got, want) {
+			t.Fatalf("step %d: status of %s %s/%s: the receiver holds\n%v\na full translation gives\n%v", step, k.GetKind(), k.GetNamespace(), k.GetName(), got, want)
+		}
+	}
+}
+
