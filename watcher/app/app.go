@@ -10,6 +10,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -33,23 +34,27 @@ import (
 
 // Settings are the watcher's settings.
 type Settings struct {
-	Kubeconfig     string
-	Listen         string
-	HTTPListen     string
-	Namespaces     []string
-	SyncTimeout    time.Duration
-	Kinds          []string
-	OptionalKinds  []string
-	HistorySize    int
-	ClientBuffer   int
-	Heartbeat      time.Duration
-	KubeQPS        float32
-	KubeBurst      int
-	TLS            cli.TLSSettings
-	MaxStreams     int
-	Pprof          string
-	SendTimeout    time.Duration
-	MaxMessageSize int
+	Kubeconfig    string
+	Listen        string
+	HTTPListen    string
+	Namespaces    []string
+	SyncTimeout   time.Duration
+	Kinds         []string
+	OptionalKinds []string
+	// GatewayAPI is --gateway-api (auto, on, off); DiscoveryInterval how often optional kinds
+	// are looked up again.
+	GatewayAPI        string
+	DiscoveryInterval time.Duration
+	HistorySize       int
+	ClientBuffer      int
+	Heartbeat         time.Duration
+	KubeQPS           float32
+	KubeBurst         int
+	TLS               cli.TLSSettings
+	MaxStreams        int
+	Pprof             string
+	SendTimeout       time.Duration
+	MaxMessageSize    int
 
 	StatusWrites       bool
 	StatusQPS          float32
@@ -68,7 +73,8 @@ type Settings struct {
 	// GatewayControllerName is the Gateway controller whose Gateway API statuses are written.
 	GatewayControllerName string
 
-	specs []kinds.Spec
+	specs       []kinds.Spec
+	gatewayMode kinds.GatewayAPIMode
 }
 
 // Register adds the settings to fs.
@@ -79,7 +85,9 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&s.Namespaces, "namespaces", nil, "namespaces to watch, comma-separated (empty: all)")
 	fs.DurationVar(&s.SyncTimeout, "sync-timeout", 2*time.Minute, "how long the initial sync may take before the watcher gives up and exits non-zero")
 	fs.StringSliceVar(&s.Kinds, "kinds", kinds.DefaultRequired, "required kinds, as group/version/resource[?fieldSelector] (v1/resource for the core group)")
-	fs.StringSliceVar(&s.OptionalKinds, "optional-kinds", nil, "optional kinds: watched when discovery serves them at start, skipped (and logged) otherwise")
+	fs.StringSliceVar(&s.OptionalKinds, "optional-kinds", nil, "optional kinds: watched while discovery serves them, skipped (and logged) otherwise; a change starts a new epoch")
+	fs.StringVar(&s.GatewayAPI, "gateway-api", string(kinds.GatewayAPIAuto), "Gateway API kinds (GatewayClass, Gateway, HTTPRoute, ReferenceGrant): auto (watched while their CRDs are served), on (required: no marker without them), off (never watched)")
+	fs.DurationVar(&s.DiscoveryInterval, "discovery-interval", 15*time.Second, "how often discovery is asked again whether optional kinds (and --gateway-api=auto's) appeared or disappeared; a change starts a new epoch")
 	fs.IntVar(&s.HistorySize, "history-size", 16384, "changes kept so that a reconnecting client can resume without a snapshot")
 	fs.IntVar(&s.ClientBuffer, "client-buffer", 16384, "changes a client may lag behind before it is dropped with RESOURCE_EXHAUSTED")
 	fs.DurationVar(&s.Heartbeat, "heartbeat", 10*time.Second, "heartbeat interval on idle streams")
@@ -135,7 +143,23 @@ func (s *Settings) Validate() error {
 	if len(specs) == 0 {
 		return config.Errorf("kinds", "", "no kind to watch")
 	}
-	s.specs = specs
+	for _, l := range []struct {
+		setting string
+		names   []string
+	}{{"kinds", s.Kinds}, {"optional-kinds", s.OptionalKinds}} {
+		listed, _ := kinds.ParseSpecs(l.names, nil) // parsed above
+		if err := kinds.CheckNoGatewayKinds(listed); err != nil {
+			return &config.Error{Setting: l.setting, Cause: err}
+		}
+	}
+	mode, err := kinds.ParseGatewayAPIMode(s.GatewayAPI)
+	if err != nil {
+		return config.Errorf("gateway-api", s.GatewayAPI, "%v", err)
+	}
+	if s.DiscoveryInterval <= 0 {
+		return config.Errorf("discovery-interval", s.DiscoveryInterval.String(), "must be positive")
+	}
+	s.specs, s.gatewayMode = specs, mode
 	for _, n := range []struct {
 		name string
 		v    int
@@ -254,7 +278,7 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 	var g run.Group
 	srv.Add(&g)
 	g.Add("sync", func(ctx context.Context) error {
-		return s.watch(ctx, log, started, cs, dyn, m, watchSrv, func() { srv.Ops.SetReady() }, func(ctx context.Context, ctrl *controller.Controller, resolved []*kinds.Kind) {
+		return s.watch(ctx, log, started, cs, dyn, m, watchSrv, srv.Ops, func(ctx context.Context, ctrl *controller.Controller, resolved []*kinds.Kind) {
 			if !s.StatusWrites {
 				log.Info("status writing is off (--status-writes=false)")
 				return
@@ -268,13 +292,22 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 	return g.Run(ctx)
 }
 
-// watch resolves the kinds, starts the informers and owns the store until ctx ends. The
-// whole of discovery and the initial sync must fit in SyncTimeout.
+// readiness is the part of the ops server that says whether this watcher is ready.
+type readiness interface {
+	SetReady()
+	SetNotReady(reason string)
+}
+
+// watch resolves the kinds and runs one epoch after another until ctx ends or an epoch's
+// initial sync times out. Each epoch is a controller with its own store (a new epoch name),
+// watching exactly the kinds discovery served when it began; the whole of discovery and the
+// first epoch's initial sync must fit in SyncTimeout, and so must each later epoch's sync,
+// counted from its start.
 func (s *Settings) watch(ctx context.Context, log hclog.Logger, started time.Time, cs kubernetes.Interface, dyn dynamic.Interface,
-	m *metrics, watchSrv *server.Server, ready func(), writeStatus func(context.Context, *controller.Controller, []*kinds.Kind)) error {
+	m *metrics, watchSrv *server.Server, ready readiness, writeStatus func(context.Context, *controller.Controller, []*kinds.Kind)) error {
 	causes := &kinds.Causes{}
 	dctx, cancel := context.WithTimeout(ctx, s.SyncTimeout)
-	resolved, err := kinds.Resolve(dctx, log.Named("discovery"), cs.Discovery(), s.specs, causes)
+	decision, err := kinds.Resolve(dctx, log.Named("discovery"), cs.Discovery(), s.gatewayMode, s.specs, causes)
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -283,11 +316,28 @@ func (s *Settings) watch(ctx context.Context, log hclog.Logger, started time.Tim
 		}
 		return s.discoveryTimeout(causes)
 	}
+	for {
+		next, err := s.epoch(ctx, log, started, cs, dyn, m, watchSrv, ready, writeStatus, decision, causes)
+		if err != nil || next == nil {
+			return err
+		}
+		decision, started = *next, time.Now()
+		causes = &kinds.Causes{}
+	}
+}
+
+// epoch runs one epoch: it returns the next epoch's decision when the served kinds changed,
+// nil when ctx ended, or the error that ends the watcher. Nothing of this epoch is sent once
+// it returns a decision: its streams have all ended (UNAVAILABLE, naming the epoch).
+func (s *Settings) epoch(ctx context.Context, log hclog.Logger, started time.Time, cs kubernetes.Interface, dyn dynamic.Interface,
+	m *metrics, watchSrv *server.Server, ready readiness, writeStatus func(context.Context, *controller.Controller, []*kinds.Kind),
+	decision kinds.Decision, causes *kinds.Causes) (*kinds.Decision, error) {
+	resolved := decision.Watch
 	var watched []controller.WatchedKind
 	for _, k := range resolved {
 		infs, err := k.Informers(cs, dyn, s.Namespaces)
 		if err != nil {
-			return fmt.Errorf("informers for %s: %w", k.Spec.String(), err)
+			return nil, fmt.Errorf("informers for %s: %w", k.Spec.String(), err)
 		}
 		wk := controller.WatchedKind{Kind: k}
 		for _, inf := range infs {
@@ -302,33 +352,122 @@ func (s *Settings) watch(ctx context.Context, log hclog.Logger, started time.Tim
 		Causes: causes, Metrics: m, Started: started,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	log.Info("store ready", "epoch", ctrl.Epoch())
+	log.Info("store ready", "epoch", ctrl.Epoch(), "kinds", len(resolved))
 	watchSrv.SetSource(ctrl)
-	sctx, stopStatus := context.WithCancel(ctx)
-	statusDone := make(chan struct{})
+
+	// Everything of this epoch runs under ectx; ending it with store.ErrEpochEnded retires
+	// the epoch's store and so ends its streams.
+	ectx, retire := context.WithCancelCause(ctx)
+	var wg sync.WaitGroup
+	defer func() { retire(nil); wg.Wait() }()
+	wg.Add(2)
 	go func() {
-		defer close(statusDone)
-		writeStatus(sctx, ctrl, resolved)
+		defer wg.Done()
+		writeStatus(ectx, ctrl, resolved)
 	}()
-	defer func() { stopStatus(); <-statusDone }()
 	go func() {
+		defer wg.Done()
 		select {
 		case <-ctrl.Synced():
-			ready()
-		case <-ctx.Done():
+			ready.SetReady()
+		case <-ectx.Done():
 		}
 	}()
-	err = ctrl.Run(ctx)
-	if err == nil && ctx.Err() != nil {
+	changed := make(chan kinds.Decision, 1)
+	if s.gatewayMode == kinds.GatewayAPIAuto || len(s.OptionalKinds) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.watchDiscovery(ectx, log.Named("discovery"), cs, decision, changed)
+		}()
+	}
+	runDone := make(chan error, 1)
+	go func() { runDone <- ctrl.Run(ectx) }()
+
+	var next kinds.Decision
+	select {
+	case err := <-runDone:
+		if err == nil && ctx.Err() != nil {
+			select {
+			case <-ctrl.Synced():
+			default:
+				log.Info("stopped during the initial sync; no marker was sent", "epoch", ctrl.Epoch())
+			}
+		}
+		return nil, err
+	case next = <-changed:
+	}
+	// The served kinds changed: no new stream joins this epoch, its store ends every stream,
+	// and only once they all ended does the next epoch serve anyone.
+	drained := watchSrv.Pause("watcher is starting a new epoch: the set of served kinds changed")
+	retire(store.ErrEpochEnded)
+	if err := <-runDone; err != nil {
+		return nil, err
+	}
+	wg.Wait() // the status writer and the readiness goroutine of this epoch are done
+	ready.SetNotReady("new epoch: initial sync of the kinds now served not complete")
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		return nil, nil
+	}
+	added, removed := kindsDiff(resolved, next.Watch)
+	log.Info("served kinds changed; starting a new epoch", "old_epoch", ctrl.Epoch(), "added", added, "removed", removed)
+	return &next, nil
+}
+
+// watchDiscovery asks discovery every DiscoveryInterval which kinds to watch, and hands over
+// the first decision that differs from current. A discovery that fails decides nothing: the
+// epoch goes on with the kinds it has.
+func (s *Settings) watchDiscovery(ctx context.Context, log hclog.Logger, cs kubernetes.Interface, current kinds.Decision, changed chan<- kinds.Decision) {
+	t := time.NewTicker(s.DiscoveryInterval)
+	defer t.Stop()
+	gvs := kinds.GroupVersions(kinds.WithGateway(s.gatewayMode, s.specs))
+	for {
 		select {
-		case <-ctrl.Synced():
-		default:
-			log.Info("stopped during the initial sync; no marker was sent")
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d := kinds.Decide(s.gatewayMode, s.specs, kinds.Probe(cs.Discovery(), gvs))
+		if !d.Decided() {
+			for k, err := range d.Pending {
+				log.Debug("discovery undecided; keeping the kinds watched", "kind", k, "cause", err)
+			}
+			continue
+		}
+		if d.Key() != current.Key() {
+			changed <- d
+			return
 		}
 	}
-	return err
+}
+
+// kindsDiff names the kinds of next not in prev, and those of prev not in next.
+func kindsDiff(prev, next []*kinds.Kind) (added, removed []string) {
+	names := func(ks []*kinds.Kind) map[string]bool {
+		m := map[string]bool{}
+		for _, k := range ks {
+			m[k.Spec.String()] = true
+		}
+		return m
+	}
+	p, n := names(prev), names(next)
+	for k := range n {
+		if !p[k] {
+			added = append(added, k)
+		}
+	}
+	for k := range p {
+		if !n[k] {
+			removed = append(removed, k)
+		}
+	}
+	sort.Strings(added)
+	sort.Strings(removed)
+	return added, removed
 }
 
 func hostOf(addr string) string {

@@ -152,7 +152,8 @@ func (e *SyncTimeoutError) Error() string {
 var ErrShutdown = errors.New("watcher is shutting down")
 
 // Run starts the informers and owns the store until ctx ends (nil) or the initial sync times
-// out (*SyncTimeoutError). It never opens the barrier after ctx ended.
+// out (*SyncTimeoutError). It never opens the barrier after ctx ended. When ctx ends with the
+// cause store.ErrEpochEnded, every subscription ends with that error, else with ErrShutdown.
 func (c *Controller) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -192,7 +193,15 @@ func (c *Controller) Run(ctx context.Context) error {
 
 	remaining := len(c.cfg.Kinds)
 	timeout := c.cfg.After(c.cfg.SyncTimeout - c.cfg.Now().Sub(c.cfg.Started))
-	defer c.store.Close(ErrShutdown)
+	defer func() {
+		// A context ended with store.ErrEpochEnded retires this epoch: its subscribers are
+		// told so (and reconnect to the next one), not that the watcher is stopping.
+		why := ErrShutdown
+		if cause := context.Cause(ctx); errors.Is(cause, store.ErrEpochEnded) {
+			why = cause
+		}
+		c.store.Close(why)
+	}()
 	for {
 		select {
 		case <-ctx.Done():

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -112,5 +113,41 @@ func TestLastInitialObjectIsInTheFirstSnapshot(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Scenario 11 (docs/design.md): a controller whose context ends with store.ErrEpochEnded
+// ends its subscriptions with that error (the Watch server then tells clients the epoch
+// ended); any other end is a shutdown.
+func TestRetiredEpochEndsSubscriptionsWithErrEpochEnded(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cause error
+		want  error
+	}{{"epoch ended", store.ErrEpochEnded, store.ErrEpochEnded}, {"shutdown", nil, ErrShutdown}} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := &kinds.Kind{Spec: kinds.Spec{GVR: schema.GroupVersionResource{Version: "v1", Resource: "services"}, Required: true},
+				GVK: schema.GroupVersionKind{Version: "v1", Kind: "Service"}, Served: true}
+			inf := &fakeInformer{synced: make(chan struct{})}
+			c, err := New(Config{Logger: hclog.NewNullLogger(), Kinds: []WatchedKind{{Kind: k, Informers: []Informer{inf}}}, SyncTimeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancelCause(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- c.Run(ctx) }()
+			sub, err := c.Subscribe(ctx, store.Request{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cancel(tc.cause)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			<-sub.Done()
+			if !errors.Is(sub.Err(), tc.want) {
+				t.Fatalf("subscription ended with %v, want %v", sub.Err(), tc.want)
+			}
+		})
 	}
 }

@@ -2,8 +2,6 @@ package kinds
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -46,69 +44,51 @@ func (c *Causes) Get(kind string) error {
 	return c.m[kind]
 }
 
-// Resolve decides, from discovery, what each spec is: its kind and scope. An optional kind
-// the apiserver does not serve is dropped, once, and said so; a required one is waited for.
-// Discovery that fails (apiserver unreachable) decides nothing: Resolve retries until every
-// spec is decided or ctx ends, recording in causes why each pending kind is not resolved.
-func Resolve(ctx context.Context, log hclog.Logger, disco discovery.DiscoveryInterface, specs []Spec, causes *Causes) ([]*Kind, error) {
-	decided := make([]*Kind, len(specs))
-	skipped := make([]bool, len(specs))
+// Resolve decides, from discovery, which kinds to watch (Decide): each kind's version and
+// scope. An optional kind the apiserver does not serve is dropped, and said so; a required
+// one is waited for. Discovery that fails (apiserver unreachable) decides nothing: Resolve
+// retries until every kind is decided or ctx ends, recording in causes why each pending kind
+// is not resolved.
+func Resolve(ctx context.Context, log hclog.Logger, disco discovery.DiscoveryInterface, mode GatewayAPIMode, specs []Spec, causes *Causes) (Decision, error) {
 	backoff := 200 * time.Millisecond
 	for {
-		pending := 0
-		for i, s := range specs {
-			if decided[i] != nil || skipped[i] {
-				continue
-			}
-			k, err := resolveOne(disco, s)
-			switch {
-			case err == nil:
-				decided[i] = k
-				causes.Set(s.String(), nil)
-				log.Debug("kind resolved", "kind", s.String(), "gvk", k.GVK.String(), "namespaced", k.Namespaced, "required", s.Required)
-			case errors.Is(err, ErrNotServed) && !s.Required:
-				skipped[i] = true
-				log.Info("optional kind not served by the apiserver; not watched", "kind", s.String())
-			default:
-				causes.Set(s.String(), err)
-				pending++
-			}
+		d := Decide(mode, specs, Probe(disco, GroupVersions(WithGateway(mode, specs))))
+		for _, s := range WithGateway(mode, specs) {
+			causes.Set(s.String(), d.Pending[s.String()])
 		}
-		if pending == 0 {
-			break
+		if d.Decided() {
+			for _, k := range d.Watch {
+				log.Debug("kind resolved", "kind", k.Spec.String(), "gvk", k.GVK.String(), "namespaced", k.Namespaced, "required", k.Required)
+			}
+			for _, s := range d.Skipped {
+				log.Info("optional kind not served by the apiserver; not watched", "kind", s.String())
+			}
+			return d, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return Decision{}, ctx.Err()
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 2*time.Second)
 	}
-	var out []*Kind
-	for _, k := range decided {
-		if k != nil {
-			out = append(out, k)
-		}
-	}
-	SortKinds(out)
-	return out, nil
 }
 
-func resolveOne(disco discovery.DiscoveryInterface, s Spec) (*Kind, error) {
-	gv := s.GVR.GroupVersion().String()
-	list, err := disco.ServerResourcesForGroupVersion(gv)
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("%w: group version %s does not exist", ErrNotServed, gv)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("discovery of %s: %w", gv, err)
-	}
-	for _, r := range list.APIResources {
-		if r.Name == s.GVR.Resource {
-			return &Kind{Spec: s, GVK: s.GVR.GroupVersion().WithKind(r.Kind), Namespaced: r.Namespaced, Served: true}, nil
+// Probe asks discovery about each group version of gvs: what it serves, or why it could not
+// say. A group version that does not exist (404) is left out of both maps.
+func Probe(disco discovery.DiscoveryInterface, gvs []string) Served {
+	out := Served{Resources: map[string][]metav1.APIResource{}, Failed: map[string]error{}}
+	for _, gv := range gvs {
+		list, err := disco.ServerResourcesForGroupVersion(gv)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			out.Failed[gv] = err
+		default:
+			out.Resources[gv] = list.APIResources
 		}
 	}
-	return nil, fmt.Errorf("%w: group version %s has no resource %q", ErrNotServed, gv, s.GVR.Resource)
+	return out
 }
 
 // Informers builds the informers of k: one per namespace of namespaces for a namespaced kind

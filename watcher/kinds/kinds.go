@@ -30,6 +30,11 @@ type Spec struct {
 	GVR           schema.GroupVersionResource
 	FieldSelector string
 	Required      bool
+	// Fallback are versions to read the kind at, in order, when discovery does not serve
+	// GVR.Version (a ReferenceGrant's v1beta1).
+	Fallback []string
+	// Gateway marks the Gateway API kinds that --gateway-api adds.
+	Gateway bool
 }
 
 func (s Spec) String() string {

@@ -8,7 +8,7 @@ package server
 import (
 	"context"
 	"errors"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -50,14 +50,29 @@ type Config struct {
 
 	// senderDone, when set (tests), is called when a stream's sender goroutine ends.
 	senderDone func(client string)
+	// streamDone, when set (tests), is called when a stream's handler is about to return.
+	streamDone func(client string)
 }
 
 // Server is the WatchService.
 type Server struct {
 	watchv1.UnimplementedWatchServiceServer
-	cfg    Config
-	log    hclog.Logger
-	source atomic.Pointer[Source]
+	cfg Config
+	log hclog.Logger
+
+	mu sync.Mutex
+	// cur is the source new streams subscribe to; nil while there is none (starting, or
+	// between two epochs), when paused says why.
+	cur    *served
+	paused string
+}
+
+// served is one source and the streams it serves: a retired source's streams must all have
+// ended before the next source serves anyone, so that nothing of an old epoch is sent after
+// a new one started.
+type served struct {
+	src     Source
+	streams sync.WaitGroup
 }
 
 // New returns a server that answers UNAVAILABLE until SetSource.
@@ -74,11 +89,46 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = 30 * time.Second
 	}
-	return &Server{cfg: cfg, log: cfg.Logger}, nil
+	return &Server{cfg: cfg, log: cfg.Logger, paused: "watcher is starting: kinds not yet resolved through discovery"}, nil
 }
 
-// SetSource makes the server serve streams from src.
-func (s *Server) SetSource(src Source) { s.source.Store(&src) }
+// SetSource makes the server serve new streams from src. The watcher calls it once per
+// epoch, after Pause ended the streams of the one before.
+func (s *Server) SetSource(src Source) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cur = &served{src: src}
+}
+
+// Pause stops serving new streams from the current source: they are refused UNAVAILABLE
+// with reason until the next SetSource. The returned channel is closed when every stream of
+// the paused source has ended; those end when its subscriptions do (the watcher retires the
+// epoch's store), or when their clients go away.
+func (s *Server) Pause(reason string) <-chan struct{} {
+	s.mu.Lock()
+	old := s.cur
+	s.cur, s.paused = nil, reason
+	s.mu.Unlock()
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		if old != nil {
+			old.streams.Wait()
+		}
+	}()
+	return drained
+}
+
+// acquire returns the current source with one more stream counted, or why there is none.
+func (s *Server) acquire() (*served, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return nil, s.paused
+	}
+	s.cur.streams.Add(1)
+	return s.cur, ""
+}
 
 var errStopping = status.Error(codes.Unavailable, "watcher is shutting down")
 
@@ -96,11 +146,15 @@ func (s *Server) Watch(req *watchv1.WatchRequest, stream watchv1.WatchService_Wa
 	if s.stopping() {
 		return errStopping
 	}
-	srcp := s.source.Load()
-	if srcp == nil {
-		return status.Error(codes.Unavailable, "watcher is starting: kinds not yet resolved through discovery")
+	cur, why := s.acquire()
+	if cur == nil {
+		return status.Error(codes.Unavailable, why)
 	}
-	src := *srcp
+	defer cur.streams.Done()
+	if s.cfg.streamDone != nil {
+		defer s.cfg.streamDone(req.GetClientName())
+	}
+	src := cur.src
 	ctx := stream.Context()
 	log := s.log.With("client", req.GetClientName())
 	sub, err := src.Subscribe(ctx, store.Request{Kinds: req.GetKinds(), ResumeEpoch: req.GetResumeEpoch(), ResumeRevision: req.GetResumeRevision()})
@@ -150,19 +204,33 @@ func (s *Server) Watch(req *watchv1.WatchRequest, stream watchv1.WatchService_Wa
 	}
 	hb := time.NewTicker(s.cfg.Heartbeat)
 	defer hb.Stop()
+	ended := func() error {
+		switch err := sub.Err(); {
+		case errors.Is(err, store.ErrSlowSubscriber):
+			s.cfg.Metrics.ClientDropped()
+			log.Warn("dropping a client that fell behind; it must reconnect", "revision", f.last)
+			return status.Error(codes.ResourceExhausted, "client fell too far behind the watcher; reconnect for a fresh snapshot")
+		case errors.Is(err, store.ErrEpochEnded):
+			log.Debug("stream ended with its epoch", "epoch", sub.Epoch, "revision", f.last)
+			return status.Errorf(codes.Unavailable, "epoch %s ended: %v; reconnect for the new epoch's snapshot", sub.Epoch, err)
+		}
+		return errStopping
+	}
 	for {
 		select {
 		case ev := <-sub.Events():
+			// Changes still buffered when the subscription ended are not sent: a retired
+			// epoch sends nothing more.
+			select {
+			case <-sub.Done():
+				return ended()
+			default:
+			}
 			if err := f.event(ev, emit); err != nil {
 				return err
 			}
 		case <-sub.Done():
-			if errors.Is(sub.Err(), store.ErrSlowSubscriber) {
-				s.cfg.Metrics.ClientDropped()
-				log.Warn("dropping a client that fell behind; it must reconnect", "revision", f.last)
-				return status.Error(codes.ResourceExhausted, "client fell too far behind the watcher; reconnect for a fresh snapshot")
-			}
-			return errStopping
+			return ended()
 		case <-hb.C:
 			if err := emit(f.heartbeat(f.marker)); err != nil {
 				return err

@@ -193,6 +193,10 @@ func NewStatic(w Terms, id, address string) *Static {
 func (s *Static) Begin(ctx context.Context) {
 	s.writer.BeginTerm(ctx)
 	s.set(Leader{Identity: s.identity, Address: s.address, Self: true})
+	// When the term ends (the watcher's epoch ended, and with it this Writer), the streams
+	// reporting here end too ("leadership changed"), so that translators report again, in
+	// full, to the next epoch's Writer instead of to one nobody runs.
+	context.AfterFunc(ctx, func() { s.set(Leader{}) })
 }
 
 type nopElectionMetrics struct{}

@@ -222,6 +222,10 @@ func (s *Store) append(ev Event) {
 // ErrSlowSubscriber ends a subscription whose buffer overflowed.
 var ErrSlowSubscriber = errors.New("subscriber fell too far behind")
 
+// ErrEpochEnded ends the subscriptions of a store whose epoch is over: the set of kinds the
+// watcher serves changed, and a new store (a new epoch) replaces this one.
+var ErrEpochEnded = errors.New("the watcher's epoch ended: the set of served kinds changed")
+
 // ErrUnknownKind is a subscription asking for a kind the store does not hold.
 var ErrUnknownKind = errors.New("kind not served by this watcher")
 
