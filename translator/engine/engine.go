@@ -55,6 +55,15 @@ type StatusSink interface {
 	Update(changed []*watchv1.IngressStatus, removed []*watchv1.IngressKey)
 }
 
+// GatewayStatusSink takes the desired statuses of the Gateway API objects served
+// (GatewayClasses, Gateways, HTTPRoutes); it must not block.
+type GatewayStatusSink interface {
+	// ReplaceGateway makes sts (sorted) the complete desired Gateway API statuses.
+	ReplaceGateway(sts []*watchv1.GatewayAPIStatus)
+	// UpdateGateway changes the desired statuses of some Gateway API objects.
+	UpdateGateway(changed []*watchv1.GatewayAPIStatus, removed []*watchv1.ObjectKey)
+}
+
 // Metrics receives the engine's measurements.
 type Metrics interface {
 	StreamRestarted(reason string)
@@ -76,6 +85,9 @@ type Config struct {
 	Metrics                Metrics
 	// Status, when set, gets the desired statuses after every build of a complete view.
 	Status StatusSink
+	// GatewayStatus, when set, gets the Gateway API objects' desired statuses likewise,
+	// each time before Status (so that a reporter's first full report holds both).
+	GatewayStatus GatewayStatusSink
 	// NewEpoch names epochs (random in production).
 	NewEpoch func() string
 	// Now is the clock for certificate expiry checks.
@@ -281,7 +293,7 @@ func (e *Engine) apply(m *watchv1.WatchResponse) (watchstream.Change, error) {
 	case *watchv1.WatchResponse_Upsert:
 		o := ev.Upsert.GetObject()
 		k := watchstream.KeyOf(o)
-		obj, err := watchstream.Decode(o)
+		obj, err := translate.Decode(o)
 		if err != nil {
 			e.forget(k)
 			e.badObjs[k] = err.Error()
@@ -345,7 +357,8 @@ func (e *Engine) build(first bool) {
 // the build touched.
 func (e *Engine) statuses(first bool) {
 	changedKeys := e.tr.TakeStatusChanges()
-	if e.cfg.Status == nil {
+	gwChanged := e.tr.TakeGatewayStatusChanges()
+	if e.cfg.Status == nil && e.cfg.GatewayStatus == nil {
 		return
 	}
 	opts := e.cfg.Options
@@ -359,8 +372,15 @@ func (e *Engine) statuses(first bool) {
 		}
 		e.publishMissing = !known
 	}
-	if first || known != e.lbKnown || !contract.SameLoadBalancer(lb, e.published) {
+	all := first || known != e.lbKnown || !contract.SameLoadBalancer(lb, e.published)
+	if all {
 		e.published, e.lbKnown = lb, known
+	}
+	e.gatewayStatuses(all, gwChanged, lb, known)
+	if e.cfg.Status == nil {
+		return
+	}
+	if all {
 		keys := e.tr.ServedKeys()
 		all := make([]*watchv1.IngressStatus, 0, len(keys))
 		for _, k := range keys {
@@ -380,6 +400,35 @@ func (e *Engine) statuses(first bool) {
 	}
 	if len(changed) > 0 || len(removed) > 0 {
 		e.cfg.Status.Update(changed, removed)
+	}
+}
+
+// gatewayStatuses hands the Gateway API status sink every status (all) or those of the
+// objects the build touched.
+func (e *Engine) gatewayStatuses(all bool, changed []*watchv1.ObjectKey, lb []*watchv1.LoadBalancerIngress, known bool) {
+	if e.cfg.GatewayStatus == nil {
+		return
+	}
+	if all {
+		keys := e.tr.GatewayStatusKeys()
+		sts := make([]*watchv1.GatewayAPIStatus, 0, len(keys))
+		for _, k := range keys {
+			sts = append(sts, e.tr.GatewayStatus(k, lb, known))
+		}
+		e.cfg.GatewayStatus.ReplaceGateway(sts)
+		return
+	}
+	var sts []*watchv1.GatewayAPIStatus
+	var removed []*watchv1.ObjectKey
+	for _, k := range changed {
+		if s := e.tr.GatewayStatus(k, lb, known); s != nil {
+			sts = append(sts, s)
+		} else {
+			removed = append(removed, k)
+		}
+	}
+	if len(sts) > 0 || len(removed) > 0 {
+		e.cfg.GatewayStatus.UpdateGateway(sts, removed)
 	}
 }
 

@@ -1,5 +1,6 @@
 // Package statusreport owns the translator's status stream to the watcher. The engine hands
-// it the desired statuses (Replace, then Update with what a build changed; neither blocks);
+// it the desired statuses of Ingresses (Replace, then Update with what a build changed) and
+// of Gateway API objects (ReplaceGateway, UpdateGateway); none of them blocks;
 // the reporter sends them in full on every new stream and then only what changed, at the
 // cost of the change. Nothing on the config path waits for it: a slow, absent or restarting
 // watcher only delays statuses.
@@ -58,7 +59,14 @@ type Reporter struct {
 	ready   bool // the first Replace came
 	desired map[key]*watchv1.IngressStatus
 	pending map[key]bool // changed since the last request taken
+	// The Gateway API objects', alike, by kind, namespace and name.
+	desiredGw map[gwKey]*watchv1.GatewayAPIStatus
+	pendingGw map[gwKey]bool
 }
+
+type gwKey struct{ kind, ns, name string }
+
+func gwKeyOf(k *watchv1.ObjectKey) gwKey { return gwKey{k.GetKind(), k.GetNamespace(), k.GetName()} }
 
 // New returns a reporter; Run starts it.
 func New(cfg Config) (*Reporter, error) {
@@ -74,7 +82,8 @@ func New(cfg Config) (*Reporter, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = nopMetrics{}
 	}
-	return &Reporter{cfg: cfg, log: cfg.Logger, signal: make(chan struct{}, 1), desired: map[key]*watchv1.IngressStatus{}, pending: map[key]bool{}}, nil
+	return &Reporter{cfg: cfg, log: cfg.Logger, signal: make(chan struct{}, 1), desired: map[key]*watchv1.IngressStatus{}, pending: map[key]bool{},
+		desiredGw: map[gwKey]*watchv1.GatewayAPIStatus{}, pendingGw: map[gwKey]bool{}}, nil
 }
 
 // Replace makes sts the complete desired statuses. It never blocks.
@@ -109,6 +118,38 @@ func (r *Reporter) Update(changed []*watchv1.IngressStatus, removed []*watchv1.I
 	r.notify()
 }
 
+// ReplaceGateway makes sts the complete desired Gateway API statuses. It never blocks. The
+// engine calls it before Replace, so that the first full report holds both.
+func (r *Reporter) ReplaceGateway(sts []*watchv1.GatewayAPIStatus) {
+	r.mu.Lock()
+	for k := range r.desiredGw {
+		r.pendingGw[k] = true
+	}
+	r.desiredGw = make(map[gwKey]*watchv1.GatewayAPIStatus, len(sts))
+	for _, st := range sts {
+		k := gwKeyOf(st.GetKey())
+		r.desiredGw[k], r.pendingGw[k] = st, true
+	}
+	r.mu.Unlock()
+	r.notify()
+}
+
+// UpdateGateway changes the desired statuses of some Gateway API objects. It never blocks.
+func (r *Reporter) UpdateGateway(changed []*watchv1.GatewayAPIStatus, removed []*watchv1.ObjectKey) {
+	r.mu.Lock()
+	for _, st := range changed {
+		k := gwKeyOf(st.GetKey())
+		r.desiredGw[k], r.pendingGw[k] = st, true
+	}
+	for _, ok := range removed {
+		k := gwKeyOf(ok)
+		delete(r.desiredGw, k)
+		r.pendingGw[k] = true
+	}
+	r.mu.Unlock()
+	r.notify()
+}
+
 func (r *Reporter) notify() {
 	select {
 	case r.signal <- struct{}{}:
@@ -118,46 +159,76 @@ func (r *Reporter) notify() {
 
 func keyOf(k *watchv1.IngressKey) key { return key{k.GetNamespace(), k.GetName()} }
 
-// full returns every desired status, sorted, as what a new stream is told.
-func (r *Reporter) full() ([]*watchv1.IngressStatus, map[key]*watchv1.IngressStatus) {
+// told is what one stream was told.
+type told struct {
+	ingresses map[key]*watchv1.IngressStatus
+	gateway   map[gwKey]*watchv1.GatewayAPIStatus
+}
+
+// full returns the full report, every desired status sorted, as what a new stream is told.
+func (r *Reporter) full() (*watchv1.ReportStatusRequest, told) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.pending = map[key]bool{}
-	sent := make(map[key]*watchv1.IngressStatus, len(r.desired))
-	out := make([]*watchv1.IngressStatus, 0, len(r.desired))
+	r.pending, r.pendingGw = map[key]bool{}, map[gwKey]bool{}
+	sent := told{ingresses: make(map[key]*watchv1.IngressStatus, len(r.desired)), gateway: make(map[gwKey]*watchv1.GatewayAPIStatus, len(r.desiredGw))}
+	req := &watchv1.ReportStatusRequest{Source: r.cfg.Source, Full: true, Statuses: make([]*watchv1.IngressStatus, 0, len(r.desired))}
 	for k, st := range r.desired {
-		sent[k] = st
-		out = append(out, st)
+		sent.ingresses[k] = st
+		req.Statuses = append(req.Statuses, st)
 	}
-	translate.SortStatuses(out)
-	return out, sent
+	for k, st := range r.desiredGw {
+		sent.gateway[k] = st
+		req.GatewayStatuses = append(req.GatewayStatuses, st)
+	}
+	translate.SortStatuses(req.Statuses)
+	translate.SortGatewayStatuses(req.GatewayStatuses)
+	return req, sent
 }
 
 // changes returns the request that brings a stream told sent up to date (nil when nothing
 // differs) and updates sent.
-func (r *Reporter) changes(sent map[key]*watchv1.IngressStatus) *watchv1.ReportStatusRequest {
+func (r *Reporter) changes(sent told) *watchv1.ReportStatusRequest {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	req := &watchv1.ReportStatusRequest{Source: r.cfg.Source}
 	for k := range r.pending {
 		d, want := r.desired[k]
-		s, had := sent[k]
+		s, had := sent.ingresses[k]
 		switch {
 		case want && (!had || !proto.Equal(s, d)):
 			req.Statuses = append(req.Statuses, d)
-			sent[k] = d
+			sent.ingresses[k] = d
 		case !want && had:
 			req.Removed = append(req.Removed, &watchv1.IngressKey{Namespace: k.ns, Name: k.name})
-			delete(sent, k)
+			delete(sent.ingresses, k)
 		}
 	}
 	r.pending = map[key]bool{}
-	if len(req.Statuses) == 0 && len(req.Removed) == 0 {
+	for k := range r.pendingGw {
+		d, want := r.desiredGw[k]
+		s, had := sent.gateway[k]
+		switch {
+		case want && (!had || !proto.Equal(s, d)):
+			req.GatewayStatuses = append(req.GatewayStatuses, d)
+			sent.gateway[k] = d
+		case !want && had:
+			req.RemovedGateway = append(req.RemovedGateway, &watchv1.ObjectKey{Kind: k.kind, Namespace: k.ns, Name: k.name})
+			delete(sent.gateway, k)
+		}
+	}
+	r.pendingGw = map[gwKey]bool{}
+	if len(req.Statuses) == 0 && len(req.Removed) == 0 && len(req.GatewayStatuses) == 0 && len(req.RemovedGateway) == 0 {
 		return nil
 	}
 	translate.SortStatuses(req.Statuses)
 	sort.Slice(req.Removed, func(i, j int) bool { return translate.LessKey(req.Removed[i], req.Removed[j]) })
+	translate.SortGatewayStatuses(req.GatewayStatuses)
+	sort.Slice(req.RemovedGateway, func(i, j int) bool { return translate.LessObjectKey(req.RemovedGateway[i], req.RemovedGateway[j]) })
 	return req
+}
+
+func reportSize(req *watchv1.ReportStatusRequest) int {
+	return len(req.Statuses) + len(req.Removed) + len(req.GatewayStatuses) + len(req.RemovedGateway)
 }
 
 func (r *Reporter) isReady() bool {
@@ -222,12 +293,11 @@ func (r *Reporter) stream(ctx context.Context) (accepted bool, _ error) {
 		return accepted, err
 	}
 	msgs := grpcx.Pump[watchv1.ReportStatusResponse](sctx, s.Recv, 4)
-	all, sent := r.full()
-	full := &watchv1.ReportStatusRequest{Source: r.cfg.Source, Full: true, Statuses: all}
+	full, sent := r.full()
 	// A Send that fails with io.EOF means the watcher ended the stream: its reason arrives
 	// on msgs (only the pump may call Recv).
 	if err := s.Send(full); err == nil {
-		r.cfg.Metrics.StatusReported(true, len(full.Statuses))
+		r.cfg.Metrics.StatusReported(true, reportSize(full))
 	} else if !errors.Is(err, io.EOF) {
 		return accepted, err
 	}
@@ -244,14 +314,14 @@ func (r *Reporter) stream(ctx context.Context) (accepted bool, _ error) {
 			}
 			accepted = true
 			r.cfg.Metrics.SetStatusConnected(true)
-			r.log.Info("status stream accepted", "leader", m.Msg.GetLeader(), "relayed", m.Msg.GetRelayed(), "ingresses", len(sent))
+			r.log.Info("status stream accepted", "leader", m.Msg.GetLeader(), "relayed", m.Msg.GetRelayed(), "ingresses", len(sent.ingresses), "gateway_api_objects", len(sent.gateway))
 		case <-r.signal:
 			req := r.changes(sent)
 			if req == nil {
 				continue
 			}
 			if err := s.Send(req); err == nil {
-				r.cfg.Metrics.StatusReported(false, len(req.Statuses)+len(req.Removed))
+				r.cfg.Metrics.StatusReported(false, reportSize(req))
 			} else if !errors.Is(err, io.EOF) {
 				return accepted, err
 			}
