@@ -44,6 +44,9 @@ type Settings struct {
 	MaxStreams               int
 	Pprof                    string
 	MaxMessageSize           int
+	GatewayControllerName    string
+	GatewayHTTPPort          int32
+	GatewayHTTPSPort         int32
 }
 
 // Register adds the settings to fs.
@@ -60,6 +63,9 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&s.PublishAddresses, "publish-address", nil, "the proxy's addresses (IPs or hostnames) to put in every served Ingress's status.loadBalancer, instead of --publish-service")
 	fs.DurationVar(&s.SendTimeout, "send-timeout", 30*time.Second, "longest one send on a Config stream may take; a pusher that stopped reading for longer is dropped and must reconnect")
 	fs.BoolVar(&s.ReportStatus, "report-status", true, "report the served Ingresses' statuses and findings to the watcher, which writes them")
+	fs.StringVar(&s.GatewayControllerName, "gateway-controller-name", translate.DefaultGatewayControllerName, "spec.controllerName of the GatewayClasses this translator serves (Gateway API)")
+	fs.Int32Var(&s.GatewayHTTPPort, "gateway-http-port", translate.DefaultGatewayHTTPPort, "Gateway listener port served on the proxy's HTTP listener: the port clients see, whatever the proxy binds; HTTP listeners on other ports are refused (PortUnavailable)")
+	fs.Int32Var(&s.GatewayHTTPSPort, "gateway-https-port", translate.DefaultGatewayHTTPSPort, "Gateway listener port served on the proxy's HTTPS listener: the port clients see, whatever the proxy binds; HTTPS listeners on other ports are refused (PortUnavailable)")
 	s.TLS.Register(fs, true)
 	fs.IntVar(&s.MaxStreams, "max-streams", 64, "concurrent Config streams this translator serves; more get RESOURCE_EXHAUSTED")
 	cli.RegisterPprof(fs, &s.Pprof)
@@ -97,6 +103,20 @@ func (s *Settings) Validate() error {
 	}
 	if s.ControllerName == "" {
 		return config.Errorf("controller-name", "", "must not be empty")
+	}
+	if domain, path, ok := strings.Cut(s.GatewayControllerName, "/"); !ok || domain == "" || path == "" {
+		return config.Errorf("gateway-controller-name", s.GatewayControllerName, "must be a domain-prefixed path, such as %s", translate.DefaultGatewayControllerName)
+	}
+	for _, p := range []struct {
+		name string
+		v    int32
+	}{{"gateway-http-port", s.GatewayHTTPPort}, {"gateway-https-port", s.GatewayHTTPSPort}} {
+		if p.v < 1 || p.v > 65535 {
+			return config.Errorf(p.name, fmt.Sprint(p.v), "must be a port number (1-65535)")
+		}
+	}
+	if s.GatewayHTTPPort == s.GatewayHTTPSPort {
+		return config.Errorf("gateway-https-port", fmt.Sprint(s.GatewayHTTPSPort), "must differ from --gateway-http-port")
 	}
 	if s.Holdoff < 0 {
 		return config.Errorf("holdoff", s.Holdoff.String(), "must not be negative")
@@ -162,19 +182,21 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 	var g run.Group
 	srv.Add(&g)
 	var sink engine.StatusSink
+	var gwSink engine.GatewayStatusSink
 	if s.ReportStatus {
 		rep, err := statusreport.New(statusreport.Config{Logger: log.Named("status"), Client: watchv1.NewStatusServiceClient(conn),
 			Source: s.ControllerName + "/" + s.IngressClass, Metrics: m})
 		if err != nil {
 			return err
 		}
-		sink = rep
+		sink, gwSink = rep, rep
 		g.Add("status", rep.Run)
 	}
 	eng, err := engine.New(engine.Config{
-		Logger: log.Named("engine"), Client: watchv1.NewWatchServiceClient(conn), Publisher: cfgSrv, Metrics: m, Status: sink,
+		Logger: log.Named("engine"), Client: watchv1.NewWatchServiceClient(conn), Publisher: cfgSrv, Metrics: m, Status: sink, GatewayStatus: gwSink,
 		Options: translate.Options{IngressClass: s.IngressClass, ControllerName: s.ControllerName, WatchIngressWithoutClass: s.WatchIngressWithoutClass,
-			PublishService: s.PublishService, PublishAddresses: s.PublishAddresses},
+			PublishService: s.PublishService, PublishAddresses: s.PublishAddresses,
+			GatewayControllerName: s.GatewayControllerName, GatewayHTTPPort: s.GatewayHTTPPort, GatewayHTTPSPort: s.GatewayHTTPSPort},
 		Holdoff: s.Holdoff, MaxDelay: s.MaxDelay,
 	})
 	if err != nil {
