@@ -35,7 +35,9 @@ type gatewaySink struct {
 	desired  map[string]*watchv1.GatewayAPIStatus
 }
 
-func gwKeyString(k *watchv1.ObjectKey) string { return k.GetKind() + "/" + k.GetNamespace() + "/" + k.GetName() }
+func gwKeyString(k *watchv1.ObjectKey) string {
+	return k.GetKind() + "/" + k.GetNamespace() + "/" + k.GetName()
+}
 
 func (s *gatewaySink) ReplaceGateway(sts []*watchv1.GatewayAPIStatus) {
 	s.mu.Lock()

@@ -177,4 +177,3 @@ func checkGatewayStatuses(t *testing.T, step int, inc *Translator, full []*watch
 		}
 	}
 }
-
