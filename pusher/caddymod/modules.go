@@ -116,9 +116,11 @@ func answer(w http.ResponseWriter, err error) error {
 	}
 }
 
-// Router routes a request by the table (http.handlers.sluice): 404 without a route, 503
-// without ready endpoints, else the next handler (reverse_proxy with the sluice upstreams)
-// with the chosen backend, within the route's timeout.
+// Router routes a request by the table (http.handlers.sluice): 404 without a route, the
+// route's redirect answered directly, 503 without ready endpoints, else the request is
+// rewritten and its headers changed as the route says (contract.Forwarded) and handed to
+// the next handler (reverse_proxy with the sluice upstreams) with the chosen backend,
+// within the route's timeout; the route's response header modifier changes the response.
 type Router struct{}
 
 // CaddyModule returns the Caddy module information.
@@ -129,16 +131,34 @@ func (Router) CaddyModule() caddy.ModuleInfo {
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (Router) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	t := store.Current()
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	req := contract.RequestOf(scheme, r)
 	var rt *route
 	if t != nil {
-		rt = t.Match(r.Host, r.URL.Path)
+		rt = t.Match(req)
 	}
 	if rt == nil {
 		return plain(w, http.StatusNotFound, "no route\n")
 	}
+	if loc, code := contract.RedirectLocation(rt.rt, req); code != 0 {
+		w.Header().Set("Location", loc)
+		w.WriteHeader(code)
+		return nil
+	}
 	b := t.pick(rt)
 	if b == nil {
 		return plain(w, http.StatusServiceUnavailable, "no ready endpoints\n")
+	}
+	if rt.rt.GetRewrite() != nil || rt.rt.GetRequestHeaders() != nil {
+		host, path, header := contract.Forwarded(rt.rt, req)
+		r.Host, r.URL.Path, r.URL.RawPath, r.Header = host, path, "", header
+		r.RequestURI = r.URL.RequestURI()
+	}
+	if m := rt.rt.GetResponseHeaders(); m != nil {
+		w = &modifiedResponse{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, m: m}
 	}
 	caddyhttp.SetVar(r.Context(), upstreamsVar, b.upstreams)
 	if rt.timeout > 0 {
@@ -147,6 +167,39 @@ func (Router) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 		r = r.WithContext(ctx)
 	}
 	return next.ServeHTTP(w, r)
+}
+
+// modifiedResponse applies a response header modifier when the (final) header is written,
+// after reverse_proxy copied the backend's header into it.
+type modifiedResponse struct {
+	*caddyhttp.ResponseWriterWrapper
+	m     *configv1.HeaderModifier
+	wrote bool
+}
+
+func (w *modifiedResponse) WriteHeader(code int) {
+	if w.wrote {
+		return
+	}
+	if code < 100 || code > 199 { // an informational response is not the final header
+		w.wrote = true
+		contract.ModifyHeaders(w.m, w.ResponseWriterWrapper.Header())
+	}
+	w.ResponseWriterWrapper.WriteHeader(code)
+}
+
+func (w *modifiedResponse) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriterWrapper.Write(b)
+}
+
+func (w *modifiedResponse) ReadFrom(src io.Reader) (int64, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriterWrapper.ReadFrom(src)
 }
 
 func plain(w http.ResponseWriter, code int, body string) error {

@@ -11,11 +11,13 @@
 //     version held; GET /sluice/state says what is held. A change is checked whole (paths,
 //     certificates, the state hash) before anything is swapped: it applies entirely or not at
 //     all. 409 means "not at that base: send the complete state", 422 "this config is bad".
-//   - http.handlers.sluice: the router. It matches a request exactly as translate.Match does
+//   - http.handlers.sluice: the router. It matches a request exactly as contract.Match does
 //     (the exact host, a one-label wildcard, the catch-all; in each the routes in order;
-//     Exact, Prefix and regular-expression paths), answers 404 when nothing matches and 503
-//     when the route has no ready endpoints, and otherwise picks a backend by weight and
-//     hands the request on.
+//     the listener's scheme, Exact, Prefix and regular-expression paths, the method, header
+//     and query matches), answers 404 when nothing matches, a route's redirect itself, and
+//     503 when the route has no ready endpoints; otherwise it picks a backend by weight,
+//     rewrites the request and changes its headers as the route says (contract.Forwarded),
+//     changes the response's headers on the way back, and hands the request on.
 //   - http.reverse_proxy.upstreams.sluice: the backend's ready endpoints, for Caddy's own
 //     reverse_proxy, which does the proxying (transport, load balancing, retries, passive
 //     health). Routing and proxying are split this way because reverse_proxy's dynamic
@@ -33,6 +35,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -67,12 +71,29 @@ type vhost struct {
 }
 
 type route struct {
-	name     string
+	name string
+	rt   *configv1.Route // what the route does to a request (the reference's functions read it)
+	// The matches, compiled: the path (re for a regular expression), then the header and
+	// query matches that count (contract.HeaderMatches, contract.QueryMatches).
 	typ      configv1.PathMatchType
 	value    string
 	re       *regexp.Regexp
+	headers  []headerMatch
+	query    []queryMatch
 	backends []*configv1.WeightedBackend
 	timeout  time.Duration
+}
+
+type headerMatch struct {
+	name  string // canonical
+	value string
+	re    *regexp.Regexp // nil: exact
+}
+
+type queryMatch struct {
+	name  string
+	value string
+	re    *regexp.Regexp // nil: exact
 }
 
 type backend struct {
@@ -222,24 +243,44 @@ func (t *Table) check(hosts map[string]*vhost) error {
 func compileHost(vh *configv1.VirtualHost) (*vhost, error) {
 	h := &vhost{cert: vh.GetCertificate()}
 	for _, rt := range vh.GetRoutes() {
-		r := &route{name: rt.GetName(), typ: rt.GetPath().GetType(), value: rt.GetPath().GetValue(), backends: rt.GetBackends(), timeout: rt.GetTimeout().AsDuration()}
-		switch r.typ {
-		case configv1.PathMatchType_PATH_MATCH_TYPE_EXACT, configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX:
-		case configv1.PathMatchType_PATH_MATCH_TYPE_REGEX:
-			re, err := regexp.Compile("^(?:" + r.value + ")$")
-			if err != nil {
-				return nil, fmt.Errorf("%w: route %s: %v", ErrRejected, rt.GetName(), err)
-			}
-			r.re = re
-		default:
-			return nil, fmt.Errorf("%w: route %s: unknown path match type %v", ErrRejected, rt.GetName(), r.typ)
-		}
-		if len(rt.GetHeaders()) > 0 {
-			return nil, fmt.Errorf("%w: route %s: header matches are not supported by this data plane", ErrRejected, rt.GetName())
+		r, err := compileRoute(rt)
+		if err != nil {
+			return nil, fmt.Errorf("%w: route %s: %v", ErrRejected, rt.GetName(), err)
 		}
 		h.routes = append(h.routes, r)
 	}
 	return h, nil
+}
+
+// compileRoute checks rt as the reference does (contract.CheckRoute) and compiles its
+// matches once, so that a request costs no compilation.
+func compileRoute(rt *configv1.Route) (*route, error) {
+	if err := contract.CheckRoute(rt); err != nil {
+		return nil, err
+	}
+	r := &route{name: rt.GetName(), rt: rt, typ: rt.GetPath().GetType(), value: rt.GetPath().GetValue(), backends: rt.GetBackends(), timeout: rt.GetTimeout().AsDuration()}
+	switch r.typ {
+	case configv1.PathMatchType_PATH_MATCH_TYPE_EXACT, configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX:
+	case configv1.PathMatchType_PATH_MATCH_TYPE_REGEX:
+		r.re = regexp.MustCompile("^(?:" + r.value + ")$") // CheckRoute compiled it
+	default:
+		return nil, fmt.Errorf("unknown path match type %v", r.typ)
+	}
+	for _, m := range contract.HeaderMatches(rt) {
+		hm := headerMatch{name: http.CanonicalHeaderKey(m.GetName()), value: m.GetValue()}
+		if m.GetType() == configv1.HeaderMatchType_HEADER_MATCH_TYPE_REGEX {
+			hm.re = regexp.MustCompile(m.GetValue())
+		}
+		r.headers = append(r.headers, hm)
+	}
+	for _, m := range contract.QueryMatches(rt) {
+		qm := queryMatch{name: m.GetName(), value: m.GetValue()}
+		if m.GetType() == configv1.QueryMatchType_QUERY_MATCH_TYPE_REGEX {
+			qm.re = regexp.MustCompile(m.GetValue())
+		}
+		r.query = append(r.query, qm)
+	}
+	return r, nil
 }
 
 func buildBackend(b *configv1.Backend) *backend {
@@ -260,31 +301,16 @@ func parseCert(c *configv1.Certificate) (*tls.Certificate, error) {
 	return &tls.Certificate{Certificate: tc.Certificate, PrivateKey: tc.PrivateKey, Leaf: tc.Leaf}, nil
 }
 
-// candidates are the virtual hosts that apply to a request for host, in order: the exact
-// name, a wildcard of its first label, the catch-all.
-func candidates(host string) []string {
-	host = strings.ToLower(host)
-	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
-		host = host[:i]
-	}
-	if host == "" {
-		return []string{""}
-	}
-	if i := strings.IndexByte(host, '.'); i > 0 {
-		return []string{host, "*" + host[i:], ""}
-	}
-	return []string{host, ""}
-}
-
-// Match returns the route for a request, nil when none matches (404): translate.Match.
-func (t *Table) Match(host, path string) *route {
-	for _, name := range candidates(host) {
+// Match returns the route for a request, nil when none matches (404): contract.Match, with
+// the matches compiled.
+func (t *Table) Match(req contract.Request) *route {
+	for _, name := range contract.HostCandidates(req.Host) {
 		vh, ok := t.hosts.get(name)
 		if !ok {
 			continue
 		}
 		for _, r := range vh.routes {
-			if r.matches(path) {
+			if r.matches(req) {
 				return r
 			}
 		}
@@ -292,15 +318,74 @@ func (t *Table) Match(host, path string) *route {
 	return nil
 }
 
-func (r *route) matches(path string) bool {
+func (r *route) matches(req contract.Request) bool {
+	switch r.rt.GetScheme() {
+	case configv1.RouteScheme_ROUTE_SCHEME_HTTP:
+		if req.Scheme != "http" {
+			return false
+		}
+	case configv1.RouteScheme_ROUTE_SCHEME_HTTPS:
+		if req.Scheme != "https" {
+			return false
+		}
+	}
 	switch r.typ {
 	case configv1.PathMatchType_PATH_MATCH_TYPE_EXACT:
-		return path == r.value
+		if req.Path != r.value {
+			return false
+		}
 	case configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX:
-		return r.value == "/" || path == r.value || strings.HasPrefix(path, r.value+"/")
+		if r.value != "/" && req.Path != r.value && !strings.HasPrefix(req.Path, r.value+"/") {
+			return false
+		}
 	default:
-		return r.re.MatchString(path)
+		if !r.re.MatchString(req.Path) {
+			return false
+		}
 	}
+	if m := r.rt.GetMethod(); m != "" && m != req.Method {
+		return false
+	}
+	for _, h := range r.headers {
+		if !h.accepts(req) {
+			return false
+		}
+	}
+	for _, q := range r.query {
+		if !q.accepts(req.Query) {
+			return false
+		}
+	}
+	return true
+}
+
+// accepts: one of the request's values of the header (Host is the Host) is the value, or
+// contains a match of the expression.
+func (h headerMatch) accepts(req contract.Request) bool {
+	vals := req.Header[h.name]
+	if h.name == "Host" {
+		vals = []string{req.Host}
+	}
+	for _, v := range vals {
+		if (h.re == nil && v == h.value) || (h.re != nil && h.re.MatchString(v)) {
+			return true
+		}
+	}
+	return false
+}
+
+// accepts: the parameter is there and its values, joined with ",", are the value or contain
+// a match of the expression.
+func (q queryMatch) accepts(query url.Values) bool {
+	vals, ok := query[q.name]
+	if !ok {
+		return false
+	}
+	v := strings.Join(vals, ",")
+	if q.re != nil {
+		return q.re.MatchString(v)
+	}
+	return v == q.value
 }
 
 // pick chooses a backend of r by weight among those with ready endpoints; nil when none has
@@ -333,7 +418,7 @@ func (t *Table) pick(r *route) *backend {
 // Certificate returns the certificate for a handshake's server name: the exact host's, else
 // a one-label wildcard's (no catch-all: a name without a certificate fails the handshake).
 func (t *Table) Certificate(serverName string) *tls.Certificate {
-	names := candidates(serverName)
+	names := contract.HostCandidates(serverName)
 	for _, name := range names[:len(names)-1] {
 		if vh, _ := t.hosts.get(name); vh != nil && vh.cert != "" {
 			c, _ := t.certs.get(vh.cert)

@@ -112,7 +112,7 @@ func served(t *testing.T, s *Store, epoch string, version uint64, hash string) {
 			t.Fatalf("the table lacks the state's host %q", vh.GetHostname())
 		}
 		for _, p := range []string{"/", "/v1", vh.GetHostname()} {
-			if r := tb.Match(vh.GetHostname(), p); r != nil {
+			if r := tb.Match(get(vh.GetHostname(), p)); r != nil {
 				tb.pick(r)
 			}
 		}

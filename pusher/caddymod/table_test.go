@@ -1,17 +1,36 @@
 package caddymod
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/pki"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	"github.com/sluice-io/sluice/translator/translate"
 )
+
+// get is a plain-HTTP GET of host and path, as the reference sees it.
+func get(host, path string) contract.Request {
+	return contract.Request{Scheme: "http", Method: http.MethodGet, Host: host, Path: path, Header: http.Header{}}
+}
 
 func goldenConfigs(t *testing.T) map[string]*configv1.Config {
 	t.Helper()
@@ -35,10 +54,53 @@ func goldenConfigs(t *testing.T) map[string]*configv1.Config {
 	return out
 }
 
-// The module matches every golden case exactly as translate.Match, the reference every data
-// plane follows: the same route for every probe, and the same certificate per server name.
+// fixtureConfig is internal/contract/testdata/dataplane.json, the data plane fixture that
+// uses every field of a route, with a certificate for its host and ready endpoints.
+func fixtureConfig(t *testing.T) *configv1.Config {
+	t.Helper()
+	data, err := os.ReadFile("../../internal/contract/testdata/dataplane.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &configv1.Resources{}
+	if err := protojson.Unmarshal(data, res); err != nil {
+		t.Fatal(err)
+	}
+	crt, key, err := pki.SelfSigned("dp.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Certificates = []*configv1.Certificate{{Name: "dp/tls", CertificatePem: crt, PrivateKeyPem: key}}
+	for i, b := range res.GetBackends() {
+		b.Endpoints = []*configv1.Endpoint{{Address: "10.0.0." + strconv.Itoa(i+1), Port: 8080, Ready: true}}
+	}
+	return &configv1.Config{Epoch: "fixture", Version: 1, Hash: contract.Hash(res), Resources: res}
+}
+
+// allConfigs are the golden cases (Ingress and Gateway API) and the data plane fixture.
+func allConfigs(t *testing.T) map[string]*configv1.Config {
+	t.Helper()
+	out := goldenConfigs(t)
+	out["dataplane.json"] = fixtureConfig(t)
+	return out
+}
+
+// schemes are the probes of res over plain HTTP, and over HTTPS too.
+func schemes(res *configv1.Resources) []contract.Request {
+	var out []contract.Request
+	for _, r := range contract.Probes(res) {
+		s := r
+		s.Scheme = "https"
+		out = append(out, r, s)
+	}
+	return out
+}
+
+// The module matches every golden case and the data plane fixture exactly as contract.Match,
+// the reference every data plane follows: the same route for every probe (scheme, method,
+// headers, query), and the same certificate per server name.
 func TestTableMatchesLikeTheReference(t *testing.T) {
-	for name, cfg := range goldenConfigs(t) {
+	for name, cfg := range allConfigs(t) {
 		t.Run(name, func(t *testing.T) {
 			s := &Store{}
 			if err := s.Replace(cfg); err != nil {
@@ -46,29 +108,164 @@ func TestTableMatchesLikeTheReference(t *testing.T) {
 			}
 			tb := s.Current()
 			res := cfg.GetResources()
+			probes := 0
+			for _, req := range schemes(res) {
+				for _, h := range []string{req.Host, strings.ToUpper(req.Host) + ":8443", "unlisted.example.net", ""} {
+					req.Host = h
+					want, got := contract.Match(res, req), tb.Match(req)
+					if (want == nil) != (got == nil) || (want != nil && want.GetName() != got.name) {
+						t.Errorf("%s %s://%s%s?%s %v: module routes to %v, the reference to %v", req.Method, req.Scheme, h, req.Path, req.RawQuery, req.Header, got, want.GetName())
+					}
+					probes++
+				}
+			}
 			for _, vh := range res.GetVirtualHosts() {
 				host := strings.Replace(vh.GetHostname(), "*.", "x.", 1)
-				var paths []string
-				for _, rt := range vh.GetRoutes() {
-					v := rt.GetPath().GetValue()
-					paths = append(paths, v, strings.TrimRight(v, "/")+"/", v+"/sub", v+"xyz", strings.ToUpper(v), "/users/42")
-				}
-				paths = append(paths, "/", "/nothing-here")
-				for _, h := range []string{host, strings.ToUpper(host) + ":8443", "unlisted.example.net", ""} {
-					for _, p := range paths {
-						want, got := translate.Match(res, h, p), tb.Match(h, p)
-						if (want == nil) != (got == nil) || (want != nil && want.GetName() != got.name) {
-							t.Errorf("%s%s: module routes to %v, the reference to %v", h, p, got, want.GetName())
-						}
-					}
-				}
 				wantCert := vh.GetCertificate()
 				got := tb.Certificate(host)
 				if (wantCert == "") != (got == nil) {
 					t.Errorf("server name %s: certificate %v, want %q", host, got != nil, wantCert)
 				}
 			}
+			t.Logf("%d probes", probes)
 		})
+	}
+}
+
+// The router does to every probe what the reference says (contract.OutcomeOf): 404, the
+// redirect (status and Location), 503, or the request handed on to a backend of the route
+// with the rewritten Host and path and the modified request headers; the response header
+// modifier changes what the backend answered.
+func TestRouterDoesWhatTheReferenceSays(t *testing.T) {
+	saved := store
+	t.Cleanup(func() { store = saved })
+	for name, cfg := range allConfigs(t) {
+		t.Run(name, func(t *testing.T) {
+			store = &Store{}
+			if err := store.Replace(cfg); err != nil {
+				t.Fatal(err)
+			}
+			res := cfg.GetResources()
+			upstreams := map[string]string{} // first upstream's dial address -> backend name
+			for _, b := range res.GetBackends() {
+				if bk, _ := store.Current().backends.get(b.GetName()); bk != nil && len(bk.upstreams) > 0 {
+					upstreams[bk.upstreams[0].Dial] = b.GetName()
+				}
+			}
+			for _, req := range schemes(res) {
+				want := contract.OutcomeOf(res, req)
+				got := routeThrough(t, req, upstreams)
+				what := fmt.Sprintf("%s %s://%s%s?%s %v", req.Method, req.Scheme, req.Host, req.Path, req.RawQuery, req.Header)
+				if got.status != want.Status || got.location != want.Location {
+					t.Errorf("%s: %d %q, want %d %q (route %s)", what, got.status, got.location, want.Status, want.Location, want.Route.GetName())
+					continue
+				}
+				if want.Status != http.StatusOK {
+					continue
+				}
+				if !slices.Contains(want.Backends, got.backend) || got.host != want.Host || got.path != want.Path || !sameHeader(got.header, want.Header) {
+					t.Errorf("%s: proxied to %s as %s %s %v, want one of %v as %s %s %v", what, got.backend, got.host, got.path, got.header, want.Backends, want.Host, want.Path, want.Header)
+				}
+				resp := backendHeader(got.backend)
+				contract.ModifyHeaders(want.Route.GetResponseHeaders(), resp)
+				if !sameHeader(got.response, resp) {
+					t.Errorf("%s: response header %v, want %v", what, got.response, resp)
+				}
+			}
+		})
+	}
+}
+
+// backendHeader is what the test's next handler answers with.
+func backendHeader(name string) http.Header {
+	return http.Header{"Content-Type": {"application/json"}, "X-Sluice-Backend": {name}}
+}
+
+type routed struct {
+	status           int
+	location         string
+	backend          string
+	host, path       string
+	header, response http.Header
+}
+
+// routeThrough serves req with the Router, whose next handler stands in for reverse_proxy:
+// it records what it was handed and answers as a backend.
+func routeThrough(t *testing.T, req contract.Request, upstreams map[string]string) routed {
+	t.Helper()
+	target := req.Path
+	if req.RawQuery != "" {
+		target += "?" + req.RawQuery
+	}
+	r := httptest.NewRequest(req.Method, "http://placeholder"+target, nil)
+	r.URL.Path = req.Path
+	r.Host = req.Host
+	r.Header = req.Header.Clone()
+	if req.Scheme == "https" {
+		r.TLS = &tls.ConnectionState{ServerName: req.Host}
+	}
+	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{}))
+	w := httptest.NewRecorder()
+	var got routed
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		ups, _ := caddyhttp.GetVar(r.Context(), upstreamsVar).([]*reverseproxy.Upstream)
+		if len(ups) > 0 {
+			got.backend = upstreams[ups[0].Dial]
+		}
+		got.host, got.path, got.header = r.Host, r.URL.Path, r.Header.Clone()
+		for k, v := range backendHeader(got.backend) {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(http.StatusOK)
+		_, err := w.Write([]byte("{}"))
+		return err
+	})
+	if err := (Router{}).ServeHTTP(w, r, next); err != nil {
+		t.Fatal(err)
+	}
+	got.status, got.location = w.Code, w.Header().Get("Location")
+	if got.status == http.StatusOK {
+		got.response = w.Header().Clone()
+	}
+	return got
+}
+
+func sameHeader(a, b http.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// A table is checked whole: a route whose query expression does not compile refuses the
+// whole state (422 through the admin API), naming the route; nothing of it is served.
+func TestBadQueryExpressionRefusesTheWholeChange(t *testing.T) {
+	cfg := fixtureConfig(t)
+	s := &Store{}
+	if err := s.Replace(cfg); err != nil {
+		t.Fatal(err)
+	}
+	before := s.Current()
+	bad := proto.Clone(cfg).(*configv1.Config)
+	bad.Version++
+	rt := bad.GetResources().GetVirtualHosts()[0].GetRoutes()[0]
+	rt.Query = []*configv1.QueryMatch{{Name: "q", Value: "(", Type: configv1.QueryMatchType_QUERY_MATCH_TYPE_REGEX}}
+	bad.Hash = contract.Hash(bad.GetResources())
+	err := s.Replace(bad)
+	if !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), rt.GetName()) || !strings.Contains(err.Error(), "query parameter q") {
+		t.Fatalf("a bad query expression: %v, want rejected naming route %s and the parameter", err, rt.GetName())
+	}
+	w := httptest.NewRecorder()
+	if aerr, ok := answer(w, err).(caddy.APIError); !ok || aerr.HTTPStatus != http.StatusUnprocessableEntity {
+		t.Fatalf("the admin API answers %v, want 422", answer(w, err))
+	}
+	if s.Current() != before {
+		t.Fatal("a refused state changed the table")
 	}
 }
 
@@ -113,7 +310,7 @@ func TestDeltaAppliesWholeOrNotAtAll(t *testing.T) {
 	if s.Current() != before || s.state.Hash() != cfg.GetHash() {
 		t.Fatal("a rejected delta changed the table or the state")
 	}
-	if before.Match("new.example.com", "/") != nil {
+	if before.Match(get("new.example.com", "/")) != nil {
 		t.Fatal("a rejected delta's host is routed")
 	}
 
@@ -132,10 +329,10 @@ func TestDeltaAppliesWholeOrNotAtAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := s.Current()
-	if after.Match("new.example.com", "/") == nil || after.Version != good.GetVersion() || s.state.Hash() != good.GetHash() {
+	if after.Match(get("new.example.com", "/")) == nil || after.Version != good.GetVersion() || s.state.Hash() != good.GetHash() {
 		t.Fatal("the good delta is not what the store serves")
 	}
-	if before.Match("new.example.com", "/") != nil {
+	if before.Match(get("new.example.com", "/")) != nil {
 		t.Fatal("the previous table changed: a table must never change once served")
 	}
 }

@@ -1,0 +1,183 @@
+package contract
+
+import (
+	"net/http"
+	"net/url"
+	"regexp"
+	"regexp/syntax"
+	"strings"
+
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+)
+
+// Probes are requests that reach every route of res and its neighbours, for the tests
+// that hold a data plane equal to the reference (Match): per virtual host, per route, one
+// request that satisfies all of the route's matches (its method, a value for each header
+// and query match), then the same request missing each of them in turn, on paths around
+// the route's path. Probes are plain HTTP; a caller sends them over HTTPS too where the
+// host has a certificate. The order is deterministic.
+func Probes(res *configv1.Resources) []Request {
+	var out []Request
+	for _, vh := range res.GetVirtualHosts() {
+		host := strings.Replace(vh.GetHostname(), "*.", "x.", 1)
+		if host == "" {
+			host = "unlisted.example.net"
+		}
+		for _, rt := range vh.GetRoutes() {
+			v := rt.GetPath().GetValue()
+			paths := []string{v, strings.TrimRight(v, "/") + "/", v + "/sub", v + "xyz", strings.ToUpper(v)}
+			if rt.GetPath().GetType() == configv1.PathMatchType_PATH_MATCH_TYPE_REGEX {
+				paths = []string{Sample("^(?:" + v + ")$"), "/users/42"}
+			}
+			full := Request{Scheme: "http", Host: host, Method: http.MethodGet, Header: http.Header{}}
+			if rt.GetMethod() != "" {
+				full.Method = rt.GetMethod()
+			}
+			q := url.Values{}
+			for _, h := range rt.GetHeaders() {
+				full.Header.Add(h.GetName(), matchingValue(h.GetValue(), h.GetType() == configv1.HeaderMatchType_HEADER_MATCH_TYPE_REGEX))
+			}
+			for _, m := range rt.GetQuery() {
+				q.Add(m.GetName(), matchingValue(m.GetValue(), m.GetType() == configv1.QueryMatchType_QUERY_MATCH_TYPE_REGEX))
+			}
+			variants := []Request{withQuery(full, q)}
+			if rt.GetMethod() != "" {
+				o := withQuery(full, q)
+				o.Method = map[bool]string{true: http.MethodPost, false: http.MethodGet}[rt.GetMethod() == http.MethodGet]
+				variants = append(variants, o)
+			}
+			for _, h := range rt.GetHeaders() {
+				o := withQuery(full, q)
+				o.Header = full.Header.Clone()
+				o.Header.Del(h.GetName())
+				variants = append(variants, o)
+			}
+			for _, m := range rt.GetQuery() {
+				o := url.Values{}
+				for k, vs := range q {
+					if k != m.GetName() {
+						o[k] = vs
+					}
+				}
+				variants = append(variants, withQuery(full, o))
+			}
+			for _, p := range paths {
+				for _, r := range variants {
+					r.Path = p
+					out = append(out, r)
+				}
+			}
+		}
+		for _, p := range []string{"/", "/nothing-here"} {
+			out = append(out, Request{Scheme: "http", Host: host, Method: http.MethodGet, Path: p, Header: http.Header{}, Query: url.Values{}})
+		}
+	}
+	return out
+}
+
+func withQuery(r Request, q url.Values) Request {
+	r.RawQuery = q.Encode()
+	r.Query = QueryOf(r.RawQuery)
+	return r
+}
+
+// matchingValue is a value an exact match accepts, or one an expression matches.
+func matchingValue(v string, isRegex bool) string {
+	if !isRegex {
+		return v
+	}
+	return Sample(v)
+}
+
+// Sample returns a short string that the RE2 expression expr matches, or "" when it finds
+// none (it follows the first branch of every alternation, the fewest repetitions, the
+// first character of every class).
+func Sample(expr string) string {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	sample(&b, re.Simplify())
+	s := b.String()
+	if ok, _ := regexp.MatchString(expr, s); !ok {
+		return ""
+	}
+	return s
+}
+
+func sample(b *strings.Builder, re *syntax.Regexp) {
+	switch re.Op {
+	case syntax.OpLiteral:
+		b.WriteString(string(re.Rune))
+	case syntax.OpCharClass:
+		if len(re.Rune) > 0 {
+			r := re.Rune[0]
+			if r < 0x20 && re.Rune[1] >= 'a' { // prefer a printable character
+				r = 'a'
+			}
+			b.WriteRune(r)
+		}
+	case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		b.WriteByte('a')
+	case syntax.OpCapture, syntax.OpPlus:
+		sample(b, re.Sub[0])
+	case syntax.OpRepeat:
+		for i := 0; i < re.Min; i++ {
+			sample(b, re.Sub[0])
+		}
+	case syntax.OpConcat:
+		for _, s := range re.Sub {
+			sample(b, s)
+		}
+	case syntax.OpAlternate:
+		sample(b, re.Sub[0])
+	}
+}
+
+// Outcome is what the reference says a data plane does with one request.
+type Outcome struct {
+	// Route is the route matched, nil for none (Status 404).
+	Route *configv1.Route
+	// Status is 404 (no route), the redirect's code, 503 (no backend of the route has a
+	// ready endpoint) or 200 (proxied).
+	Status   int
+	Location string
+	// Backends are the names of the route's backends that may answer (those with a ready
+	// endpoint), when proxied.
+	Backends []string
+	// Host, Path and Header are what the backend receives (Forwarded), when proxied.
+	Host, Path string
+	Header     http.Header
+}
+
+// OutcomeOf is the Outcome of req under res: Match, then the route's redirect, its
+// backends' readiness, and Forwarded.
+func OutcomeOf(res *configv1.Resources, req Request) Outcome {
+	rt := Match(res, req)
+	if rt == nil {
+		return Outcome{Status: http.StatusNotFound}
+	}
+	if loc, code := RedirectLocation(rt, req); code != 0 {
+		return Outcome{Route: rt, Status: code, Location: loc}
+	}
+	o := Outcome{Route: rt, Status: http.StatusServiceUnavailable}
+	for _, wb := range rt.GetBackends() {
+		for _, b := range res.GetBackends() {
+			if b.GetName() != wb.GetBackend() {
+				continue
+			}
+			for _, ep := range b.GetEndpoints() {
+				if ep.GetReady() {
+					o.Backends = append(o.Backends, b.GetName())
+					break
+				}
+			}
+		}
+	}
+	if len(o.Backends) > 0 {
+		o.Status = http.StatusOK
+		o.Host, o.Path, o.Header = Forwarded(rt, req)
+	}
+	return o
+}
