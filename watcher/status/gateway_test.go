@@ -1,9 +1,16 @@
 package status
 
 import (
+	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -11,6 +18,8 @@ import (
 
 	"github.com/sluice-io/sluice/internal/watchstream"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+	"github.com/sluice-io/sluice/watcher/store"
+	"github.com/sluice-io/sluice/watcher/store/storetest"
 )
 
 const (
@@ -267,4 +276,51 @@ func applyStatus(t *testing.T, kind string, obj any, status map[string]any) *gat
 	}
 	m["status"] = st
 	return gwObject(t, kind, m)
+}
+
+// Issue 17: a report naming another Gateway controller than the watcher's is refused:
+// counted for every status, logged once per source and name, and nothing is written.
+func TestWriterRefusesAnotherGatewayControllerName(t *testing.T) {
+	st, err := store.New(store.Config{Kinds: []*watchv1.GroupVersionKind{ingressKind, {Group: GatewayGroup, Version: "v1", Kind: KindGatewayClass}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := storetest.New(st)
+	raw, err := json.Marshal(gatewayClass(ours))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Do(func(st *store.Store) {
+		if _, err := st.Upsert(&watchv1.Object{Kind: &watchv1.GroupVersionKind{Group: GatewayGroup, Version: "v1", Kind: KindGatewayClass}, Name: "gc", Uid: "u-gc",
+			ResourceVersion: "1", ContentType: watchstream.ContentTypeJSON, Raw: raw}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+	logs := &statusLog{}
+	m := newFakeMetrics()
+	w, err := New(Config{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}), Source: src, Client: fake.NewClientset(), Dynamic: dyn,
+		Ingress: ingressKind, GatewayControllerName: ours, Now: func() time.Time { return now.Time }, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	w.BeginTerm(ctx)
+	lie := report(KindGatewayClass, "", "gc", "u-gc")
+	lie.ControllerName = theirs
+	lie.Conditions = []*watchv1.Condition{wcond("Accepted", "True", "Accepted", 1)}
+	w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, GatewayStatuses: []*watchv1.GatewayAPIStatus{lie}})
+	w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", GatewayStatuses: []*watchv1.GatewayAPIStatus{lie}})
+	m.eventually(t, "two refusals", func() bool { return m.write("refused") == 2 })
+	if n := strings.Count(logs.String(), "gateway api status report refused"); n != 1 {
+		t.Fatalf("the refusal was logged %d times, want once:\n%s", n, logs.String())
+	}
+	for _, a := range dyn.Actions() {
+		if a.GetVerb() == "patch" {
+			t.Fatalf("a refused report was written: %v", a)
+		}
+	}
 }
