@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -486,9 +489,15 @@ func TestRejectedConfigRestartAndShutdown(t *testing.T) {
 	}
 }
 
-// docs/design.md's "Real parts": every golden case of the translator, served by a real Caddy,
-// answers exactly as translate.Match says, over HTTP and (with SNI) HTTPS; what matches
-// nothing gets 404, a route without endpoints 503.
+// docs/design.md's "Real parts": every golden case of the translator (Ingress and Gateway
+// API), and the data plane fixture that uses every field of a route
+// (internal/contract/testdata/dataplane.json), served by a real Caddy, answers exactly as
+// the reference (contract.OutcomeOf) says, over HTTP and (with SNI) HTTPS: the probes
+// (contract.Probes) carry the method, headers and query each route needs, and the same
+// requests without each of them; what matches nothing gets 404, a route without endpoints
+// 503, a redirect its status and Location, and a proxied request reaches a backend of the
+// route with the rewritten Host and path and the modified request headers, and comes back
+// with the modified response headers.
 func TestCaddyRoutesEveryGoldenCaseLikeTheReference(t *testing.T) {
 	for _, target := range []string{"module", "load"} {
 		t.Run(target, func(t *testing.T) { replayGoldens(t, target == "load") })
@@ -512,18 +521,24 @@ func replayGoldens(t *testing.T, stock bool) {
 	if err != nil || len(goldens) == 0 {
 		t.Fatalf("golden inputs: %v", err)
 	}
-	for i, path := range goldens {
+	cases := append(goldens, "../internal/contract/testdata/dataplane.json")
+	for i, path := range cases {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
+			var res *configv1.Resources
+			if strings.HasSuffix(path, ".json") {
+				res = fixture(t, path, backends)
+			} else {
+				data, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				in, _, err := translate.LoadManifests(path, data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pointAtBackends(&in, backends)
+				res = translate.Translate(in, translate.Options{IngressClass: "sluice", ControllerName: "sluice.io/ingress-controller", Now: time.Now()})
 			}
-			in, _, err := translate.LoadManifests(path, data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pointAtBackends(&in, backends)
-			res := translate.Translate(in, translate.Options{IngressClass: "sluice", ControllerName: "sluice.io/ingress-controller", Now: time.Now()})
 			cfg := &configv1.Config{Epoch: "golden", Version: uint64(i + 1), Hash: translate.Hash(res), Resources: res}
 			if i == 0 {
 				_ = s.send(marker("golden", 1))
@@ -531,29 +546,20 @@ func replayGoldens(t *testing.T, stock bool) {
 			_ = s.send(configMsg(cfg))
 			e.waitConfig(t, cfg)
 			probes := 0
-			for _, vh := range res.GetVirtualHosts() {
-				host := strings.Replace(vh.GetHostname(), "*.", "x.", 1)
-				if host == "" {
-					host = "unlisted.example.net"
-				}
-				var paths []string
-				for _, rt := range vh.GetRoutes() {
-					v := rt.GetPath().GetValue()
-					if rt.GetPath().GetType() == configv1.PathMatchType_PATH_MATCH_TYPE_REGEX {
-						v = "/users/42"
+			for _, req := range contract.Probes(res) {
+				port := map[string]int{"http": e.caddy.HTTPPort, "https": e.caddy.HTTPSPort}
+				for _, scheme := range []string{"http", "https"} {
+					if scheme == "https" && !hasCertificate(res, req.Host) {
+						continue
 					}
-					paths = append(paths, v, strings.TrimRight(v, "/")+"/", v+"/sub", v+"xyz", strings.ToUpper(v))
-				}
-				paths = append(paths, "/", "/nothing-here")
-				for _, p := range paths {
-					want := expected(res, host, p)
-					if got := get(t, e.caddy.HTTPPort, host, p); got != want {
-						t.Errorf("http %s%s: got %s, want %s", host, p, got, want)
+					req.Scheme = scheme
+					got, err := send(t, port[scheme], req)
+					if err != nil {
+						t.Errorf("%s %s://%s%s?%s: %v", req.Method, scheme, req.Host, req.Path, req.RawQuery, err)
+						continue
 					}
-					if vh.GetCertificate() != "" {
-						if got := getTLS(t, e.caddy.HTTPSPort, host, p); got != want {
-							t.Errorf("https %s%s: got %s, want %s", host, p, got, want)
-						}
+					if want, have := expected(res, req, got); have != want {
+						t.Errorf("%s %s://%s%s?%s %v:\n got %s\nwant %s", req.Method, scheme, req.Host, req.Path, req.RawQuery, req.Header, have, want)
 					}
 					probes++
 				}
@@ -563,24 +569,158 @@ func replayGoldens(t *testing.T, stock bool) {
 	}
 }
 
-// expected is what translate.Match says a request gets: a backend's Service name, 503, 404.
-func expected(res *configv1.Resources, host, path string) string {
-	rt := translate.Match(res, host, path)
-	if rt == nil {
-		return "404"
+// fixture is the data plane fixture with its backends at the test's backends (by Service
+// name) and a certificate for its hosts.
+func fixture(t *testing.T, path string, backends map[string]*testenv.Backend) *configv1.Resources {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, wb := range rt.GetBackends() {
-		for _, b := range res.GetBackends() {
-			if b.GetName() == wb.GetBackend() {
-				for _, ep := range b.GetEndpoints() {
-					if ep.GetReady() {
-						return b.GetService().GetName()
-					}
-				}
+	res := &configv1.Resources{}
+	if err := protojson.Unmarshal(data, res); err != nil {
+		t.Fatal(err)
+	}
+	var hosts []string
+	for _, vh := range res.GetVirtualHosts() {
+		hosts = append(hosts, vh.GetHostname())
+	}
+	crt, key, err := pki.SelfSigned(hosts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Certificates = []*configv1.Certificate{{Name: "dp/tls", CertificatePem: crt, PrivateKeyPem: key, DnsNames: hosts}}
+	for _, b := range res.GetBackends() {
+		if tb, ok := backends[b.GetService().GetName()]; ok {
+			b.Endpoints = []*configv1.Endpoint{{Address: tb.Address, Port: uint32(tb.Port), Ready: true}}
+		}
+	}
+	return res
+}
+
+// hasCertificate says whether HTTPS requests for host complete a handshake.
+func hasCertificate(res *configv1.Resources, host string) bool {
+	names := contract.HostCandidates(host)
+	for _, name := range names[:len(names)-1] {
+		for _, vh := range res.GetVirtualHosts() {
+			if vh.GetHostname() == name {
+				return vh.GetCertificate() != ""
 			}
 		}
 	}
-	return "503"
+	return false
+}
+
+// answered is what came back for one request, in the terms of contract.Outcome.
+type answered struct {
+	status                 int
+	location, backend      string
+	host, path             string
+	header, responseHeader http.Header
+}
+
+// expected is what the reference says req gets, and shows both it and got in one form: the
+// status; for a redirect its Location; for a proxied request the backend's Service (got's
+// when it is one of the route's), the Host, path and headers the backend got (those the
+// request carried or the route's modifier names) and the response headers the route's
+// modifier names.
+func expected(res *configv1.Resources, req contract.Request, got answered) (want, have string) {
+	o := contract.OutcomeOf(res, req)
+	show := func(a answered) string {
+		switch a.status {
+		case http.StatusOK:
+		case http.StatusMovedPermanently, http.StatusFound:
+			return fmt.Sprintf("%d %s", a.status, a.location)
+		default:
+			return strconv.Itoa(a.status)
+		}
+		return fmt.Sprintf("200 %s %s %s %s %s", a.backend, a.host, a.path,
+			shown(a.header, forwardedNames(o.Route, req)), shown(a.responseHeader, modifierNames(o.Route.GetResponseHeaders())))
+	}
+	w := answered{status: o.Status, location: o.Location, host: o.Host, path: o.Path, header: o.Header}
+	if o.Status == http.StatusOK {
+		var services []string
+		for _, name := range o.Backends {
+			for _, b := range res.GetBackends() {
+				if b.GetName() == name {
+					services = append(services, b.GetService().GetName())
+				}
+			}
+		}
+		w.backend = strings.Join(services, "|")
+		if slices.Contains(services, got.backend) {
+			w.backend = got.backend // any backend of the route may answer
+		}
+		w.responseHeader = http.Header{"Content-Type": {"application/json"}, "X-Sluice-Backend": {w.backend}}
+		contract.ModifyHeaders(o.Route.GetResponseHeaders(), w.responseHeader)
+	}
+	return show(w), show(got)
+}
+
+// forwardedNames are the request headers worth comparing: those the request carried and
+// those the route's request modifier names (a proxy adds others of its own).
+func forwardedNames(rt *configv1.Route, req contract.Request) []string {
+	var out []string
+	for n := range req.Header {
+		out = append(out, n)
+	}
+	return append(out, modifierNames(rt.GetRequestHeaders())...)
+}
+
+func modifierNames(m *configv1.HeaderModifier) []string {
+	out := append([]string(nil), m.GetRemove()...)
+	for _, h := range append(append([]*configv1.HeaderValue(nil), m.GetSet()...), m.GetAdd()...) {
+		out = append(out, h.GetName())
+	}
+	return out
+}
+
+// shown is h restricted to names, in a stable form.
+func shown(h http.Header, names []string) string {
+	var out []string
+	for _, n := range names {
+		out = append(out, fmt.Sprintf("%s=%q", http.CanonicalHeaderKey(n), h.Values(n)))
+	}
+	sort.Strings(out)
+	return "[" + strings.Join(slices.Compact(out), " ") + "]"
+}
+
+// send sends req to Caddy (not following redirects) and says what came back.
+func send(t *testing.T, port int, req contract.Request) (answered, error) {
+	t.Helper()
+	target := req.Path
+	if req.RawQuery != "" {
+		target += "?" + req.RawQuery
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{ServerName: req.Host, InsecureSkipVerify: true, // the golden certificate's CA is not kept
+		VerifyConnection: func(cs tls.ConnectionState) error { return cs.PeerCertificates[0].VerifyHostname(req.Host) }}}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Timeout: 10 * time.Second, Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	r, err := http.NewRequest(req.Method, fmt.Sprintf("%s://127.0.0.1:%d%s", req.Scheme, port, target), nil)
+	if err != nil {
+		return answered{}, err
+	}
+	r.Host = req.Host
+	r.Header = req.Header.Clone()
+	resp, err := c.Do(r)
+	if err != nil {
+		return answered{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return answered{}, err
+	}
+	a := answered{status: resp.StatusCode, location: resp.Header.Get("Location")}
+	if resp.StatusCode != http.StatusOK {
+		return a, nil
+	}
+	var ba testenv.BackendAnswer
+	if err := json.Unmarshal(body, &ba); err != nil {
+		return answered{}, fmt.Errorf("unparsable answer %q: %w", body, err)
+	}
+	a.backend, a.host, a.path, a.header, a.responseHeader = ba.Backend, ba.Host, ba.Path, ba.Header, resp.Header
+	return a, nil
 }
 
 // pointAtBackends replaces every EndpointSlice with one that points each Service port at the

@@ -162,6 +162,9 @@ type BackendAnswer struct {
 	Host    string `json:"host"`
 	Path    string `json:"path"`
 	TLS     bool   `json:"tls"`
+	// Method and Header are the request's, so that tests see what a proxy forwarded.
+	Method string      `json:"method,omitempty"`
+	Header http.Header `json:"header,omitempty"`
 }
 
 // StartBackend starts an HTTP backend named name on a new address, port 8080.
@@ -188,7 +191,7 @@ func (n *Net) startBackend(name string, useTLS bool) (*Backend, error) {
 		b.requests.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Sluice-Backend", name)
-		_ = json.NewEncoder(w).Encode(BackendAnswer{Backend: name, Host: r.Host, Path: r.URL.Path, TLS: r.TLS != nil})
+		_ = json.NewEncoder(w).Encode(BackendAnswer{Backend: name, Host: r.Host, Path: r.URL.Path, TLS: r.TLS != nil, Method: r.Method, Header: r.Header})
 	})}
 	if useTLS {
 		certPEM, keyPEM, err := pki.SelfSigned(name, addr)

@@ -1,10 +1,12 @@
 // Package caddy is the Caddy data plane of the pusher: it renders a config into one Caddy
 // JSON document and applies it with POST /load, which replaces the whole config or none of
-// it. The request semantics are those of translate.Match (the reference): per request, the virtual hosts that
-// apply are tried in order (the exact host, a one-label wildcard, then the catch-all), each
-// as a subroute whose routes are tried in order; what nothing matches gets a 404. Paths are
-// matched with anchored RE2 expressions (Caddy's own path matcher is case-insensitive, the
-// Ingress semantics are not).
+// it. The request semantics are those of contract.Match (the reference): per request, the
+// virtual hosts that apply are tried in order (the exact host, a one-label wildcard, then the
+// catch-all), each as a subroute whose routes are tried in order; what nothing matches gets
+// a 404. Each server (HTTP, HTTPS) gets the routes served on its scheme. Paths are matched
+// with anchored RE2 expressions (Caddy's own path matcher is case-insensitive, the Ingress
+// semantics are not); what a route does to a request (contract.RedirectLocation,
+// contract.Forwarded) is built from Caddy's placeholders, rewrite and headers handlers.
 package caddy
 
 import (
@@ -12,6 +14,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -59,29 +63,34 @@ func Render(cfg *configv1.Config, o RenderOptions) ([]byte, string, error) {
 	for _, b := range res.GetBackends() {
 		backends[b.GetName()] = b
 	}
-	var routes []any
-	for _, vh := range orderedHosts(res.GetVirtualHosts()) {
-		var sub []any
-		for _, rt := range vh.GetRoutes() {
-			r, err := route(rt, backends)
-			if err != nil {
-				return nil, "", fmt.Errorf("route %s: %w", rt.GetName(), err)
+	routes := map[string][]any{}
+	for _, scheme := range []string{"http", "https"} {
+		for _, vh := range orderedHosts(res.GetVirtualHosts()) {
+			var sub []any
+			for _, rt := range vh.GetRoutes() {
+				if !servedOn(rt, scheme) {
+					continue
+				}
+				r, err := route(rt, backends, scheme)
+				if err != nil {
+					return nil, "", fmt.Errorf("route %s: %w", rt.GetName(), err)
+				}
+				sub = append(sub, r)
 			}
-			sub = append(sub, r)
+			if len(sub) == 0 {
+				continue
+			}
+			r := obj{"handle": []any{obj{"handler": "subroute", "routes": sub}}}
+			if vh.GetHostname() != "" {
+				r["match"] = []any{obj{"host": []string{vh.GetHostname()}}}
+			}
+			routes[scheme] = append(routes[scheme], r)
 		}
-		if len(sub) == 0 {
-			continue
-		}
-		r := obj{"handle": []any{obj{"handler": "subroute", "routes": sub}}}
-		if vh.GetHostname() != "" {
-			r["match"] = []any{obj{"host": []string{vh.GetHostname()}}}
-		}
-		routes = append(routes, r)
+		routes[scheme] = append(routes[scheme], obj{"handle": []any{obj{"handler": "static_response", "status_code": 404, "body": "no route\n"}}})
 	}
-	routes = append(routes, obj{"handle": []any{obj{"handler": "static_response", "status_code": 404, "body": "no route\n"}}})
 
 	servers := obj{
-		"http": obj{"listen": []string{o.HTTPListen}, "routes": routes, "automatic_https": obj{"disable": true}},
+		"http": obj{"listen": []string{o.HTTPListen}, "routes": routes["http"], "automatic_https": obj{"disable": true}},
 	}
 	apps := obj{"http": obj{"servers": servers}}
 	if len(res.GetCertificates()) > 0 {
@@ -103,7 +112,7 @@ func Render(cfg *configv1.Config, o RenderOptions) ([]byte, string, error) {
 			policies = append(policies, obj{"match": obj{"sni": hosts}, "certificate_selection": obj{"any_tag": []string{tag}}})
 		}
 		if len(pems) > 0 {
-			servers["https"] = obj{"listen": []string{o.HTTPSListen}, "routes": routes, "automatic_https": obj{"disable": true}, "tls_connection_policies": policies}
+			servers["https"] = obj{"listen": []string{o.HTTPSListen}, "routes": routes["https"], "automatic_https": obj{"disable": true}, "tls_connection_policies": policies}
 			apps["tls"] = obj{"certificates": obj{"load_pem": pems}}
 		}
 	}
@@ -149,7 +158,9 @@ func PathPattern(m *configv1.PathMatch) (string, error) {
 		if m.GetValue() == "/" {
 			return "", nil // every path
 		}
-		return "^" + regexp.QuoteMeta(m.GetValue()) + "(/.*)?$", nil
+		// Group 1 is the rest of the path after the prefix ("" or "/..."), group 2 the rest
+		// without its slash: a redirect's PREFIX modifier builds the Location from them.
+		return "^" + regexp.QuoteMeta(m.GetValue()) + "(?s:((?:/(.*))?))$", nil
 	case configv1.PathMatchType_PATH_MATCH_TYPE_REGEX:
 		p := "^(?:" + m.GetValue() + ")$"
 		if _, err := regexp.Compile(p); err != nil {
@@ -160,38 +171,39 @@ func PathPattern(m *configv1.PathMatch) (string, error) {
 	return "", fmt.Errorf("unknown path match type %v", m.GetType())
 }
 
-func route(rt *configv1.Route, backends map[string]*configv1.Backend) (obj, error) {
+// servedOn says whether rt is served on the listener of scheme.
+func servedOn(rt *configv1.Route, scheme string) bool {
+	switch rt.GetScheme() {
+	case configv1.RouteScheme_ROUTE_SCHEME_HTTP:
+		return scheme == "http"
+	case configv1.RouteScheme_ROUTE_SCHEME_HTTPS:
+		return scheme == "https"
+	}
+	return true
+}
+
+// pathCapture names the path_regexp matcher whose groups a redirect's Location uses
+// ({http.regexp.sluice.1}).
+const pathCapture = "sluice"
+
+// route renders rt for the server of scheme: its matchers, then what it does (a redirect,
+// 503 without ready endpoints, or the rewrite, the header modifiers and reverse_proxy).
+func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme string) (obj, error) {
+	// Caddy would refuse the whole document for a bad expression, naming no route.
+	if err := contract.CheckRoute(rt); err != nil {
+		return nil, err
+	}
 	r := obj{}
-	pattern, err := PathPattern(rt.GetPath())
+	match, err := matchers(rt)
 	if err != nil {
 		return nil, err
 	}
-	match := obj{}
-	if pattern != "" {
-		match["path_regexp"] = obj{"pattern": pattern}
-	}
-	if len(rt.GetHeaders()) > 0 {
-		exact, re := obj{}, obj{}
-		for _, h := range rt.GetHeaders() {
-			if h.GetType() == configv1.HeaderMatchType_HEADER_MATCH_TYPE_REGEX {
-				// Caddy would refuse the whole document for it, naming no route.
-				if _, err := regexp.Compile(h.GetValue()); err != nil {
-					return nil, fmt.Errorf("header %s: %w", h.GetName(), err)
-				}
-				re[h.GetName()] = obj{"pattern": h.GetValue()}
-			} else {
-				exact[h.GetName()] = []string{h.GetValue()}
-			}
-		}
-		if len(exact) > 0 {
-			match["header"] = exact
-		}
-		if len(re) > 0 {
-			match["header_regexp"] = re
-		}
-	}
 	if len(match) > 0 {
 		r["match"] = []any{match}
+	}
+	if rd := rt.GetRedirect(); rd != nil {
+		r["handle"] = redirect(rt, rd, scheme)
+		return r, nil
 	}
 	var upstreams []any
 	var weights []int
@@ -221,8 +233,239 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend) (obj, erro
 	if d := rt.GetTimeout(); d != nil {
 		proxy["transport"] = obj{"protocol": "http", "response_header_timeout": d.AsDuration().String()}
 	}
-	r["handle"] = []any{proxy}
+	handle, err := requestChanges(rt)
+	if err != nil {
+		return nil, err
+	}
+	r["handle"] = append(handle, proxy)
 	return r, nil
+}
+
+// matchers are rt's path, method, header and query matches as one Caddy matcher set.
+// Header matches are header_regexp (any value of the header; exact values anchored and
+// quoted), query matches a query matcher for presence ("*") and, for each value, a
+// vars_regexp on the parameter's placeholder (its values joined with ","); several
+// vars_regexp are ANDed as not(not(a), not(b)), because one vars_regexp ORs its keys.
+func matchers(rt *configv1.Route) (obj, error) {
+	match := obj{}
+	pattern, err := PathPattern(rt.GetPath())
+	if err != nil {
+		return nil, err
+	}
+	if pattern != "" {
+		match["path_regexp"] = obj{"name": pathCapture, "pattern": pattern}
+	}
+	if m := rt.GetMethod(); m != "" {
+		match["method"] = []string{m}
+	}
+	if hs := contract.HeaderMatches(rt); len(hs) > 0 {
+		re := obj{}
+		for _, h := range hs {
+			p := h.GetValue()
+			if h.GetType() != configv1.HeaderMatchType_HEADER_MATCH_TYPE_REGEX {
+				p = "^" + regexp.QuoteMeta(p) + "$"
+			}
+			re[http.CanonicalHeaderKey(h.GetName())] = obj{"pattern": p}
+		}
+		match["header_regexp"] = re
+	}
+	if qs := contract.QueryMatches(rt); len(qs) > 0 {
+		present := obj{}
+		var values []any
+		for _, q := range qs {
+			if strings.ContainsAny(q.GetName(), "{}") {
+				return nil, fmt.Errorf("query parameter %q: a name with braces cannot be matched by stock Caddy", q.GetName())
+			}
+			present[q.GetName()] = []string{"*"}
+			p := q.GetValue()
+			if q.GetType() != configv1.QueryMatchType_QUERY_MATCH_TYPE_REGEX {
+				p = "^" + regexp.QuoteMeta(p) + "$"
+			}
+			values = append(values, obj{"vars_regexp": obj{"{http.request.uri.query." + q.GetName() + "}": obj{"pattern": p}}})
+		}
+		match["query"] = present
+		if len(values) == 1 {
+			match["vars_regexp"] = values[0].(obj)["vars_regexp"]
+		} else {
+			var nots []any
+			for _, v := range values {
+				nots = append(nots, obj{"not": []any{v}})
+			}
+			match["not"] = nots
+		}
+	}
+	return match, nil
+}
+
+// literal escapes Caddy's placeholder braces in a value that is meant as is.
+func literal(s string) string {
+	return strings.NewReplacer("{", `\{`, "}", `\}`).Replace(s)
+}
+
+// redirect answers with contract.RedirectLocation built from placeholders: the scheme of
+// the server (known per server), {http.request.host} or the redirect's hostname, the port
+// (the request's is taken from {http.request.hostport} by a map handler when the hostname
+// changes), the path from the path matcher's groups, and {http.request.uri.prefixed_query}.
+func redirect(rt *configv1.Route, rd *configv1.Redirect, scheme string) []any {
+	var handle []any
+	to := rd.GetScheme()
+	if to == "" {
+		to = scheme
+	}
+	loc := to + "://"
+	switch {
+	case rd.GetPort() != 0:
+		host := "{http.request.host}"
+		if rd.GetHostname() != "" {
+			host = literal(rd.GetHostname())
+		}
+		loc += host
+		if p := rd.GetPort(); !(to == "http" && p == 80) && !(to == "https" && p == 443) {
+			loc += fmt.Sprintf(":%d", p)
+		}
+	case rd.GetScheme() != "":
+		if rd.GetHostname() != "" {
+			loc += literal(rd.GetHostname())
+		} else {
+			loc += "{http.request.host}"
+		}
+	case rd.GetHostname() == "":
+		loc += "{http.request.hostport}"
+	default:
+		loc += literal(rd.GetHostname()) + "{sluice_port}"
+		handle = append(handle, obj{"handler": "map", "source": "{http.request.hostport}", "destinations": []string{"{sluice_port}"},
+			"mappings": []any{obj{"input_regexp": `^(?:\[[^\]]*\]|[^:\[\]]*):([^:\[\]]+)$`, "outputs": []any{":$1"}}}, "defaults": []string{""}})
+	}
+	loc += redirectPath(rt, rd.GetPath()) + "{http.request.uri.prefixed_query}"
+	code := int(rd.GetStatusCode())
+	if code == 0 {
+		code = http.StatusFound
+	}
+	return append(handle, obj{"handler": "static_response", "status_code": code, "headers": obj{"Location": []string{loc}}})
+}
+
+// redirectPath is contract.ModifiedPath in placeholders.
+func redirectPath(rt *configv1.Route, m *configv1.PathModifier) string {
+	switch m.GetType() {
+	case configv1.PathModifierType_PATH_MODIFIER_TYPE_FULL:
+		if m.GetValue() == "" {
+			return "/"
+		}
+		return literal(m.GetValue())
+	case configv1.PathModifierType_PATH_MODIFIER_TYPE_PREFIX:
+		to := literal(strings.TrimRight(m.GetValue(), "/"))
+		pm := rt.GetPath()
+		switch {
+		case pm.GetType() != configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX:
+			if to == "" {
+				return "/"
+			}
+			return to
+		case strings.TrimRight(pm.GetValue(), "/") == "":
+			// The prefix is "/": the whole path is the rest (it starts with "/").
+			return to + "{http.request.uri.path}"
+		case to == "":
+			return "/{http.regexp." + pathCapture + ".2}"
+		default:
+			return to + "{http.regexp." + pathCapture + ".1}"
+		}
+	}
+	return "{http.request.uri.path}"
+}
+
+// requestChanges are the handlers before reverse_proxy: the rewrite (the path by
+// path_regexp replacements on the escaped path, the Host by a request header set), then
+// the request header modifier, then the response header modifier; each modifier as three
+// headers handlers so that they apply remove, set, add (Caddy's own order within one is
+// add, set, delete). Deferred response handlers apply innermost first, hence add, set,
+// remove.
+func requestChanges(rt *configv1.Route) ([]any, error) {
+	var handle []any
+	if pm := rt.GetRewrite().GetPath(); pm != nil {
+		handle = append(handle, obj{"handler": "rewrite", "path_regexp": rewritePath(rt, pm)})
+	}
+	if h := rt.GetRewrite().GetHostname(); h != "" {
+		handle = append(handle, obj{"handler": "headers", "request": obj{"set": obj{"Host": []string{literal(h)}}}})
+	}
+	req, err := headerOps(rt.GetRequestHeaders())
+	if err != nil {
+		return nil, fmt.Errorf("request headers: %w", err)
+	}
+	for _, ops := range req {
+		handle = append(handle, obj{"handler": "headers", "request": ops})
+	}
+	resp, err := headerOps(rt.GetResponseHeaders())
+	if err != nil {
+		return nil, fmt.Errorf("response headers: %w", err)
+	}
+	for i := len(resp) - 1; i >= 0; i-- {
+		resp[i]["deferred"] = true
+		handle = append(handle, obj{"handler": "headers", "response": resp[i]})
+	}
+	return handle, nil
+}
+
+// headerOps are m's remove, set and add, in that order, each as Caddy header operations.
+func headerOps(m *configv1.HeaderModifier) ([]obj, error) {
+	var out []obj
+	for _, n := range append(append([]string{}, m.GetRemove()...), names(m.GetSet())...) {
+		if strings.ContainsAny(n, "*{}") {
+			return nil, fmt.Errorf("header name %q: stock Caddy reads '*' and braces in names as patterns", n)
+		}
+	}
+	for _, n := range names(m.GetAdd()) {
+		if strings.ContainsAny(n, "*{}") {
+			return nil, fmt.Errorf("header name %q: stock Caddy reads '*' and braces in names as patterns", n)
+		}
+	}
+	if len(m.GetRemove()) > 0 {
+		out = append(out, obj{"delete": m.GetRemove()})
+	}
+	if len(m.GetSet()) > 0 {
+		set := obj{}
+		for _, h := range m.GetSet() {
+			set[http.CanonicalHeaderKey(h.GetName())] = []string{literal(h.GetValue())} // the last of a name wins
+		}
+		out = append(out, obj{"set": set})
+	}
+	if len(m.GetAdd()) > 0 {
+		add := map[string][]string{}
+		for _, h := range m.GetAdd() {
+			n := http.CanonicalHeaderKey(h.GetName())
+			add[n] = append(add[n], literal(h.GetValue()))
+		}
+		out = append(out, obj{"add": add})
+	}
+	return out, nil
+}
+
+func names(hs []*configv1.HeaderValue) []string {
+	var out []string
+	for _, h := range hs {
+		out = append(out, h.GetName())
+	}
+	return out
+}
+
+// rewritePath is contract.ModifiedPath as path_regexp replacements on the escaped path
+// (Caddy unescapes the result into the path): a final "^$" -> "/" for an empty result.
+func rewritePath(rt *configv1.Route, m *configv1.PathModifier) []any {
+	escaped := func(p string) string {
+		return strings.ReplaceAll((&url.URL{Path: p}).EscapedPath(), "$", "$$")
+	}
+	var find, replace string
+	switch m.GetType() {
+	case configv1.PathModifierType_PATH_MODIFIER_TYPE_FULL:
+		find, replace = `(?s)^.*$`, escaped(m.GetValue())
+	default: // PREFIX (CheckRoute refused anything else)
+		to := escaped(strings.TrimRight(m.GetValue(), "/"))
+		if pm := rt.GetPath(); pm.GetType() == configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX {
+			find, replace = "^"+regexp.QuoteMeta((&url.URL{Path: strings.TrimRight(pm.GetValue(), "/")}).EscapedPath())+`(?s:(.*))$`, to+"$1"
+		} else {
+			find, replace = `(?s)^.*$`, to
+		}
+	}
+	return []any{obj{"find": find, "replace": replace}, obj{"find": "^$", "replace": "/"}}
 }
 
 func joinHostPort(addr string, port uint32) string {
