@@ -66,3 +66,32 @@ func renderGatewayStatuses(t *testing.T, sts []*watchv1.GatewayAPIStatus) []byte
 	out.WriteByte('\n')
 	return out.Bytes()
 }
+
+// The Gateway API's objects, in any order, give the same bytes, hash and statuses
+// (docs/design.md: translation is deterministic).
+func TestGatewayDeterministic(t *testing.T) {
+	inputs, err := filepath.Glob("testdata/gateway-*.yaml")
+	if err != nil || len(inputs) == 0 {
+		t.Fatalf("no Gateway API golden inputs: %v", err)
+	}
+	for _, path := range inputs {
+		in := load(t, filepath.Base(path))
+		want := Hash(Translate(in, goldenOpts))
+		wantSt := renderGatewayStatuses(t, GatewayStatuses(in, goldenOpts))
+		for i := range 12 {
+			shuffled := in
+			shuffled.Gateways = rotate(in.Gateways, i)
+			shuffled.HTTPRoutes = rotate(in.HTTPRoutes, i)
+			shuffled.ReferenceGrants = rotate(in.ReferenceGrants, i)
+			shuffled.GatewayClasses = rotate(in.GatewayClasses, i)
+			shuffled.Services = rotate(in.Services, i)
+			shuffled.Secrets = rotate(in.Secrets, i)
+			if got := Hash(Translate(shuffled, goldenOpts)); got != want {
+				t.Fatalf("%s: hash %s after reordering, want %s", path, got, want)
+			}
+			if got := renderGatewayStatuses(t, GatewayStatuses(shuffled, goldenOpts)); !bytes.Equal(got, wantSt) {
+				t.Fatalf("%s: statuses differ after reordering:\n%s", path, diffLines(string(wantSt), string(got)))
+			}
+		}
+	}
+}
