@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +22,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-io/sluice/internal/grpcx"
@@ -191,7 +195,7 @@ func (r *rbacRun) report(t *testing.T, d time.Duration) (accepted bool) {
 		Key: &watchv1.IngressKey{Namespace: r.ns, Name: "probe"}, Uid: string(ing.UID), ManageLoadBalancer: true,
 		LoadBalancer: []*watchv1.LoadBalancerIngress{{Ip: probeAddress}},
 		Findings:     []*watchv1.StatusFinding{{Reason: "ServiceNotFound", Field: "spec.defaultBackend", Message: "Service " + r.ns + "/missing not found", Warning: true}},
-	}}}
+	}}, GatewayStatuses: r.gatewayStatuses(t)}
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		sctx, cancel := context.WithDeadline(ctx, deadline)
@@ -210,6 +214,121 @@ func (r *rbacRun) report(t *testing.T, d time.Duration) (accepted bool) {
 		time.Sleep(200 * time.Millisecond) // the replica campaigns; ask again
 	}
 	return false
+}
+
+// The Gateway API objects the status probe reports on, and what it reports.
+const (
+	gatewayController = "sluice.io/gateway-controller" // the watcher's default --gateway-controller-name
+	gatewayProbeAddr  = "192.0.2.45"
+)
+
+var gatewayGVR = map[string]schema.GroupVersionResource{
+	"GatewayClass": {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"},
+	"Gateway":      {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"},
+	"HTTPRoute":    {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"},
+}
+
+// installGatewayCRDs creates the CRDs of the Gateway API kinds the watcher watches, from the
+// pinned module's standard channel, so that the watcher (--gateway-api=auto) serves them.
+func installGatewayCRDs(t *testing.T, c *testenv.Cluster) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
+	if err != nil {
+		t.Fatalf("go list -m sigs.k8s.io/gateway-api: %v", err)
+	}
+	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard")
+	for _, r := range []string{"gatewayclasses", "gateways", "httproutes", "referencegrants"} {
+		b, err := os.ReadFile(filepath.Join(dir, "gateway.networking.k8s.io_"+r+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.InstallCRD(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// gatewayStatuses creates a GatewayClass of the watcher's Gateway controller, a Gateway of it
+// and an HTTPRoute on it, and returns what a translator reports about them.
+func (r *rbacRun) gatewayStatuses(t *testing.T) []*watchv1.GatewayAPIStatus {
+	t.Helper()
+	ctx, dyn := context.Background(), r.c.Dynamic()
+	class := "probe-" + r.ns
+	objs := []struct {
+		kind, ns string
+		obj      map[string]any
+	}{
+		{"GatewayClass", "", map[string]any{"metadata": map[string]any{"name": class}, "spec": map[string]any{"controllerName": gatewayController}}},
+		{"Gateway", r.ns, map[string]any{"metadata": map[string]any{"name": "probe"}, "spec": map[string]any{"gatewayClassName": class,
+			"listeners": []any{map[string]any{"name": "http", "protocol": "HTTP", "port": int64(80)}}}}},
+		{"HTTPRoute", r.ns, map[string]any{"metadata": map[string]any{"name": "probe"}, "spec": map[string]any{"parentRefs": []any{map[string]any{"name": "probe"}}}}},
+	}
+	accepted := []*watchv1.Condition{{Type: "Accepted", Status: "True", Reason: "Accepted", Message: "probe", ObservedGeneration: 1}}
+	var out []*watchv1.GatewayAPIStatus
+	for _, o := range objs {
+		u := &unstructured.Unstructured{Object: o.obj}
+		u.SetAPIVersion("gateway.networking.k8s.io/v1")
+		u.SetKind(o.kind)
+		var res dynamic.ResourceInterface = dyn.Resource(gatewayGVR[o.kind])
+		if o.ns != "" {
+			res = dyn.Resource(gatewayGVR[o.kind]).Namespace(o.ns)
+		}
+		created, err := res.Create(ctx, u, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &watchv1.GatewayAPIStatus{Key: &watchv1.ObjectKey{Kind: o.kind, Namespace: o.ns, Name: created.GetName()}, Uid: string(created.GetUID()),
+			ControllerName: gatewayController}
+		switch o.kind {
+		case "HTTPRoute":
+			st.Parents = []*watchv1.RouteParentStatus{{ParentRef: &watchv1.ParentReference{Name: "probe"}, Conditions: accepted}}
+		case "Gateway":
+			st.Conditions, st.ManageAddresses = accepted, true
+			st.Addresses = []*watchv1.GatewayAddress{{Type: "IPAddress", Value: gatewayProbeAddr}}
+		default:
+			st.Conditions = accepted
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// waitGatewayStatus waits until every one of the probe's Gateway API objects shows what was
+// reported, or d passed; it returns, by status resource ("gateways/status"), which do.
+func (r *rbacRun) waitGatewayStatus(t *testing.T, d time.Duration) map[string]bool {
+	t.Helper()
+	ctx, dyn := context.Background(), r.c.Dynamic()
+	deadline := time.Now().Add(d)
+	for {
+		written := map[string]bool{}
+		for kind, gvr := range gatewayGVR {
+			name, res := "probe", dynamic.ResourceInterface(dyn.Resource(gvr).Namespace(r.ns))
+			if kind == "GatewayClass" {
+				name, res = "probe-"+r.ns, dyn.Resource(gvr)
+			}
+			u, err := res.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ok bool
+			switch kind {
+			case "HTTPRoute":
+				ps, _, _ := unstructured.NestedSlice(u.Object, "status", "parents")
+				ok = len(ps) == 1 && ps[0].(map[string]any)["controllerName"] == gatewayController
+			case "Gateway":
+				as, _, _ := unstructured.NestedSlice(u.Object, "status", "addresses")
+				ok = len(as) == 1 && as[0].(map[string]any)["value"] == gatewayProbeAddr
+			default:
+				cs, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+				ok = len(cs) == 1 && cs[0].(map[string]any)["message"] == "probe"
+			}
+			written[gvr.Resource+"/status"] = ok
+		}
+		if len(written) == 3 && written["gatewayclasses/status"] && written["gateways/status"] && written["httproutes/status"] || time.Now().After(deadline) {
+			return written
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // waitStatus waits until the probe Ingress has the reported address and a Warning Event.
@@ -241,9 +360,12 @@ func (r *rbacRun) waitStatus(t *testing.T, d time.Duration) (addressed, announce
 // Ingress's status.loadBalancer and a Warning Event. With any one rule removed, what needs
 // it fails and the watcher's log says which resource was refused: a read rule stops the
 // marker; ingresses/status stops the address, events the Event, a lease rule the election.
+// The Gateway API's status rule is taken apart: without any one of gatewayclasses/status,
+// gateways/status and httproutes/status, that object's status alone is not written.
 // The rules come from the manifest, so the two cannot drift.
 func TestWatcherClusterRoleIsExactlyEnough(t *testing.T) {
 	c := testenv.SharedCluster(t)
+	installGatewayCRDs(t, c)
 	role, lease := rbacObject[rbacv1.ClusterRole](t, "ClusterRole", "sluice-watcher"), rbacObject[rbacv1.Role](t, "Role", "sluice-watcher-leader-election")
 	if len(role.Rules) < 7 || len(lease.Rules) < 2 {
 		t.Fatalf("the ClusterRole has %d rules and the Role %d", len(role.Rules), len(lease.Rules))
@@ -260,6 +382,9 @@ func TestWatcherClusterRoleIsExactlyEnough(t *testing.T) {
 		if addressed, announced := r.waitStatus(t, time.Minute); !addressed || !announced {
 			t.Fatalf("address written %v, Event recorded %v:\n%s", addressed, announced, r.w.LogTail(40))
 		}
+		if written := r.waitGatewayStatus(t, time.Minute); len(written) != 3 || slices.Contains(slices.Collect(maps.Values(written)), false) {
+			t.Fatalf("Gateway API statuses written: %v:\n%s", written, r.w.LogTail(40))
+		}
 		l, err := c.Client.CoordinationV1().Leases(r.ns).Get(context.Background(), "sluice-watcher", metav1.GetOptions{})
 		if err != nil || l.Spec.HolderIdentity == nil || !strings.HasPrefix(*l.Spec.HolderIdentity, "sluice-watcher@") {
 			t.Fatalf("the Lease is not held by the watcher: %v %v", l, err)
@@ -272,6 +397,18 @@ func TestWatcherClusterRoleIsExactlyEnough(t *testing.T) {
 	}
 	var cases []without
 	for i, rule := range role.Rules {
+		if rule.APIGroups[0] == "gateway.networking.k8s.io" && strings.HasSuffix(rule.Resources[0], "/status") {
+			// One case per status resource of the rule: each must be needed on its own.
+			for j, res := range rule.Resources {
+				less := *rule.DeepCopy()
+				less.Resources = append(append([]string{}, rule.Resources[:j]...), rule.Resources[j+1:]...)
+				cluster := append([]rbacv1.PolicyRule{}, role.Rules...)
+				cluster[i] = less
+				cases = append(cases, without{name: res, rule: rbacv1.PolicyRule{APIGroups: rule.APIGroups, Resources: []string{res}, Verbs: rule.Verbs},
+					cluster: cluster, lease: lease.Rules})
+			}
+			continue
+		}
 		cases = append(cases, without{name: strings.Join(rule.Resources, ","), rule: rule,
 			cluster: append(append([]rbacv1.PolicyRule{}, role.Rules[:i]...), role.Rules[i+1:]...), lease: lease.Rules})
 	}
@@ -320,6 +457,24 @@ func TestWatcherClusterRoleIsExactlyEnough(t *testing.T) {
 			case "leases":
 				if accepted || !named {
 					t.Fatalf("report accepted %v (want false: nobody leads), refusal logged %v:\n%s", accepted, named, r.w.LogTail(40))
+				}
+			case "gatewayclasses/status", "gateways/status", "httproutes/status":
+				// The other two are written (so the refused one had its turn), this one not.
+				var written map[string]bool
+				if accepted {
+					written = r.waitGatewayStatus(t, 15*time.Second)
+					logs = r.w.Logs() // the refusal may come after the Ingress's write
+					named = strings.Contains(logs, fmt.Sprintf(`cannot patch resource "%s"`, resource)) ||
+						strings.Contains(logs, fmt.Sprintf(`cannot patch resource \"%s\"`, resource))
+				}
+				others := 0
+				for res, ok := range written {
+					if res != resource && ok {
+						others++
+					}
+				}
+				if !addressed || others != 2 || written[resource] || !named {
+					t.Fatalf("Gateway API statuses written %v (want all but %s), Ingress address %v, refusal logged %v:\n%s", written, resource, addressed, named, r.w.LogTail(40))
 				}
 			default:
 				t.Fatalf("rule %v %v: the test does not know what needs it", cs.rule.Verbs, cs.rule.Resources)
