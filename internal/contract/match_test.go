@@ -85,8 +85,8 @@ func TestMatchAppliesEveryConditionOfARoute(t *testing.T) {
 		{req(t, "http", "post", "a.example.com", "/m"), "fallback"}, // methods are case-sensitive
 		{req(t, "http", "GET", "a.example.com", "/h", "X-Env: canary"), "header-exact"},
 		{req(t, "http", "GET", "a.example.com", "/h", "x-env: other", "X-Env: canary"), "header-exact"}, // any value
-		{req(t, "http", "GET", "a.example.com", "/h", "X-Env: Canary"), "fallback"},                    // values are case-sensitive
-		{req(t, "http", "GET", "a.example.com", "/h", "X-User: ab12"), "header-regex"},                 // unanchored
+		{req(t, "http", "GET", "a.example.com", "/h", "X-Env: Canary"), "fallback"},                     // values are case-sensitive
+		{req(t, "http", "GET", "a.example.com", "/h", "X-User: ab12"), "header-regex"},                  // unanchored
 		{req(t, "http", "GET", "a.example.com", "/h", "X-User: a"), "fallback"},
 		{req(t, "http", "GET", "a.example.com", "/h"), "fallback"},
 		{req(t, "http", "GET", "a.example.com", "/q?v=2&id=17"), "query"},
