@@ -419,12 +419,14 @@ func (s *Settings) epoch(ctx context.Context, log hclog.Logger, started time.Tim
 }
 
 // watchDiscovery asks discovery every DiscoveryInterval which kinds to watch, and hands over
-// the first decision that differs from current. A discovery that fails decides nothing: the
-// epoch goes on with the kinds it has.
+// the first decision that differs from current and was the same on two answers in a row: a
+// set of CRDs being installed (or deleted) one by one then starts one new epoch, not one per
+// CRD. A discovery that fails decides nothing: the epoch goes on with the kinds it has.
 func (s *Settings) watchDiscovery(ctx context.Context, log hclog.Logger, cs kubernetes.Interface, current kinds.Decision, changed chan<- kinds.Decision) {
 	t := time.NewTicker(s.DiscoveryInterval)
 	defer t.Stop()
 	gvs := kinds.GroupVersions(kinds.WithGateway(s.gatewayMode, s.specs))
+	seen := current.Key() // the last answer's key
 	for {
 		select {
 		case <-ctx.Done():
@@ -438,10 +440,15 @@ func (s *Settings) watchDiscovery(ctx context.Context, log hclog.Logger, cs kube
 			}
 			continue
 		}
-		if d.Key() != current.Key() {
+		key := d.Key()
+		if key != current.Key() && key == seen {
 			changed <- d
 			return
 		}
+		if key != seen {
+			log.Debug("served kinds changed; waiting one interval for them to settle", "kinds", len(d.Watch), "interval", s.DiscoveryInterval)
+		}
+		seen = key
 	}
 }
 
@@ -477,7 +484,7 @@ func hostOf(addr string) string {
 
 func (s *Settings) discoveryTimeout(causes *kinds.Causes) error {
 	var ks []string
-	for _, sp := range s.specs {
+	for _, sp := range kinds.WithGateway(s.gatewayMode, s.specs) {
 		if c := causes.Get(sp.String()); c != nil {
 			ks = append(ks, sp.String()+": "+c.Error())
 		}
