@@ -158,14 +158,7 @@ func printResources(w io.Writer, r *configv1.Resources) {
 		}
 		fmt.Fprintf(w, "%s%s\n", host, tls)
 		for _, rt := range vh.GetRoutes() {
-			var bs []string
-			for _, b := range rt.GetBackends() {
-				bs = append(bs, b.GetBackend())
-			}
-			if len(bs) == 0 {
-				bs = []string{"(no backend: 503)"}
-			}
-			fmt.Fprintf(w, "  %-7s %-30s -> %s\n", strings.TrimPrefix(rt.GetPath().GetType().String(), "PATH_MATCH_TYPE_"), rt.GetPath().GetValue(), strings.Join(bs, ", "))
+			fmt.Fprintf(w, "  %-7s %-30s -> %s\n", strings.TrimPrefix(rt.GetPath().GetType().String(), "PATH_MATCH_TYPE_"), rt.GetPath().GetValue()+routeConditions(rt), routeAction(rt))
 		}
 	}
 	if len(r.GetFindings()) > 0 {
@@ -175,6 +168,90 @@ func printResources(w io.Writer, r *configv1.Resources) {
 				f.GetObject().GetNamespace(), f.GetObject().GetName(), f.GetField(), f.GetCause())
 		}
 	}
+}
+
+// routeConditions describes what a route matches beside its path: listener scheme, method,
+// headers and query parameters.
+func routeConditions(rt *configv1.Route) string {
+	var c []string
+	switch rt.GetScheme() {
+	case configv1.RouteScheme_ROUTE_SCHEME_HTTP:
+		c = append(c, "http only")
+	case configv1.RouteScheme_ROUTE_SCHEME_HTTPS:
+		c = append(c, "https only")
+	}
+	if m := rt.GetMethod(); m != "" {
+		c = append(c, m)
+	}
+	for _, h := range rt.GetHeaders() {
+		op := "="
+		if h.GetType() == configv1.HeaderMatchType_HEADER_MATCH_TYPE_REGEX {
+			op = "~"
+		}
+		c = append(c, "header "+h.GetName()+op+h.GetValue())
+	}
+	for _, q := range rt.GetQuery() {
+		op := "="
+		if q.GetType() == configv1.QueryMatchType_QUERY_MATCH_TYPE_REGEX {
+			op = "~"
+		}
+		c = append(c, "query "+q.GetName()+op+q.GetValue())
+	}
+	if len(c) == 0 {
+		return ""
+	}
+	return " [" + strings.Join(c, ", ") + "]"
+}
+
+// routeAction describes what a matching request gets: a redirect, or its backends (with a
+// rewrite and header changes).
+func routeAction(rt *configv1.Route) string {
+	if r := rt.GetRedirect(); r != nil {
+		code := r.GetStatusCode()
+		if code == 0 {
+			code = 302
+		}
+		var parts []string
+		if r.GetScheme() != "" {
+			parts = append(parts, "scheme "+r.GetScheme())
+		}
+		if r.GetHostname() != "" {
+			parts = append(parts, "host "+r.GetHostname())
+		}
+		if r.GetPort() != 0 {
+			parts = append(parts, fmt.Sprint("port ", r.GetPort()))
+		}
+		if p := r.GetPath(); p != nil {
+			parts = append(parts, strings.ToLower(strings.TrimPrefix(p.GetType().String(), "PATH_MODIFIER_TYPE_"))+" path "+p.GetValue())
+		}
+		return fmt.Sprintf("redirect %d (%s)", code, strings.Join(parts, ", "))
+	}
+	var bs []string
+	for _, b := range rt.GetBackends() {
+		bs = append(bs, fmt.Sprintf("%s (weight %d)", b.GetBackend(), b.GetWeight()))
+	}
+	if len(rt.GetBackends()) == 1 {
+		bs = []string{rt.GetBackends()[0].GetBackend()}
+	}
+	if len(bs) == 0 {
+		return "(no backend: 503)"
+	}
+	out := strings.Join(bs, ", ")
+	if rw := rt.GetRewrite(); rw != nil {
+		if rw.GetHostname() != "" {
+			out += ", host rewritten to " + rw.GetHostname()
+		}
+		if p := rw.GetPath(); p != nil {
+			out += ", " + strings.ToLower(strings.TrimPrefix(p.GetType().String(), "PATH_MODIFIER_TYPE_")) + " path rewritten to " + p.GetValue()
+		}
+	}
+	if rt.GetRequestHeaders() != nil {
+		out += ", request headers changed"
+	}
+	if rt.GetResponseHeaders() != nil {
+		out += ", response headers changed"
+	}
+	return out
 }
 
 func writeJSON(w io.Writer, m proto.Message) error {

@@ -30,21 +30,22 @@ import (
 func main() {
 	binDir := flag.String("bin", "bin", "directory with the watcher, translator and pusher binaries (make build)")
 	examples := flag.String("examples", "examples", "directory with the sample manifests")
+	gatewayCRDs := flag.String("gateway-crds", "deploy/gateway-api/standard-install.yaml", "the Gateway API CRDs (standard channel), applied before the watcher starts")
 	once := flag.Bool("once", false, "exit after showing the requests instead of running until Ctrl-C")
 	flag.Parse()
-	for _, p := range []*string{binDir, examples} {
+	for _, p := range []*string{binDir, examples, gatewayCRDs} {
 		if abs, err := filepath.Abs(*p); err == nil {
 			*p = abs
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	code := run(ctx, *binDir, *examples, *once)
+	code := run(ctx, *binDir, *examples, *gatewayCRDs, *once)
 	testenv.Cleanup()
 	os.Exit(code)
 }
 
-var stepN, steps = 0, 9
+var stepN, steps = 0, 11
 
 // step runs one step and prints what it did and how long it took.
 func step(what string, fn func() (string, error)) error {
@@ -64,7 +65,7 @@ func step(what string, fn func() (string, error)) error {
 	return nil
 }
 
-func run(ctx context.Context, binDir, examples string, once bool) int {
+func run(ctx context.Context, binDir, examples, gatewayCRDs string, once bool) int {
 	var (
 		cluster  *testenv.Cluster
 		backends = map[string]*testenv.Backend{}
@@ -97,6 +98,25 @@ func run(ctx context.Context, binDir, examples string, once bool) int {
 			return "", err
 		}
 		return cluster.Host, nil
+	}); err != nil {
+		return fail(err)
+	}
+	if err := step("installing the Gateway API CRDs (standard channel)", func() (string, error) {
+		// Before the watcher starts, so that its first epoch serves the Gateway API kinds
+		// (--gateway-api=auto); installed later, they would start a new epoch.
+		env := append(os.Environ(), "KUBECONFIG="+cluster.AdminKubeconfig)
+		for _, args := range [][]string{
+			{"apply", "--server-side", "-f", gatewayCRDs},
+			{"wait", "--for", "condition=Established", "--timeout", "60s", "crd/gatewayclasses.gateway.networking.k8s.io",
+				"crd/gateways.gateway.networking.k8s.io", "crd/httproutes.gateway.networking.k8s.io", "crd/referencegrants.gateway.networking.k8s.io"},
+		} {
+			cmd := exec.CommandContext(ctx, kubectl, args...)
+			cmd.Env = env
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return "", fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+		return filepath.Base(gatewayCRDs), nil
 	}); err != nil {
 		return fail(err)
 	}
@@ -138,20 +158,26 @@ func run(ctx context.Context, binDir, examples string, once bool) int {
 	}); err != nil {
 		return fail(err)
 	}
-	probes := []struct{ scheme, host, path string }{
-		{"http", "shop.sluice.local", "/"},
-		{"http", "shop.sluice.local", "/api/orders"},
-		{"http", "shop.sluice.local", "/apiary"},
-		{"http", "shop.sluice.local", "/healthz"},
-		{"http", "team1.apps.sluice.local", "/"},
-		{"https", "secure.sluice.local", "/"},
-		{"http", "unknown.example.com", "/"},
-		{"http", "broken.sluice.local", "/"},
+	probes := []struct{ scheme, host, path, header string }{
+		{"http", "shop.sluice.local", "/", ""},
+		{"http", "shop.sluice.local", "/api/orders", ""},
+		{"http", "shop.sluice.local", "/apiary", ""},
+		{"http", "shop.sluice.local", "/healthz", ""},
+		{"http", "team1.apps.sluice.local", "/", ""},
+		{"https", "secure.sluice.local", "/", ""},
+		{"http", "unknown.example.com", "/", ""},
+		{"http", "broken.sluice.local", "/", ""},
+		// The HTTPRoute of examples/50-gateway.yaml.
+		{"http", "store.gw.sluice.local", "/", ""},
+		{"http", "store.gw.sluice.local", "/", "x-canary: true"},
+		{"http", "store.gw.sluice.local", "/old/page", ""},
+		{"http", "store.gw.sluice.local", "/v1/items", ""},
 	}
 	if err := step("waiting until Caddy serves the examples", func() (string, error) {
 		deadline := time.Now().Add(time.Minute)
 		for {
-			if strings.Contains(request(st, "http", "shop.sluice.local", "/api/x"), "beta") {
+			if strings.Contains(request(st, "http", "shop.sluice.local", "/api/x", ""), "beta") &&
+				strings.Contains(request(st, "http", "store.gw.sluice.local", "/", "x-canary: true"), "beta") {
 				return "", nil
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
@@ -164,20 +190,26 @@ func run(ctx context.Context, binDir, examples string, once bool) int {
 	}
 	_ = step("sending requests through Caddy", func() (string, error) { return "", nil })
 	for _, p := range probes {
-		fmt.Printf("      %-5s %-42s -> %s\n", strings.ToUpper(p.scheme), p.scheme+"://"+p.host+p.path, request(st, p.scheme, p.host, p.path))
+		what := p.scheme + "://" + p.host + p.path
+		if p.header != "" {
+			what += " (" + p.header + ")"
+		}
+		fmt.Printf("      %-5s %-58s -> %s\n", strings.ToUpper(p.scheme), what, request(st, p.scheme, p.host, p.path, p.header))
 	}
-	if err := step("waiting for the watcher to write the Ingresses' status and Events", func() (string, error) {
+	if err := step("waiting for the watcher to write the Ingresses' and the Gateway API's status and Events", func() (string, error) {
 		deadline := time.Now().Add(time.Minute)
 		for {
 			addr, _ := exec.CommandContext(ctx, kubectl, "--kubeconfig", cluster.AdminKubeconfig, "get", "ingress", "-n", "demo", "shop",
 				"-o", "jsonpath={.status.loadBalancer.ingress[0].ip}").Output()
 			ev, _ := exec.CommandContext(ctx, kubectl, "--kubeconfig", cluster.AdminKubeconfig, "get", "events", "-n", "demo",
 				"--field-selector", "involvedObject.name=broken,type=Warning", "-o", "name").Output()
-			if string(addr) == "127.0.0.1" && len(ev) > 0 {
+			programmed, _ := exec.CommandContext(ctx, kubectl, "--kubeconfig", cluster.AdminKubeconfig, "get", "gateway", "-n", "demo", "web",
+				"-o", `jsonpath={.status.conditions[?(@.type=="Programmed")].status}`).Output()
+			if string(addr) == "127.0.0.1" && len(ev) > 0 && string(programmed) == "True" {
 				return "", nil
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
-				return "", fmt.Errorf("no status or Event yet (address %q)", addr)
+				return "", fmt.Errorf("no status or Event yet (address %q, Gateway programmed %q)", addr, programmed)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -186,6 +218,8 @@ func run(ctx context.Context, binDir, examples string, once bool) int {
 	}
 	for _, args := range [][]string{
 		{"get", "ingress", "-n", "demo"},
+		{"get", "gatewayclass,gateway,httproute", "-n", "demo"},
+		{"get", "httproute", "-n", "demo", "store", "-o", `jsonpath={range .status.parents[*].conditions[*]}{.type}={.status} ({.reason}){"\n"}{end}`},
 		{"get", "events", "-n", "demo", "--field-selector", "involvedObject.kind=Ingress", "-o", "custom-columns=TYPE:.type,REASON:.reason,OBJECT:.involvedObject.name,MESSAGE:.message"},
 	} {
 		fmt.Printf("      $ kubectl %s\n", strings.Join(args, " "))
@@ -310,7 +344,7 @@ func applyExamples(ctx context.Context, kubectl, kubeconfig, examples, dir strin
 }
 
 // request sends one request through Caddy and describes the answer.
-func request(st *stack.Stack, scheme, host, path string) string {
+func request(st *stack.Stack, scheme, host, path, header string) string {
 	addr := st.HTTPAddr()
 	client := &http.Client{Timeout: 5 * time.Second}
 	if scheme == "https" {
@@ -321,6 +355,11 @@ func request(st *stack.Stack, scheme, host, path string) string {
 	}
 	req, _ := http.NewRequest(http.MethodGet, scheme+"://"+addr+path, nil)
 	req.Host = host
+	if name, value, ok := strings.Cut(header, ": "); ok {
+		req.Header.Set(name, value)
+	}
+	// Redirects are shown, not followed.
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	resp, err := client.Do(req)
 	if err != nil {
 		return "error: " + err.Error()
@@ -333,7 +372,13 @@ func request(st *stack.Stack, scheme, host, path string) string {
 		if a.TLS || scheme == "https" {
 			extra = " (TLS, certificate for " + host + ")"
 		}
+		if a.Path != path {
+			extra += " (backend saw path " + a.Path + ")"
+		}
 		return fmt.Sprintf("%d from backend %s%s", resp.StatusCode, a.Backend, extra)
+	}
+	if loc := resp.Header.Get("Location"); loc != "" {
+		return fmt.Sprintf("%d Location: %s", resp.StatusCode, loc)
 	}
 	return fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
 }
