@@ -1623,7 +1623,9 @@ func (x *Route) GetScheme() RouteScheme {
 	return RouteScheme_ROUTE_SCHEME_UNSPECIFIED
 }
 
-// QueryMatch matches one query parameter by its first value (names are case-sensitive).
+// QueryMatch matches one query parameter (names are case-sensitive), which must be present:
+// its values joined with "," are compared (one value in the usual case; stock Caddy can read
+// a parameter only that way, so the reference does the same).
 type QueryMatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
