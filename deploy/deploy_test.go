@@ -150,7 +150,9 @@ func runWatcher(t *testing.T, c *testenv.Cluster, sa string, clusterRules, lease
 	}
 	a := testenv.Addrs(t, 2)
 	r := &rbacRun{c: c, ns: ns, sa: sa, addr: a[0]}
-	r.w = testenv.StartBinary(t, "watcher", "--kubeconfig", kc, "--listen", a[0], "--http-listen", a[1], "--sync-timeout", "8s",
+	// --gateway-api=on: the Gateway API kinds are required, so a missing read rule on them
+	// stops the marker as it does for Ingresses (the test installs their CRDs).
+	r.w = testenv.StartBinary(t, "watcher", "--kubeconfig", kc, "--listen", a[0], "--http-listen", a[1], "--sync-timeout", "8s", "--gateway-api", "on",
 		"--leader-elect", "--id", sa, "--leader-elect-namespace", ns, "--leader-elect-lease-duration", "3s",
 		"--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "500ms")
 	ctl := testenv.StartBinary(t, "sluicectl", "watch", "--addr", a[0], "--until-synced", "--quiet")
@@ -359,7 +361,8 @@ func (r *rbacRun) waitStatus(t *testing.T, d time.Duration) (addressed, announce
 // lease Role, reaches the marker, takes the Lease and writes what a translator reports: the
 // Ingress's status.loadBalancer and a Warning Event. With any one rule removed, what needs
 // it fails and the watcher's log says which resource was refused: a read rule stops the
-// marker; ingresses/status stops the address, events the Event, a lease rule the election.
+// marker (the Gateway API kinds' too: the watcher runs with --gateway-api=on); ingresses/status
+// stops the address, events the Event, a lease rule the election.
 // The Gateway API's status rule is taken apart: without any one of gatewayclasses/status,
 // gateways/status and httproutes/status, that object's status alone is not written.
 // The rules come from the manifest, so the two cannot drift.
