@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 )
 
@@ -112,6 +113,17 @@ func (c *Cluster) DeleteGatewayAPI(ctx context.Context) error {
 		return err
 	}
 	dyn := c.Dynamic()
+	// The custom resources first: a CRD's deletion waits for the apiserver's finalizer to
+	// delete them, and that finalizer retries with a backoff that grows to minutes when an
+	// attempt fails under load (seen here); with no instance left it has nothing to retry.
+	for _, u := range objs {
+		if u.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		if err := deleteInstances(ctx, dyn, u); err != nil {
+			return err
+		}
+	}
 	for _, u := range objs {
 		gvr, err := gvrOf(u)
 		if err != nil {
@@ -129,6 +141,27 @@ func (c *Cluster) DeleteGatewayAPI(ctx context.Context) error {
 		}
 		if err := c.waitCRD(ctx, u, false); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// deleteInstances deletes every custom resource of crd, in every namespace, at its storage
+// version.
+func deleteInstances(ctx context.Context, dyn dynamic.Interface, crd *unstructured.Unstructured) error {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		vm, _ := v.(map[string]any)
+		if storage, _, _ := unstructured.NestedBool(vm, "storage"); !storage {
+			continue
+		}
+		name, _, _ := unstructured.NestedString(vm, "name")
+		gvr := schema.GroupVersionResource{Group: group, Version: name, Resource: plural}
+		err := dyn.Resource(gvr).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("testenv: delete every %s: %w", gvr.GroupResource(), err)
 		}
 	}
 	return nil
