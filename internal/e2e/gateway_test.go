@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-io/sluice/internal/pki"
 	"github.com/sluice-io/sluice/internal/stack"
 	"github.com/sluice-io/sluice/internal/testenv"
+	"github.com/sluice-io/sluice/pusher/caddy"
 )
 
 // gwWorld is a world with the Gateway API: its own cluster (the CRDs it installs must not
@@ -238,22 +239,7 @@ spec:
   hostnames: [cross.DOMAIN]
   rules: [{backendRefs: [{name: beta, namespace: NS, port: 80}]}]
 `)
-	bin, err := testenv.Binaries()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := stack.Start(context.Background(), stack.Config{Cluster: w.c, BinDir: bin, Dir: t.TempDir(), Namespaces: []string{w.ns, w.other},
-		LogLevel: "debug", TranslatorArgs: []string{"--publish-address", "192.0.2.10"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.st = st
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("stack logs:\n%s", st.Logs(40))
-		}
-		st.Stop()
-	})
+	w.startStack()
 
 	app := "app." + w.domain
 	w.eventually("the header match sends x-env: canary to beta", func() (bool, string) {
@@ -346,4 +332,101 @@ spec:
 		t.Fatalf("the other controller's GatewayClass got a status: %s", out)
 	}
 	t.Logf("kubectl get gateway,httproute:\n%s", w.kube("", "get", "gateway,httproute", "-A"))
+}
+
+// startStack starts the system watching both namespaces.
+func (w *gwWorld) startStack() {
+	w.t.Helper()
+	bin, err := testenv.Binaries()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	st, err := stack.Start(context.Background(), stack.Config{Cluster: w.c, BinDir: bin, Dir: w.t.TempDir(), Namespaces: []string{w.ns, w.other},
+		LogLevel: "debug", TranslatorArgs: []string{"--publish-address", "192.0.2.10"}})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.st = st
+	w.t.Cleanup(func() {
+		if w.t.Failed() {
+			w.t.Logf("stack logs:\n%s", st.Logs(40))
+		}
+		st.Stop()
+	})
+	w.target, err = caddy.NewModule(caddy.Config{Admin: st.Caddy.AdminURL, Render: caddy.RenderOptions{HTTPListen: st.HTTPAddr(), HTTPSListen: st.HTTPSAddr()}})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// Scenario 1 for the Gateway API: the watcher restarted with the list of HTTPRoutes forbidden
+// (--gateway-api=on). No marker, nothing pushed, Caddy keeps serving the HTTPRoute's and the
+// Ingress's routes, and the watcher exits after the timeout naming the kind.
+func TestScenario1WatcherRestartedWithHTTPRouteListForbidden(t *testing.T) {
+	w := newGatewayWorld(t)
+	w.apply(`
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: sluice}
+spec: {controllerName: sluice.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: web, namespace: NS}
+spec:
+  gatewayClassName: sluice
+  listeners: [{name: http, protocol: HTTP, port: 80, hostname: "*.DOMAIN"}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: app, namespace: NS}
+spec:
+  parentRefs: [{name: web}]
+  hostnames: [app.DOMAIN]
+  rules: [{backendRefs: [{name: beta, port: 80}]}]
+`)
+	w.createRoutes(0, 2)
+	w.startStack()
+	app := "app." + w.domain
+	w.eventually("the HTTPRoute is served", func() (bool, string) {
+		a := w.request("http", app, "/", nil)
+		return a.backend == "beta", fmt.Sprint(a.code, " ", a.backend)
+	})
+	w.waitServed(0, 2, time.Minute)
+	hash, applied := w.caddyHash(), w.pusherApplied()
+
+	w.restartWatcherWith(w.restrictedKubeconfig("httproutes"), "--gateway-api", "on", "--sync-timeout", "4s")
+	if code := w.st.Watcher.WaitExit(t, time.Minute); code == 0 {
+		t.Fatal("the watcher exited 0")
+	}
+	if logs := w.st.Watcher.Logs(); !strings.Contains(logs, "gateway.networking.k8s.io/v1/httproutes: forbidden (403)") {
+		t.Fatalf("the watcher did not name the kind and the 403:\n%s", w.st.Watcher.LogTail(5))
+	}
+	if h := w.caddyHash(); h != hash {
+		t.Fatalf("Caddy's config changed from %.12s to %.12s", hash, h)
+	}
+	if a := w.pusherApplied(); a != applied {
+		t.Fatalf("the pusher applied %v configs while the watcher could not sync", a-applied)
+	}
+	if a := w.request("http", app, "/", nil); a.backend != "beta" {
+		t.Fatalf("the HTTPRoute's host answered %d %q while the watcher could not sync, want beta", a.code, a.backend)
+	}
+	w.waitServed(0, 2, time.Second)
+	// With its permissions back, the watcher converges the system again.
+	if err := w.st.StartWatcher(); err != nil {
+		t.Fatal(err)
+	}
+	w.apply(`
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: app, namespace: NS}
+spec:
+  parentRefs: [{name: web}]
+  hostnames: [app.DOMAIN]
+  rules: [{backendRefs: [{name: alpha, port: 80}]}]
+`)
+	w.eventually("the changed HTTPRoute is served", func() (bool, string) {
+		a := w.request("http", app, "/", nil)
+		return a.backend == "alpha", fmt.Sprint(a.code, " ", a.backend)
+	})
 }
