@@ -132,6 +132,9 @@ func TestComposeStackSurvivesATranslatorPartition(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(root, "examples", "*"))
 	repl := strings.NewReplacer("${ALPHA_IP}", ip("backend-alpha"), "${BETA_IP}", ip("backend-beta"), "${ALPHA_PORT}", "8080", "${BETA_PORT}", "8080")
 	for _, f := range files {
+		if filepath.Base(f) == "50-gateway.yaml" {
+			continue // needs the Gateway API's CRDs, which this test is not about
+		}
 		b, _ := os.ReadFile(f)
 		writeFile(t, filepath.Join(examples, strings.TrimSuffix(filepath.Base(f), ".tmpl")), []byte(repl.Replace(string(b))))
 	}
