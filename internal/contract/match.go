@@ -86,18 +86,23 @@ func HostCandidates(host string) []string {
 	return []string{host, ""}
 }
 
+// SchemeMatches reports whether a route of scheme s is served to a request that came in over
+// scheme ("http" or "https").
+func SchemeMatches(s configv1.RouteScheme, scheme string) bool {
+	switch s {
+	case configv1.RouteScheme_ROUTE_SCHEME_HTTP:
+		return scheme == "http"
+	case configv1.RouteScheme_ROUTE_SCHEME_HTTPS:
+		return scheme == "https"
+	}
+	return true
+}
+
 // RouteMatches reports whether rt accepts req: its scheme, path, method, and every header
 // and query match (of each name, only the first match counts, as in the Gateway API).
 func RouteMatches(rt *configv1.Route, req Request) bool {
-	switch rt.GetScheme() {
-	case configv1.RouteScheme_ROUTE_SCHEME_HTTP:
-		if req.Scheme != "http" {
-			return false
-		}
-	case configv1.RouteScheme_ROUTE_SCHEME_HTTPS:
-		if req.Scheme != "https" {
-			return false
-		}
+	if !SchemeMatches(rt.GetScheme(), req.Scheme) {
+		return false
 	}
 	if !PathMatches(rt.GetPath(), req.Path) {
 		return false

@@ -22,7 +22,6 @@ import (
 	"github.com/sluice-io/sluice/internal/pki"
 	"github.com/sluice-io/sluice/internal/stack"
 	"github.com/sluice-io/sluice/internal/testenv"
-	"github.com/sluice-io/sluice/pusher/caddy"
 )
 
 // gwWorld is a world with the Gateway API: its own cluster (the CRDs it installs must not
@@ -337,26 +336,7 @@ spec:
 // startStack starts the system watching both namespaces.
 func (w *gwWorld) startStack() {
 	w.t.Helper()
-	bin, err := testenv.Binaries()
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	st, err := stack.Start(context.Background(), stack.Config{Cluster: w.c, BinDir: bin, Dir: w.t.TempDir(), Namespaces: []string{w.ns, w.other},
-		LogLevel: "debug", TranslatorArgs: []string{"--publish-address", "192.0.2.10"}})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.st = st
-	w.t.Cleanup(func() {
-		if w.t.Failed() {
-			w.t.Logf("stack logs:\n%s", st.Logs(40))
-		}
-		st.Stop()
-	})
-	w.target, err = caddy.NewModule(caddy.Config{Admin: st.Caddy.AdminURL, Render: caddy.RenderOptions{HTTPListen: st.HTTPAddr(), HTTPSListen: st.HTTPSAddr()}})
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	w.start(stack.Config{Namespaces: []string{w.other}, TranslatorArgs: []string{"--publish-address", "192.0.2.10"}})
 }
 
 // Scenario 1 for the Gateway API: the watcher restarted with the list of HTTPRoutes forbidden

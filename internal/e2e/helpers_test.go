@@ -83,7 +83,8 @@ func (w *world) start(cfg stack.Config) {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	cfg.Cluster, cfg.BinDir, cfg.Namespaces, cfg.LogLevel = w.c, bin, []string{w.ns}, "debug"
+	// The world's namespace, and any other the test names.
+	cfg.Cluster, cfg.BinDir, cfg.Namespaces, cfg.LogLevel = w.c, bin, append([]string{w.ns}, cfg.Namespaces...), "debug"
 	if cfg.Dir == "" {
 		cfg.Dir = w.t.TempDir()
 	}

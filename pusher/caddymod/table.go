@@ -319,15 +319,8 @@ func (t *Table) Match(req contract.Request) *route {
 }
 
 func (r *route) matches(req contract.Request) bool {
-	switch r.rt.GetScheme() {
-	case configv1.RouteScheme_ROUTE_SCHEME_HTTP:
-		if req.Scheme != "http" {
-			return false
-		}
-	case configv1.RouteScheme_ROUTE_SCHEME_HTTPS:
-		if req.Scheme != "https" {
-			return false
-		}
+	if !contract.SchemeMatches(r.rt.GetScheme(), req.Scheme) {
+		return false
 	}
 	switch r.typ {
 	case configv1.PathMatchType_PATH_MATCH_TYPE_EXACT:
