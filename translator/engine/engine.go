@@ -380,27 +380,8 @@ func (e *Engine) statuses(first bool) {
 	if e.cfg.Status == nil {
 		return
 	}
-	if all {
-		keys := e.tr.ServedKeys()
-		all := make([]*watchv1.IngressStatus, 0, len(keys))
-		for _, k := range keys {
-			all = append(all, e.tr.Status(k, lb, known))
-		}
-		e.cfg.Status.Replace(all)
-		return
-	}
-	var changed []*watchv1.IngressStatus
-	var removed []*watchv1.IngressKey
-	for _, k := range changedKeys {
-		if s := e.tr.Status(k, lb, known); s != nil {
-			changed = append(changed, s)
-		} else {
-			removed = append(removed, k)
-		}
-	}
-	if len(changed) > 0 || len(removed) > 0 {
-		e.cfg.Status.Update(changed, removed)
-	}
+	handOver(all, e.tr.ServedKeys, changedKeys, func(k *watchv1.IngressKey) *watchv1.IngressStatus { return e.tr.Status(k, lb, known) },
+		e.cfg.Status.Replace, e.cfg.Status.Update)
 }
 
 // gatewayStatuses hands the Gateway API status sink every status (all) or those of the
@@ -409,26 +390,34 @@ func (e *Engine) gatewayStatuses(all bool, changed []*watchv1.ObjectKey, lb []*w
 	if e.cfg.GatewayStatus == nil {
 		return
 	}
+	handOver(all, e.tr.GatewayStatusKeys, changed, func(k *watchv1.ObjectKey) *watchv1.GatewayAPIStatus { return e.tr.GatewayStatus(k, lb, known) },
+		e.cfg.GatewayStatus.ReplaceGateway, e.cfg.GatewayStatus.UpdateGateway)
+}
+
+// handOver gives a status sink every status (all) or those of the changed keys, a key whose
+// status is nil (no longer served) as removed; it sends nothing when nothing changed.
+func handOver[K any, S comparable](all bool, keys func() []K, changed []K, status func(K) S, replace func([]S), update func([]S, []K)) {
 	if all {
-		keys := e.tr.GatewayStatusKeys()
-		sts := make([]*watchv1.GatewayAPIStatus, 0, len(keys))
-		for _, k := range keys {
-			sts = append(sts, e.tr.GatewayStatus(k, lb, known))
+		ks := keys()
+		sts := make([]S, 0, len(ks))
+		for _, k := range ks {
+			sts = append(sts, status(k))
 		}
-		e.cfg.GatewayStatus.ReplaceGateway(sts)
+		replace(sts)
 		return
 	}
-	var sts []*watchv1.GatewayAPIStatus
-	var removed []*watchv1.ObjectKey
+	var zero S
+	var sts []S
+	var removed []K
 	for _, k := range changed {
-		if s := e.tr.GatewayStatus(k, lb, known); s != nil {
+		if s := status(k); s != zero {
 			sts = append(sts, s)
 		} else {
 			removed = append(removed, k)
 		}
 	}
 	if len(sts) > 0 || len(removed) > 0 {
-		e.cfg.GatewayStatus.UpdateGateway(sts, removed)
+		update(sts, removed)
 	}
 }
 
