@@ -107,12 +107,12 @@ fuzz:
 	cd $(CADDYMOD) && $(GO) test -run='^$$' -fuzz='^FuzzStore$$' -fuzztime=$(FUZZTIME) .
 
 demo: tools build
-	$(GO) run ./internal/demo
+	$(GO) run ./cmd/demo
 
 # bench runs the harness on the real apiserver and Caddy (1k and 10k Ingresses) and writes
 # docs/benchmarks.md and docs/benchmarks.json; profiles go to .bench/.
 bench: tools
-	$(GO) run ./internal/bench -sizes 1000,10000 -out docs/benchmarks.md -json docs/benchmarks.json -profiles .bench
+	$(GO) run ./cmd/bench -sizes 1000,10000 -out docs/benchmarks.md -json docs/benchmarks.json -profiles .bench
 
 # bench-components runs the Go benchmarks of single components (translation, the watcher's
 # time to marker against a bare informer, Caddy /load) for benchstat.
@@ -129,7 +129,7 @@ images: tools
 
 # certs writes a local CA and the components' mTLS certificates for the compose setup.
 certs:
-	$(GO) run ./internal/tools/certs -out deploy/compose/certs
+	$(GO) run ./cmd/certs -out deploy/compose/certs
 
 clean:
 	rm -rf bin

@@ -16,7 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/sluice-io/sluice/internal/testenv"
+	"github.com/sluice-io/sluice/internal/harness/testenv"
+	"github.com/sluice-io/sluice/internal/kubeconfig"
 )
 
 // compose runs docker-compose for one project.
@@ -71,7 +72,7 @@ func TestComposeStackSurvivesATranslatorPartition(t *testing.T) {
 		}
 		writeFile(t, filepath.Join(dir, f), b)
 	}
-	if out, err := exec.Command("go", "-C", root, "run", "./internal/tools/certs", "-out", filepath.Join(dir, "certs")).CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "-C", root, "run", "./cmd/certs", "-out", filepath.Join(dir, "certs")).CombinedOutput(); err != nil {
 		t.Fatalf("make certs: %v\n%s", err, out)
 	}
 	ports := make([]int, 3)
@@ -108,7 +109,7 @@ func TestComposeStackSurvivesATranslatorPartition(t *testing.T) {
 		return err == nil
 	})
 	kc := filepath.Join(dir, "admin.kubeconfig")
-	if err := testenv.WriteKubeconfig(mustLoad(t, admin), kc); err != nil {
+	if err := kubeconfig.Write(mustLoad(t, admin), kc); err != nil {
 		t.Fatal(err)
 	}
 	k := func(args ...string) {

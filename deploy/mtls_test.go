@@ -22,9 +22,9 @@ import (
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
+	"github.com/sluice-io/sluice/internal/harness/stack"
+	"github.com/sluice-io/sluice/internal/harness/testenv"
 	"github.com/sluice-io/sluice/internal/pki"
-	"github.com/sluice-io/sluice/internal/stack"
-	"github.com/sluice-io/sluice/internal/testenv"
 	"github.com/sluice-io/sluice/internal/watchstream"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
@@ -40,7 +40,7 @@ func TestComponentsTalkMTLSWithGeneratedCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	certs := t.TempDir()
-	if out, err := exec.Command("go", "-C", root, "run", "./internal/tools/certs", "-out", certs).CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "-C", root, "run", "./cmd/certs", "-out", certs).CombinedOutput(); err != nil {
 		t.Fatalf("make certs: %v\n%s", err, out)
 	}
 	tlsArgs := func(name string) []string {

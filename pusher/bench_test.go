@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/testenv"
+	"github.com/sluice-io/sluice/internal/harness/testenv"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	"github.com/sluice-io/sluice/pusher/caddy"
 	"github.com/sluice-io/sluice/translator/translate"

@@ -17,7 +17,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
-	"github.com/sluice-io/sluice/internal/testenv"
+	"github.com/sluice-io/sluice/internal/harness/testenv"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sluice-io/sluice/internal/grpcx"
-	"github.com/sluice-io/sluice/internal/testenv"
+	"github.com/sluice-io/sluice/internal/harness/testenv"
 	"github.com/sluice-io/sluice/internal/watchstream"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 	"github.com/sluice-io/sluice/watcher/kinds"

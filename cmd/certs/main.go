@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sluice-io/sluice/internal/identity"
+	"github.com/sluice-io/sluice/internal/kubeconfig"
 	"github.com/sluice-io/sluice/internal/pki"
-	"github.com/sluice-io/sluice/internal/testenv"
 )
 
 func main() {
@@ -96,7 +96,7 @@ func generate(dir string, validity time.Duration, td, class string) error {
 		return err
 	}
 	kc := filepath.Join(dir, "local", "kubeconfig")
-	if err := testenv.WriteKubeconfig(&rest.Config{Host: "https://kube-apiserver:6443",
+	if err := kubeconfig.Write(&rest.Config{Host: "https://kube-apiserver:6443",
 		TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM, CertData: crt, KeyData: key}}, kc); err != nil {
 		return err
 	}

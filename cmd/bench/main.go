@@ -37,10 +37,10 @@ import (
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
+	"github.com/sluice-io/sluice/internal/harness/stack"
+	"github.com/sluice-io/sluice/internal/harness/testenv"
 	"github.com/sluice-io/sluice/internal/pki"
 	"github.com/sluice-io/sluice/internal/promtext"
-	"github.com/sluice-io/sluice/internal/stack"
-	"github.com/sluice-io/sluice/internal/testenv"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	"github.com/sluice-io/sluice/pusher/caddy"
 )

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/testenv"
+	"github.com/sluice-io/sluice/internal/harness/testenv"
 )
 
 // Config configures a Stack.

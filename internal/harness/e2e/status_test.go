@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/sluice-io/sluice/internal/harness/stack"
 	"github.com/sluice-io/sluice/internal/promtext"
-	"github.com/sluice-io/sluice/internal/stack"
 )
 
 // metric sums a Prometheus metric over its label sets that contain every one of labels

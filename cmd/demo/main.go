@@ -22,9 +22,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/harness/stack"
+	"github.com/sluice-io/sluice/internal/harness/testenv"
 	"github.com/sluice-io/sluice/internal/pki"
-	"github.com/sluice-io/sluice/internal/stack"
-	"github.com/sluice-io/sluice/internal/testenv"
 )
 
 func main() {

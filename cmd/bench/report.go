@@ -26,7 +26,7 @@ func report(rs []Result, base map[int]Result, runs, changes int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `# Benchmarks
 
-Measured by `+"`make bench`"+` (`+"`go run ./internal/bench`"+`) on %s CPUs (%s), %s, kube-apiserver %s,
+Measured by `+"`make bench`"+` (`+"`go run ./cmd/bench`"+`) on %s CPUs (%s), %s, kube-apiserver %s,
 etcd %s, Caddy %s, on %s. Every figure is the median of %d runs (cold start) or over %d
 changes, and stands next to its physical limit measured in the same run. The machine is
 shared and noisy: compare ratios, not absolute times, across runs (`+"`docs/benchmarks.json`"+`

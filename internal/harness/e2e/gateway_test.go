@@ -19,9 +19,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/sluice-io/sluice/internal/harness/stack"
+	"github.com/sluice-io/sluice/internal/harness/testenv"
 	"github.com/sluice-io/sluice/internal/pki"
-	"github.com/sluice-io/sluice/internal/stack"
-	"github.com/sluice-io/sluice/internal/testenv"
 )
 
 // gwWorld is a world with the Gateway API: its own cluster (the CRDs it installs must not

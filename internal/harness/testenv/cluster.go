@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"github.com/sluice-io/sluice/internal/kubeconfig"
 	"github.com/sluice-io/sluice/internal/pki"
 
 	"context"
@@ -24,8 +25,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 )
 
@@ -275,17 +274,7 @@ func (c *Cluster) Grant(ctx context.Context, subject rbacv1.Subject, rules []rba
 // WriteKubeconfig writes a kubeconfig file for cfg into the cluster's dir and returns its path.
 func (c *Cluster) WriteKubeconfig(cfg *rest.Config, name string) (string, error) {
 	path := filepath.Join(c.Dir, "kubeconfig-"+name)
-	return path, WriteKubeconfig(cfg, path)
-}
-
-// WriteKubeconfig writes a kubeconfig file for cfg (credentials embedded).
-func WriteKubeconfig(cfg *rest.Config, path string) error {
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["sluice-test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["sluice-test"] = &clientcmdapi.Context{Cluster: "sluice-test", AuthInfo: "user"}
-	kc.CurrentContext = "sluice-test"
-	return clientcmd.WriteToFile(*kc, path)
+	return path, kubeconfig.Write(cfg, path)
 }
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
