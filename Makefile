@@ -5,7 +5,8 @@ SHELL := /bin/bash
 GO ?= go
 TOOLS := $(CURDIR)/.tools/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/sluice-io/sluice/internal/version.Version=$(VERSION)
+REVISION ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X github.com/sluice-io/sluice/internal/version.Version=$(VERSION) -X github.com/sluice-io/sluice/internal/version.Revision=$(REVISION)
 BINARIES := watcher translator pusher sluicectl
 # The suite's own budget (CI has 90 minutes, of which tool builds take about 12 the first time).
 TEST_TIMEOUT ?= 20m
@@ -125,7 +126,7 @@ bench-components: tools
 # use IMAGE_BASE=scratch on such a machine.
 IMAGE_BASE ?= gcr.io/distroless/static-debian12:nonroot
 images: tools
-	deploy/images/build.sh $(IMAGE_BASE) dev
+	VERSION=$(VERSION) REVISION=$(REVISION) deploy/images/build.sh $(IMAGE_BASE) dev
 
 # certs writes a local CA and the components' mTLS certificates for the compose setup.
 certs:

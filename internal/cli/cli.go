@@ -47,6 +47,8 @@ type Spec struct {
 	Settings Settings
 	// Run runs the process until ctx is done (nil error) or it fails.
 	Run func(ctx context.Context, log hclog.Logger) error
+	// Stdout receives the answer to --version (os.Stdout when nil).
+	Stdout io.Writer
 }
 
 // Common are the settings every process has.
@@ -80,7 +82,23 @@ func Main(spec Spec, args []string, stderr io.Writer) int {
 	usage := func() {
 		fmt.Fprintf(stderr, "Usage of %s (%s):\n", spec.Name, version.Version)
 		fmt.Fprintf(stderr, "Every flag can also be set as %s_<NAME> in the environment or in --config.\n", config.EnvPrefix)
+		fmt.Fprintf(stderr, "      --version                 print the version, source revision and Go release, and exit\n")
 		fs.PrintDefaults()
+	}
+	// --version is answered before the settings are loaded, so that it works whatever else
+	// is set (and is not a setting an environment variable or a file could turn on).
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--version" || a == "-version" {
+			out := spec.Stdout
+			if out == nil {
+				out = os.Stdout
+			}
+			fmt.Fprintln(out, version.String(spec.Name))
+			return ExitOK
+		}
 	}
 	// pflag prints its own error and usage on a bad flag; Sluice prints one line instead.
 	fs.Usage = func() {}
@@ -109,7 +127,7 @@ func Main(spec Spec, args []string, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	log.Info("starting", "version", version.Version, "pid", os.Getpid())
+	log.Info("starting", "version", version.Version, "revision", version.Rev(), "go_version", version.GoVersion(), "pid", os.Getpid())
 	if err := spec.Run(ctx, log); err != nil {
 		var cfgErr *config.Error
 		if errors.As(err, &cfgErr) {

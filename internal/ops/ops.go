@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-io/sluice/internal/version"
 )
 
 // Config configures a Server.
@@ -68,11 +70,24 @@ func ServePprof(ctx context.Context, lis net.Listener) error {
 	return serve(ctx, lis, mux)
 }
 
-// NewRegistry returns a registry with the Go runtime and process collectors.
+// NewRegistry returns a registry with the Go runtime and process collectors and
+// sluice_build_info, so every process says which build it is.
 func NewRegistry() *prometheus.Registry {
 	r := prometheus.NewRegistry()
-	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), BuildInfo())
 	return r
+}
+
+// BuildInfo is sluice_build_info{version,revision,go_version}, always 1: the usual way to
+// join a build's identity onto other series.
+func BuildInfo() prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "sluice_build_info",
+		Help:        "The build of this process: its version, source revision and Go release; always 1.",
+		ConstLabels: prometheus.Labels{"version": version.Version, "revision": version.Rev(), "go_version": version.GoVersion()},
+	})
+	g.Set(1)
+	return g
 }
 
 // SetReady marks the process ready.
