@@ -1,7 +1,7 @@
 package app
 
 import (
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,7 +16,10 @@ type metrics struct {
 	held      prometheus.Counter
 	latency   prometheus.Histogram
 	version   prometheus.Gauge
-	lastApply atomic.Int64 // unix nanos
+	lastApply prometheus.Gauge
+	// lastApply is registered at the first apply, so that it is absent until then.
+	firstApply sync.Once
+	reg        prometheus.Registerer
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -29,15 +32,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_pusher_apply_seconds", Help: "Time to apply a config to the data plane.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 		version: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_pusher_applied_version", Help: "Version of the config the data plane runs."}),
+		// A timestamp, not an age: `time() - sluice_pusher_last_apply_timestamp_seconds` is the
+		// age, and an absent series (not -1) means "never applied".
+		lastApply: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_pusher_last_apply_timestamp_seconds", Help: "Unix time of the last successful apply; absent before the first."}),
 	}
-	since := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_pusher_seconds_since_last_apply", Help: "Seconds since the last successful apply (-1 before the first)."}, func() float64 {
-		t := m.lastApply.Load()
-		if t == 0 {
-			return -1
-		}
-		return time.Since(time.Unix(0, t)).Seconds()
-	})
-	reg.MustRegister(m.received, m.dropped, m.applied, m.rejected, m.held, m.latency, m.version, since)
+	reg.MustRegister(m.received, m.dropped, m.applied, m.rejected, m.held, m.latency, m.version)
+	m.reg = reg
 	return m
 }
 
@@ -49,5 +49,6 @@ func (m *metrics) Applied(v uint64, took time.Duration) {
 	m.applied.Inc()
 	m.latency.Observe(took.Seconds())
 	m.version.Set(float64(v))
-	m.lastApply.Store(time.Now().UnixNano())
+	m.firstApply.Do(func() { m.reg.MustRegister(m.lastApply) })
+	m.lastApply.SetToCurrentTime()
 }
