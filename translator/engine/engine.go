@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/sluice-io/sluice/internal/backoff"
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/watchstream"
@@ -80,7 +81,7 @@ type Config struct {
 	// Holdoff is the quiet time after a change before a build; MaxDelay bounds the wait.
 	Holdoff  time.Duration
 	MaxDelay time.Duration
-	// Backoff bounds reconnect delays (first, max).
+	// Backoff bounds reconnect delays (first, max), each jittered (internal/backoff).
 	BackoffMin, BackoffMax time.Duration
 	Metrics                Metrics
 	// Status, when set, gets the desired statuses after every build of a complete view.
@@ -156,10 +157,14 @@ func (e *Engine) resetObjects() {
 	e.tr = translate.New(e.cfg.Options)
 }
 
+// healthyStream is how long a stream must have lasted for its end to retry at the shortest
+// delay again: a watcher that breaks every stream at once is not hammered.
+const healthyStream = 30 * time.Second
+
 // Run follows the watcher until ctx ends. Stream failures are retried with backoff forever;
 // only ctx ends Run.
 func (e *Engine) Run(ctx context.Context) error {
-	backoff := e.cfg.BackoffMin
+	bo := backoff.New(e.cfg.BackoffMin, e.cfg.BackoffMax)
 	for ctx.Err() == nil {
 		e.startEpoch()
 		start := time.Now()
@@ -173,16 +178,16 @@ func (e *Engine) Run(ctx context.Context) error {
 			// The objects held cannot be trusted: start over with a fresh snapshot.
 			e.reset()
 		}
-		if time.Since(start) > 30*time.Second {
-			backoff = e.cfg.BackoffMin // the stream was healthy for a while
+		if time.Since(start) > healthyStream {
+			bo.Reset() // the stream was healthy for a while
 		}
-		e.log.Warn("watch stream ended; reconnecting", "reason", reason, "error", err, "backoff", backoff)
+		delay := bo.Next()
+		e.log.Warn("watch stream ended; reconnecting", "reason", reason, "error", err, "backoff", delay)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(delay):
 		}
-		backoff = min(backoff*2, e.cfg.BackoffMax)
 	}
 	return nil
 }

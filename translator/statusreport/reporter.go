@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-io/sluice/internal/backoff"
 	"github.com/sluice-io/sluice/internal/grpcx"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 	"github.com/sluice-io/sluice/translator/translate"
@@ -44,7 +45,7 @@ type Config struct {
 	Client Client
 	// Source names this translator in its reports (controller name and class).
 	Source string
-	// BackoffMin and BackoffMax bound reconnect delays.
+	// BackoffMin and BackoffMax bound reconnect delays, each jittered (internal/backoff).
 	BackoffMin, BackoffMax time.Duration
 	Metrics                Metrics
 }
@@ -239,6 +240,10 @@ func (r *Reporter) isReady() bool {
 
 type key struct{ ns, name string }
 
+// healthyStream is how long a stream must have lasted for its end to retry at the shortest
+// delay again.
+const healthyStream = 30 * time.Second
+
 // Run reports until ctx ends. Nothing is sent before the first Replace: a translator
 // without a complete view has no statuses to claim.
 func (r *Reporter) Run(ctx context.Context) error {
@@ -249,7 +254,7 @@ func (r *Reporter) Run(ctx context.Context) error {
 		case <-r.signal:
 		}
 	}
-	backoff := r.cfg.BackoffMin
+	bo := backoff.New(r.cfg.BackoffMin, r.cfg.BackoffMax)
 	lastErr := "" // a failure repeated stream after stream is said once at WARN
 	for ctx.Err() == nil {
 		start := time.Now()
@@ -258,27 +263,27 @@ func (r *Reporter) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if time.Since(start) > 30*time.Second {
-			backoff = r.cfg.BackoffMin
+		if time.Since(start) > healthyStream {
+			bo.Reset() // the stream was healthy for a while
 		}
 		if accepted {
 			lastErr = ""
 		}
 		if status.Code(err) == codes.Unimplemented {
-			backoff = r.cfg.BackoffMax // an older watcher: try again now and then
+			bo.Longest() // an older watcher: try again now and then
 		}
+		delay := bo.Next()
 		if msg := fmt.Sprint(err); msg != lastErr {
-			r.log.Warn("status stream ended; reconnecting", "error", err, "backoff", backoff)
+			r.log.Warn("status stream ended; reconnecting", "error", err, "backoff", delay)
 			lastErr = msg
 		} else {
-			r.log.Debug("status stream ended again; reconnecting", "error", err, "backoff", backoff)
+			r.log.Debug("status stream ended again; reconnecting", "error", err, "backoff", delay)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(delay):
 		}
-		backoff = min(backoff*2, r.cfg.BackoffMax)
 	}
 	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/sluice-io/sluice/internal/backoff"
 )
 
 // Causes records, per kind, why it has not synced yet. It is safe for concurrent use: the
@@ -44,13 +46,19 @@ func (c *Causes) Get(kind string) error {
 	return c.m[kind]
 }
 
+// The first discovery is retried quickly: the watcher has nothing to serve until it is done.
+const (
+	resolveBackoffMin = 200 * time.Millisecond
+	resolveBackoffMax = 2 * time.Second
+)
+
 // Resolve decides, from discovery, which kinds to watch (Decide): each kind's version and
 // scope. An optional kind the apiserver does not serve is dropped, and said so; a required
 // one is waited for. Discovery that fails (apiserver unreachable) decides nothing: Resolve
 // retries until every kind is decided or ctx ends, recording in causes why each pending kind
 // is not resolved.
 func Resolve(ctx context.Context, log hclog.Logger, disco discovery.DiscoveryInterface, mode GatewayAPIMode, specs []Spec, causes *Causes) (Decision, error) {
-	backoff := 200 * time.Millisecond
+	bo := backoff.New(resolveBackoffMin, resolveBackoffMax)
 	for {
 		d := Decide(mode, specs, Probe(disco, GroupVersions(WithGateway(mode, specs))))
 		for _, s := range WithGateway(mode, specs) {
@@ -65,12 +73,9 @@ func Resolve(ctx context.Context, log hclog.Logger, disco discovery.DiscoveryInt
 			}
 			return d, nil
 		}
-		select {
-		case <-ctx.Done():
-			return Decision{}, ctx.Err()
-		case <-time.After(backoff):
+		if err := bo.Wait(ctx); err != nil {
+			return Decision{}, err
 		}
-		backoff = min(backoff*2, 2*time.Second)
 	}
 }
 
