@@ -115,7 +115,7 @@ func TestRenderGolden(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			got := renderIndented(t, c.res(t))
 			if again := renderIndented(t, c.res(t)); !bytes.Equal(got, again) {
-				t.Fatalf("two renderings differ:\n%s", firstDiff(string(got), string(again)))
+				t.Fatalf("two renderings differ:\n%s", lineDiff(string(got), string(again)))
 			}
 			golden := filepath.Join(renderGoldenDir, c.name+".json")
 			if *update {
@@ -132,7 +132,7 @@ func TestRenderGolden(t *testing.T) {
 				t.Fatalf("%v (run `go test ./pusher/caddy -run Golden -update` to create it)", err)
 			}
 			if !bytes.Equal(got, have) {
-				t.Fatalf("the rendering differs from %s (run with -update after checking):\n%s", golden, firstDiff(string(have), string(got)))
+				t.Fatalf("the rendering differs from %s (run with -update after checking):\n%s", golden, lineDiff(string(have), string(got)))
 			}
 		})
 	}
@@ -148,23 +148,64 @@ func TestRenderGolden(t *testing.T) {
 	}
 }
 
-// firstDiff shows the first line where want and got differ, with a few lines around it.
-func firstDiff(want, got string) string {
+// lineDiff is a unified-style diff of want and got by lines (a longest common subsequence:
+// the files have at most a few thousand lines), each change with 3 lines of context, and at
+// most 60 lines in all.
+func lineDiff(want, got string) string {
 	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	i := 0
-	for i < len(w) && i < len(g) && w[i] == g[i] {
-		i++
+	// lcs[i][j] is the length of the longest common subsequence of w[i:] and g[j:].
+	lcs := make([][]int, len(w)+1)
+	for i := range lcs {
+		lcs[i] = make([]int, len(g)+1)
+	}
+	for i := len(w) - 1; i >= 0; i-- {
+		for j := len(g) - 1; j >= 0; j-- {
+			if w[i] == g[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	type line struct {
+		op   byte // ' ', '-' or '+'
+		text string
+		at   int // the line of want it is at (an added line: the one it comes before)
+	}
+	var lines []line
+	i, j := 0, 0
+	for i < len(w) || j < len(g) {
+		switch {
+		case i < len(w) && j < len(g) && w[i] == g[j]:
+			lines = append(lines, line{' ', w[i], i + 1})
+			i, j = i+1, j+1
+		case i < len(w) && (j == len(g) || lcs[i+1][j] >= lcs[i][j+1]):
+			lines = append(lines, line{'-', w[i], i + 1})
+			i++
+		default:
+			lines = append(lines, line{'+', g[j], i + 1})
+			j++
+		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "first difference at line %d (want %d lines, got %d):\n", i+1, len(w), len(g))
-	for j := max(0, i-3); j < i; j++ {
-		fmt.Fprintf(&b, "  %s\n", w[j])
-	}
-	for j := i; j < min(len(w), i+4); j++ {
-		fmt.Fprintf(&b, "- %s\n", w[j])
-	}
-	for j := i; j < min(len(g), i+4); j++ {
-		fmt.Fprintf(&b, "+ %s\n", g[j])
+	shown, last := 0, -1
+	for k, l := range lines {
+		near := false
+		for d := max(0, k-3); d < min(len(lines), k+4); d++ {
+			near = near || lines[d].op != ' '
+		}
+		if !near {
+			continue
+		}
+		if shown == 60 {
+			b.WriteString("...\n")
+			break
+		}
+		if k != last+1 {
+			fmt.Fprintf(&b, "@@ line %d\n", l.at)
+		}
+		fmt.Fprintf(&b, "%c %s\n", l.op, l.text)
+		shown, last = shown+1, k
 	}
 	return b.String()
 }
