@@ -226,7 +226,9 @@ func TestMirrorRefusesEachLieNamingIt(t *testing.T) {
 	a1 := uObj(uSvc, "ns", "a", "1")
 	snap := []*watchv1.WatchResponse{snapshotStart("e1", 5, 1, uSvc, uIng), upsertEv("e1", 5, a1), snapshotEnd("e1", 5)}
 	okMarker := markerEv("e1", 5, InventoryOf(uSvc, []*watchv1.Object{a1}), InventoryOf(uIng, nil))
-	then := func(evs ...*watchv1.WatchResponse) []*watchv1.WatchResponse { return append(append([]*watchv1.WatchResponse(nil), snap...), evs...) }
+	then := func(evs ...*watchv1.WatchResponse) []*watchv1.WatchResponse {
+		return append(append([]*watchv1.WatchResponse(nil), snap...), evs...)
+	}
 	for _, tc := range []struct {
 		name   string
 		before []*watchv1.WatchResponse
