@@ -61,7 +61,7 @@ func NewServing(cfg ServingConfig) (*Serving, error) {
 		[]string{"method", "role"})
 	reg.MustRegister(denied)
 	g, err := grpcx.NewServer(grpcx.ServerConfig{Logger: cfg.Logger.Named("grpc-server"), TLS: cfg.TLS, Address: cfg.Listen, CountSent: cfg.CountSent,
-		Insecure: cfg.Insecure, StreamLimits: cfg.StreamLimits, MaxMessageSize: cfg.MaxMessageSize,
+		Insecure: cfg.Insecure, StreamLimits: cfg.StreamLimits, MaxMessageSize: cfg.MaxMessageSize, Metrics: reg,
 		OnDenied: func(method, role string) { denied.WithLabelValues(method, role).Inc() }})
 	if err != nil {
 		if errors.Is(err, grpcx.ErrInsecure) {

@@ -13,7 +13,9 @@ import (
 	"strings"
 	"time"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
@@ -56,12 +58,15 @@ type ServerConfig struct {
 	// StreamLimits caps the concurrent streams of a method (full method name); a stream over
 	// the cap gets RESOURCE_EXHAUSTED.
 	StreamLimits map[string]int
+	// Metrics, when set, receives the server's RPC metrics (grpc_server_*).
+	Metrics prometheus.Registerer
 }
 
 // Server is a gRPC server with its health service.
 type Server struct {
 	*grpc.Server
-	Health *health.Server
+	Health  *health.Server
+	metrics *grpcprom.ServerMetrics
 }
 
 // NewServer returns a server with health and reflection registered. Services are registered
@@ -106,7 +111,17 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	lim := newLimiter(cfg.StreamLimits)
-	opts = append(opts, grpc.ChainUnaryInterceptor(guard.Unary()), grpc.ChainStreamInterceptor(guard.Stream(), lim.stream))
+	unary, stream := []grpc.UnaryServerInterceptor{guard.Unary()}, []grpc.StreamServerInterceptor{guard.Stream(), lim.stream}
+	var metrics *grpcprom.ServerMetrics
+	if cfg.Metrics != nil {
+		if metrics, err = serverMetrics(cfg.Metrics); err != nil {
+			return nil, err
+		}
+		// First, so that a call the guard or the limiter refuses is counted with its code.
+		unary = append([]grpc.UnaryServerInterceptor{metrics.UnaryServerInterceptor()}, unary...)
+		stream = append([]grpc.StreamServerInterceptor{metrics.StreamServerInterceptor()}, stream...)
+	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))
 	if cfg.CountSent != nil {
 		opts = append(opts, grpc.StatsHandler(sentCounter(cfg.CountSent)))
 	}
@@ -114,12 +129,16 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	h := health.NewServer()
 	healthpb.RegisterHealthServer(s, h)
 	reflection.Register(s)
-	return &Server{Server: s, Health: h}, nil
+	return &Server{Server: s, Health: h, metrics: metrics}, nil
 }
 
 // Serve listens on addr and serves until ctx is done, then stops gracefully (bounded by
 // grace, after which open streams are cut).
 func (s *Server) Serve(ctx context.Context, lis net.Listener, grace time.Duration) error {
+	if s.metrics != nil {
+		// Every service is registered by now: each method's series exist from the start, at 0.
+		s.metrics.InitializeMetrics(s.Server)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- s.Server.Serve(lis) }()
 	select {
@@ -145,6 +164,8 @@ type ClientConfig struct {
 	MaxMessageSize int
 	// Insecure allows connecting off loopback without mutual TLS; without it Dial refuses.
 	Insecure bool
+	// Metrics, when set, receives the connection's RPC metrics (grpc_client_*).
+	Metrics prometheus.Registerer
 }
 
 // ErrInsecure is a connection or server that would run off loopback without mutual TLS.
@@ -193,6 +214,13 @@ func Dial(target string, cfg ClientConfig) (*grpc.ClientConn, error) {
 		}
 	}
 	var extra []grpc.DialOption
+	if cfg.Metrics != nil {
+		m, err := clientMetrics(cfg.Metrics)
+		if err != nil {
+			return nil, err
+		}
+		extra = append(extra, grpc.WithChainUnaryInterceptor(m.UnaryClientInterceptor()), grpc.WithChainStreamInterceptor(m.StreamClientInterceptor()))
+	}
 	if len(addrs) > 1 {
 		// A fixed list of replicas: pick_first (the default) uses them in order and moves on
 		// when the connected one fails.

@@ -162,6 +162,7 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 	m := newMetrics(srv.Registry)
 	cc := s.TLS.Client(log, identity.Translator)
 	cc.MaxMessageSize = s.MaxMessageSize
+	cc.Metrics = srv.Registry
 	conn, err := grpcx.Dial(s.TranslatorAddr, cc)
 	if err != nil {
 		return &config.Error{Setting: "translator-addr", Value: s.TranslatorAddr, Cause: err}

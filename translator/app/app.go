@@ -174,6 +174,7 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 	configv1.RegisterConfigServiceServer(srv.GRPC.Server, cfgSrv)
 	cc := s.TLS.Client(log, identity.Watcher)
 	cc.MaxMessageSize = s.MaxMessageSize
+	cc.Metrics = srv.Registry
 	conn, err := grpcx.Dial(s.WatcherAddr, cc)
 	if err != nil {
 		return &config.Error{Setting: "watcher-addr", Value: s.WatcherAddr, Cause: err}
