@@ -1,16 +1,25 @@
-// Package gate is the pusher's last line of defence. It follows the translator's Config
-// stream and applies a config to the data plane only after the InitialSyncComplete of the
-// current stream epoch, and only versions at or after the one that marker names, never one
-// older than it applied; everything else is dropped and counted. It keeps the chain: the
+// Package gate is the pusher's last line of defence: it follows the translator's Config
+// stream and decides what reaches the data plane. It is split in two. The admission core
+// (admission.go) holds every rule and does no I/O: it takes events (a stream opened, a
+// marker, a complete state or a delta, a fingerprint, the outcome of a push, a data plane
+// that lost its config, a clock tick) and answers with decisions (drop, ask for the complete
+// state, push in full or as a delta, hold, ACK, NACK, retry, push again); its only clock is
+// an injected one. The loop (gate.go) owns the stream, the data plane and the timers, feeds
+// the core and carries out what it decides.
+//
+// The rules: the gate applies a config only after the InitialSyncComplete of the current
+// stream epoch, and only versions at or after the one that marker names, never one older
+// than it applied; everything else is dropped and counted. It keeps the chain: the
 // translator's state as received, the complete state first, then each delta applied onto
 // its base version and checked against the resulting hash (contract.State). A delta onto
 // another base, or with another hash, breaks the chain: the gate asks for the complete state
 // (Resync) and applies nothing from the broken chain meanwhile. A broken stream or a new
-// epoch closes the gate and leaves the data plane exactly as it is. A shutdown never pushes. A rejected config leaves the last
-// good one in place, is NACKed, and is not retried until a newer version arrives; a failed
-// push (network) is retried with backoff; a data plane that lost its config gets the last
-// applied one again. An optional deletion guard holds back a config that would remove a
-// large share of the served routes until it has stayed the newest for a while.
+// epoch closes the gate and leaves the data plane exactly as it is. A shutdown never pushes.
+// A rejected config leaves the last good one in place, is NACKed, and is not retried until a
+// newer version arrives; a failed push (network) is retried with backoff; a data plane that
+// lost its config gets the last applied one again. An optional deletion guard holds back a
+// config that would remove a large share of the served routes until it has stayed the
+// newest for a while.
 package gate
 
 import (
@@ -23,7 +32,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
-	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/backoff"
 	"github.com/sluice-io/sluice/internal/grpcx"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
@@ -93,13 +102,11 @@ type Config struct {
 	OnApplied func()
 }
 
-// Gate is the pusher's state owner.
+// Gate is the pusher's state owner: the loop around the admission core.
 type Gate struct {
 	cfg Config
 	log hclog.Logger
-
-	applied   *configv1.Config // last config the data plane accepted
-	appliedFP string           // its fingerprint
+	adm *admission // what the data plane runs, and the gate of the current stream
 }
 
 // New returns a gate.
@@ -122,56 +129,46 @@ func New(cfg Config) (*Gate, error) {
 	if cfg.OnApplied == nil {
 		cfg.OnApplied = func() {}
 	}
-	return &Gate{cfg: cfg, log: cfg.Logger}, nil
+	_, deltas := cfg.DataPlane.(DeltaPlane)
+	adm := newAdmission(admissionConfig{Deltas: deltas, GuardMaxDeleteRatio: cfg.GuardMaxDeleteRatio, GuardHold: cfg.GuardHold, Now: time.Now})
+	return &Gate{cfg: cfg, log: cfg.Logger, adm: adm}, nil
 }
+
+// healthyStream is how long a stream must have lasted for its end to retry at the shortest
+// delay again: a translator that breaks every stream at once is not hammered.
+const healthyStream = 30 * time.Second
 
 // Run follows the translator until ctx ends.
 func (g *Gate) Run(ctx context.Context) error {
-	backoff := g.cfg.BackoffMin
+	bo := backoff.New(g.cfg.BackoffMin, g.cfg.BackoffMax)
 	for ctx.Err() == nil {
 		start := time.Now()
 		err := g.stream(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if time.Since(start) > 30*time.Second {
-			backoff = g.cfg.BackoffMin
+		if time.Since(start) > healthyStream {
+			bo.Reset()
 		}
-		if size, limit, ok := messageTooLarge(err); ok {
+		size, limit, tooLarge := messageTooLarge(err)
+		if tooLarge {
 			// The translator would send the same version again: no hot reconnect loop.
-			backoff = g.cfg.BackoffMax
+			bo.Longest()
+		}
+		delay := bo.Next()
+		if tooLarge {
 			g.log.Error("config larger than the pusher's message limit; the data plane keeps its config: raise --max-message-size of the pusher and of the translator above the size",
-				"size", size, "limit", limit, "backoff", backoff)
+				"size", size, "limit", limit, "backoff", delay)
 		} else {
-			g.log.Warn("config stream ended; the gate is closed and the data plane keeps its config", "error", err, "backoff", backoff)
+			g.log.Warn("config stream ended; the gate is closed and the data plane keeps its config", "error", err, "backoff", delay)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(delay):
 		}
-		backoff = min(backoff*2, g.cfg.BackoffMax)
 	}
 	return nil
-}
-
-// streamState is the gate of one stream.
-type streamState struct {
-	epoch         string
-	markerVersion uint64
-	open          bool
-	// chain is the translator's state as received in this epoch (nil before the complete
-	// state), at chainRef; broken means it failed and a Resync is outstanding.
-	chain    *contract.State
-	chainRef *configv1.Config // without resources
-	broken   bool
-	// since are the deltas the chain took after the version last handed to the data plane:
-	// merged, they bring a DeltaPlane from what it runs to the newest.
-	since      []contract.Applied
-	pending    *configv1.Config // newest admissible config not yet handled (resources filled when handled)
-	rejectedFP string           // refused by the data plane; not retried for the same fingerprint
-	held       *configv1.Config // held back by the deletion guard
-	heldSince  time.Time
 }
 
 func (g *Gate) stream(ctx context.Context) error {
@@ -192,12 +189,12 @@ func (g *Gate) stream(ctx context.Context) error {
 		}
 	}
 
-	var st streamState
+	g.adm.newStream()
 	check := time.NewTicker(g.cfg.CheckInterval)
 	defer check.Stop()
 	var retry <-chan time.Time
-	retryBackoff := g.cfg.BackoffMin
-	g.verify(ctx, &st) // a data plane restarted while the pusher was away gets its config back
+	retryBackoff := backoff.New(g.cfg.BackoffMin, g.cfg.BackoffMax)
+	g.verify(ctx) // a data plane restarted while the pusher was away gets its config back
 	for {
 		select {
 		case <-ctx.Done():
@@ -212,7 +209,7 @@ func (g *Gate) stream(ctx context.Context) error {
 					}
 					return r.Err
 				}
-				if err := g.receive(&st, r.Msg, send); err != nil {
+				if err := g.receive(r.Msg, send); err != nil {
 					return err // a lying stream: nothing more is taken from it
 				}
 				select {
@@ -224,114 +221,55 @@ func (g *Gate) stream(ctx context.Context) error {
 		case <-retry:
 			retry = nil
 		case <-check.C:
-			g.verify(ctx, &st)
-			if st.held != nil && st.pending == nil {
-				st.pending = st.held // re-evaluate the hold
-			}
+			g.verify(ctx)
+			g.adm.tick() // re-evaluate a config the deletion guard holds
 		}
 		if ctx.Err() != nil {
 			return ctx.Err() // a shutdown never pushes
 		}
-		if st.pending != nil && retry == nil {
-			if again := g.handle(ctx, &st, send); again {
-				retry = time.After(retryBackoff)
-				retryBackoff = min(retryBackoff*2, g.cfg.BackoffMax)
+		if retry != nil {
+			continue
+		}
+		if c := g.adm.next(); c != nil {
+			if again := g.handle(ctx, c, send); again {
+				retry = time.After(retryBackoff.Next())
 			} else {
-				retryBackoff = g.cfg.BackoffMin
+				retryBackoff.Reset()
 			}
 		}
 	}
 }
 
-// receive applies the gate to one message. An error means the stream lied in a way that
-// no Resync repairs (a second marker of one epoch): the caller drops the stream.
-func (g *Gate) receive(st *streamState, m *configv1.StreamConfigResponse, send func(*configv1.StreamConfigRequest)) error {
+// receive feeds one message to the admission core. An error means the stream lied in a way
+// that no Resync repairs (a second marker of one epoch): the caller drops the stream.
+func (g *Gate) receive(m *configv1.StreamConfigResponse, send func(*configv1.StreamConfigRequest)) error {
 	switch msg := m.GetMessage().(type) {
 	case *configv1.StreamConfigResponse_InitialSyncComplete:
 		mk := msg.InitialSyncComplete
-		if st.open && mk.GetEpoch() == st.epoch {
-			// The translator sends one marker per epoch on a stream: it does not know what
-			// it sent, so nothing more of this stream is trusted.
-			return fmt.Errorf("protocol violation: a second InitialSyncComplete for epoch %s on one stream (version %d, the first named %d)",
-				mk.GetEpoch(), mk.GetVersion(), st.markerVersion)
+		if err := g.adm.marker(mk); err != nil {
+			return err
 		}
-		*st = streamState{epoch: mk.GetEpoch(), markerVersion: mk.GetVersion(), open: true}
 		g.log.Info("gate open", "epoch", mk.GetEpoch(), "from_version", mk.GetVersion(), "watcher_epoch", mk.GetWatcherEpoch(), "watcher_revision", mk.GetWatcherRevision())
 	case *configv1.StreamConfigResponse_Config:
-		c := msg.Config
 		g.cfg.Metrics.Received()
-		if reason := g.admit(st, c); reason != "" {
-			g.drop(c, reason)
-			return nil
-		}
-		// The complete state: a new chain (also the answer to a Resync).
-		if st.chainRef != nil && c.GetVersion() < st.chainRef.GetVersion() {
-			g.drop(c, "out-of-order")
-			return nil
-		}
-		chain, err := contract.FromResources(c.GetResources(), c.GetHash())
-		if err != nil {
-			g.breakChain(st, c, err, send)
-			return nil
-		}
-		st.chain, st.chainRef, st.broken, st.since = chain, contract.RefOf(c), false, nil
-		st.pending = c
+		g.refuse(g.adm.config(msg.Config), send)
 	case *configv1.StreamConfigResponse_Delta:
-		d := msg.Delta
-		c := contract.VersionOf(d)
 		g.cfg.Metrics.Received()
-		if reason := g.admit(st, c); reason != "" {
-			g.drop(c, reason)
-			return nil
-		}
-		switch {
-		case st.broken:
-			g.drop(c, "broken-chain") // the complete state is on its way
-			return nil
-		case st.chain == nil:
-			g.breakChain(st, c, errors.New("a delta before the complete state"), send)
-			return nil
-		case d.GetBaseVersion() != st.chainRef.GetVersion():
-			g.breakChain(st, c, fmt.Errorf("a delta onto version %d, but version %d is held", d.GetBaseVersion(), st.chainRef.GetVersion()), send)
-			return nil
-		case d.GetVersion() <= d.GetBaseVersion():
-			g.breakChain(st, c, fmt.Errorf("a delta to version %d onto version %d: versions only rise", d.GetVersion(), d.GetBaseVersion()), send)
-			return nil
-		}
-		applied, err := st.chain.Apply(d)
-		if err != nil {
-			g.breakChain(st, c, err, send)
-			return nil
-		}
-		st.since = append(st.since, applied)
-		st.chainRef = c
-		st.pending = c // its resources are materialised from the chain when it is handled
+		g.refuse(g.adm.delta(msg.Delta), send)
 	}
 	return nil
 }
 
-// admit returns why the gate drops c, or "" when c is of the open epoch, at or after the
-// marker's version and not older than what the data plane runs.
-func (g *Gate) admit(st *streamState, c *configv1.Config) string {
-	switch {
-	case !st.open:
-		return "before-marker"
-	case c.GetEpoch() != st.epoch:
-		return "other-epoch"
-	case c.GetVersion() < st.markerVersion:
-		return "older-than-marker"
-	case g.applied != nil && g.applied.GetEpoch() == c.GetEpoch() && c.GetVersion() < g.applied.GetVersion():
-		return "older-than-applied"
+// refuse carries out what the core decided about a received version it did not take.
+func (g *Gate) refuse(d decision, send func(*configv1.StreamConfigRequest)) {
+	switch d.act {
+	case actDrop:
+		g.drop(d.config, d.reason)
+	case actResync:
+		g.drop(d.config, "broken-chain")
+		g.log.Error("config chain broken; asking for the complete state and applying nothing from this chain", "version", d.config.GetVersion(), "error", d.cause)
+		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Resync{Resync: &configv1.Resync{Have: d.have, Reason: d.cause.Error()}}})
 	}
-	return ""
-}
-
-// breakChain drops c and everything after it until the complete state comes again.
-func (g *Gate) breakChain(st *streamState, c *configv1.Config, err error, send func(*configv1.StreamConfigRequest)) {
-	g.drop(c, "broken-chain")
-	g.log.Error("config chain broken; asking for the complete state and applying nothing from this chain", "version", c.GetVersion(), "error", err)
-	st.broken, st.pending, st.since = true, nil, nil
-	send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Resync{Resync: &configv1.Resync{Have: ref(st.chainRef), Reason: err.Error()}}})
 }
 
 func (g *Gate) drop(c *configv1.Config, reason string) {
@@ -339,138 +277,77 @@ func (g *Gate) drop(c *configv1.Config, reason string) {
 	g.log.Warn("config dropped by the gate", "reason", reason, "epoch", c.GetEpoch(), "version", c.GetVersion())
 }
 
-func ref(c *configv1.Config) *configv1.ConfigRef {
-	if c == nil {
-		return nil
-	}
-	return &configv1.ConfigRef{Epoch: c.GetEpoch(), Version: c.GetVersion(), Hash: c.GetHash()}
-}
-
-// handle applies st.pending; it returns true when the push should be retried later.
-func (g *Gate) handle(ctx context.Context, st *streamState, send func(*configv1.StreamConfigRequest)) bool {
-	c := st.pending
-	// The complete state of c, materialised from the chain only when something needs it: a
-	// DeltaPlane that follows the deltas never does.
-	full := func() *configv1.Config {
-		if c.GetResources() == nil && st.chain != nil {
-			c.Resources = st.chain.Resources()
-		}
-		return c
-	}
-	dp, deltas := g.cfg.DataPlane.(DeltaPlane)
-	if !deltas || g.cfg.GuardMaxDeleteRatio > 0 {
-		full() // fingerprints of a rendering data plane and the deletion guard look at every route
-	}
-	ack := func() {
+// handle hands c, the core's next config, to the data plane as the core decides; it returns
+// true when the push should be retried later.
+func (g *Gate) handle(ctx context.Context, c *configv1.Config, send func(*configv1.StreamConfigRequest)) bool {
+	ack := func(c *configv1.Config) {
 		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Ack{Ack: &configv1.Ack{Config: ref(c)}}})
 	}
-	fp, err := g.cfg.DataPlane.Fingerprint(c)
-	if err != nil {
-		st.pending = nil
-		g.cfg.Metrics.Rejected()
-		g.log.Error("data plane rejected the config; the previous one stays in place", "version", c.GetVersion(), "error", err)
-		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Nack{Nack: &configv1.Nack{Config: ref(c), Error: err.Error()}}})
-		return false
-	}
-	if g.applied != nil && g.appliedFP == fp {
-		// Nothing the data plane runs changed (a not-ready endpoint, a finding): no push.
-		g.applied = c
-		st.pending, st.held, st.since = nil, nil, nil
-		ack()
-		return false
-	}
-	if fp == st.rejectedFP {
-		st.pending = nil
-		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Nack{Nack: &configv1.Nack{Config: ref(c), Error: "identical to a config the data plane already rejected"}}})
-		return false
-	}
-	if why := g.guard(st, c); why != "" {
-		st.pending = nil
-		g.cfg.Metrics.Held()
+	nack := func(c *configv1.Config, why string) {
 		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Nack{Nack: &configv1.Nack{Config: ref(c), Error: why}}})
+	}
+	rejected := func(d decision) {
+		g.cfg.Metrics.Rejected()
+		g.log.Error("data plane rejected the config; the previous one stays in place", "version", d.config.GetVersion(), "error", d.reason)
+		nack(d.config, d.reason)
+	}
+	d := g.adm.judge(g.cfg.DataPlane.Fingerprint(c))
+	switch d.act {
+	case actAck: // nothing the data plane runs changed
+		ack(d.config)
 		return false
+	case actNack:
+		if d.rejected {
+			rejected(d)
+		} else {
+			nack(d.config, d.reason)
+		}
+		return false
+	case actHold:
+		g.cfg.Metrics.Held()
+		nack(d.config, d.reason)
+		return false
+	case actPush:
+	default:
+		return false
+	}
+	if d.released != nil {
+		g.log.Warn("deletion guard: applying a config that removes many routes after it stayed the newest", "removed", d.released.removed, "served", d.released.served, "held_for", g.cfg.GuardHold)
 	}
 	start := time.Now()
-	if deltas && g.applied != nil && g.applied.GetEpoch() == c.GetEpoch() && len(st.since) > 0 && st.since[0].Delta.GetBaseVersion() == g.applied.GetVersion() {
-		d := st.since[0].Delta
-		if len(st.since) > 1 {
-			d = contract.Merge(st.since)
-		}
-		err = dp.ApplyDelta(ctx, d)
+	var err error
+	if d.delta != nil {
+		dp := g.cfg.DataPlane.(DeltaPlane) // the core pushes deltas only to a DeltaPlane
+		err = dp.ApplyDelta(ctx, d.delta)
 		var nab NotAtBase
 		if errors.As(err, &nab) && nab.NotAtBase() {
-			g.log.Info("data plane does not run the delta's base; sending the complete state", "version", c.GetVersion(), "error", err)
-			err = dp.Apply(ctx, full())
+			g.log.Info("data plane does not run the delta's base; sending the complete state", "version", d.config.GetVersion(), "error", err)
+			err = dp.Apply(ctx, g.adm.full())
 		}
 	} else {
-		err = g.cfg.DataPlane.Apply(ctx, full())
+		err = g.cfg.DataPlane.Apply(ctx, d.config)
 	}
-	var rej Rejection
-	switch {
-	case err == nil:
-		g.applied, g.appliedFP = c, fp
-		st.pending, st.held, st.since = nil, nil, nil
-		g.cfg.Metrics.Applied(c.GetVersion(), time.Since(start))
-		g.log.Info("config applied", "epoch", c.GetEpoch(), "version", c.GetVersion(), "hash", short(c.GetHash()), "took", time.Since(start).Round(time.Millisecond))
+	out := g.adm.pushed(err)
+	switch out.act {
+	case actAck:
+		g.cfg.Metrics.Applied(out.config.GetVersion(), time.Since(start))
+		g.log.Info("config applied", "epoch", out.config.GetEpoch(), "version", out.config.GetVersion(), "hash", short(out.config.GetHash()), "took", time.Since(start).Round(time.Millisecond))
 		g.cfg.OnApplied()
-		ack()
+		ack(out.config)
 		return false
-	case errors.As(err, &rej) && rej.Rejected():
-		st.pending, st.rejectedFP = nil, fp
-		g.cfg.Metrics.Rejected()
-		g.log.Error("data plane rejected the config; the previous one stays in place", "version", c.GetVersion(), "error", err)
-		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Nack{Nack: &configv1.Nack{Config: ref(c), Error: err.Error()}}})
+	case actNack:
+		rejected(out)
 		return false
 	default:
-		g.log.Warn("push failed; retrying", "version", c.GetVersion(), "error", err)
+		g.log.Warn("push failed; retrying", "version", out.config.GetVersion(), "error", out.cause)
 		return true
 	}
 }
 
-// guard returns why c is held back, or "" to apply it.
-func (g *Gate) guard(st *streamState, c *configv1.Config) string {
-	if g.cfg.GuardMaxDeleteRatio <= 0 || g.applied == nil {
-		return ""
-	}
-	served := routeKeys(g.applied)
-	if len(served) == 0 {
-		return ""
-	}
-	next := routeKeys(c)
-	removed := 0
-	for k := range served {
-		if !next[k] {
-			removed++
-		}
-	}
-	ratio := float64(removed) / float64(len(served))
-	if ratio <= g.cfg.GuardMaxDeleteRatio {
-		return ""
-	}
-	if st.held == nil || st.held.GetHash() != c.GetHash() {
-		st.held, st.heldSince = c, time.Now()
-	}
-	if time.Since(st.heldSince) >= g.cfg.GuardHold {
-		g.log.Warn("deletion guard: applying a config that removes many routes after it stayed the newest", "removed", removed, "served", len(served), "held_for", g.cfg.GuardHold)
-		return ""
-	}
-	return fmt.Sprintf("deletion guard: the config removes %d of %d served routes (%.0f%%, limit %.0f%%); held until it has been the newest for %s",
-		removed, len(served), ratio*100, g.cfg.GuardMaxDeleteRatio*100, g.cfg.GuardHold)
-}
-
-func routeKeys(c *configv1.Config) map[string]bool {
-	out := map[string]bool{}
-	for _, vh := range c.GetResources().GetVirtualHosts() {
-		for _, rt := range vh.GetRoutes() {
-			out[vh.GetHostname()+" "+rt.GetPath().String()] = true
-		}
-	}
-	return out
-}
-
 // verify re-pushes the last applied config when the data plane lost it.
-func (g *Gate) verify(ctx context.Context, st *streamState) {
-	if g.applied == nil {
+func (g *Gate) verify(ctx context.Context) {
+	fp, ok := g.adm.running()
+	if !ok {
 		return
 	}
 	cur, err := g.cfg.DataPlane.Current(ctx)
@@ -478,34 +355,22 @@ func (g *Gate) verify(ctx context.Context, st *streamState) {
 		g.log.Debug("data plane not reachable for a check", "error", err)
 		return
 	}
-	if cur == g.appliedFP {
+	if cur == fp || ctx.Err() != nil {
 		return
 	}
-	if ctx.Err() != nil {
-		return
-	}
-	cfg := g.applied
-	if cfg.GetResources() == nil {
-		// Applied as a delta: its complete state is the chain's, if the chain is still there.
-		switch {
-		case st.chain != nil && !st.broken && st.chainRef.GetEpoch() == cfg.GetEpoch() && st.chainRef.GetVersion() == cfg.GetVersion():
-			cfg.Resources = st.chain.Resources()
-		case st.chain != nil && !st.broken && st.pending == nil:
-			// The chain moved on: its newest version goes in full, as the next to apply.
-			g.log.Warn("data plane does not run the last applied config (restarted or replaced); pushing the newest in full", "version", st.chainRef.GetVersion(), "found", short(cur))
-			st.pending, st.since = contract.RefOf(st.chainRef), nil
+	d := g.adm.lost()
+	switch d.act {
+	case actRequeue:
+		g.log.Warn("data plane does not run the last applied config (restarted or replaced); pushing the newest in full", "version", d.config.GetVersion(), "found", short(cur))
+	case actRepush:
+		g.log.Warn("data plane does not run the last applied config (restarted or replaced); pushing it again", "version", d.config.GetVersion(), "found", short(cur))
+		start := time.Now()
+		if err := g.cfg.DataPlane.Apply(ctx, d.config); err != nil {
+			g.log.Error("re-push failed", "error", err)
 			return
-		default:
-			return // the next complete state of this stream is pushed in full anyway
 		}
+		g.cfg.Metrics.Applied(d.config.GetVersion(), time.Since(start))
 	}
-	g.log.Warn("data plane does not run the last applied config (restarted or replaced); pushing it again", "version", cfg.GetVersion(), "found", short(cur))
-	start := time.Now()
-	if err := g.cfg.DataPlane.Apply(ctx, cfg); err != nil {
-		g.log.Error("re-push failed", "error", err)
-		return
-	}
-	g.cfg.Metrics.Applied(cfg.GetVersion(), time.Since(start))
 }
 
 func short(h string) string {

@@ -1,0 +1,379 @@
+package gate
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-io/sluice/internal/contract"
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+)
+
+// action is what the gate's loop is to do about one event.
+type action int
+
+const (
+	// actNone: nothing now (a config taken onto the chain waits to be handled).
+	actNone action = iota
+	// actDrop: config is dropped for reason (counted and logged).
+	actDrop
+	// actResync: the chain broke at config (cause); config is dropped as "broken-chain" and
+	// the complete state is asked for, naming have.
+	actResync
+	// actPush: apply config to the data plane, in full, or as delta onto what it runs.
+	actPush
+	// actAck: the data plane runs config.
+	actAck
+	// actNack: config is not applied (reason); rejected says the data plane refused it.
+	actNack
+	// actHold: the deletion guard holds config back (reason) until until at the earliest.
+	actHold
+	// actRetry: pushing config failed (cause), for a reason a later push can cure.
+	actRetry
+	// actRepush: the data plane lost the applied config: apply config (complete) again.
+	actRepush
+	// actRequeue: the data plane lost the applied config and the chain moved on: config, the
+	// newest, is handled next, in full.
+	actRequeue
+)
+
+var actionNames = [...]string{"none", "drop", "resync", "push", "ack", "nack", "hold", "retry", "repush", "requeue"}
+
+func (a action) String() string { return actionNames[a] }
+
+// decision is the admission core's answer to one event.
+type decision struct {
+	act    action
+	config *configv1.Config // the version concerned
+	reason string           // drop reason, NACK error, hold message
+	cause  error            // why the chain broke (resync) or the push failed (retry)
+	// delta is a push's delta onto the version the data plane runs; nil pushes config, complete.
+	delta *configv1.ConfigDelta
+	// have is the version a Resync names as held.
+	have     *configv1.ConfigRef
+	until    time.Time // hold: the earliest time the held config is applied
+	rejected bool      // nack: the data plane refused the config (counted as rejected)
+	// released is set on a push of a config the deletion guard held for its hold period.
+	released *deletion
+}
+
+// deletion is how many of the served routes a config removes.
+type deletion struct{ removed, served int }
+
+// admissionConfig configures the admission core.
+type admissionConfig struct {
+	// Deltas says the data plane takes deltas (a DeltaPlane): a config it follows needs no
+	// complete state.
+	Deltas bool
+	// GuardMaxDeleteRatio turns the deletion guard on when > 0; GuardHold is how long a held
+	// config must stay the newest before it is applied.
+	GuardMaxDeleteRatio float64
+	GuardHold           time.Duration
+	// Now is the clock of the deletion guard.
+	Now func() time.Time
+}
+
+// admission is the gate's pure core: every rule of what reaches the data plane, and nothing
+// else. It does no I/O and keeps no time of its own, so that each rule is tested by feeding
+// it events; the loop in gate.go carries out its decisions. It is not safe for concurrent
+// use: the loop owns it.
+type admission struct {
+	cfg admissionConfig
+
+	applied   *configv1.Config // last config the data plane accepted, across streams
+	appliedFP string           // its fingerprint
+	st        streamState
+	judgedFP  string // fingerprint of st.pending as judged for the push under way
+}
+
+// streamState is the gate of one stream.
+type streamState struct {
+	epoch         string
+	markerVersion uint64
+	open          bool
+	// chain is the translator's state as received in this epoch (nil before the complete
+	// state), at chainRef; broken means it failed and a Resync is outstanding.
+	chain    *contract.State
+	chainRef *configv1.Config // without resources
+	broken   bool
+	// since are the deltas the chain took after the version last handed to the data plane:
+	// merged, they bring a DeltaPlane from what it runs to the newest.
+	since      []contract.Applied
+	pending    *configv1.Config // newest admissible config not yet handled (resources filled when handled)
+	rejectedFP string           // refused by the data plane; not retried for the same fingerprint
+	held       *configv1.Config // held back by the deletion guard
+	heldSince  time.Time
+}
+
+func newAdmission(cfg admissionConfig) *admission {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &admission{cfg: cfg}
+}
+
+// newStream closes the gate: a new stream, or a broken one, admits nothing until its marker.
+// What the data plane runs (applied) is kept.
+func (a *admission) newStream() { a.st = streamState{} }
+
+// marker opens the gate for the marker's epoch, from the version it names. An error means
+// the stream lied in a way that no Resync repairs (a second marker of one epoch): the loop
+// drops the stream.
+func (a *admission) marker(mk *configv1.InitialSyncComplete) error {
+	if a.st.open && mk.GetEpoch() == a.st.epoch {
+		// The translator sends one marker per epoch on a stream: it does not know what it
+		// sent, so nothing more of this stream is trusted.
+		return fmt.Errorf("protocol violation: a second InitialSyncComplete for epoch %s on one stream (version %d, the first named %d)",
+			mk.GetEpoch(), mk.GetVersion(), a.st.markerVersion)
+	}
+	a.st = streamState{epoch: mk.GetEpoch(), markerVersion: mk.GetVersion(), open: true}
+	return nil
+}
+
+// config takes a complete state: a new chain (also the answer to a Resync).
+func (a *admission) config(c *configv1.Config) decision {
+	if reason := a.admit(c); reason != "" {
+		return decision{act: actDrop, config: c, reason: reason}
+	}
+	if a.st.chainRef != nil && c.GetVersion() < a.st.chainRef.GetVersion() {
+		return decision{act: actDrop, config: c, reason: "out-of-order"}
+	}
+	chain, err := contract.FromResources(c.GetResources(), c.GetHash())
+	if err != nil {
+		return a.breakChain(c, err)
+	}
+	a.st.chain, a.st.chainRef, a.st.broken, a.st.since = chain, contract.RefOf(c), false, nil
+	a.st.pending = c
+	return decision{act: actNone, config: c}
+}
+
+// delta takes a delta onto the chain's version, checked against its resulting hash.
+func (a *admission) delta(d *configv1.ConfigDelta) decision {
+	c := contract.VersionOf(d)
+	if reason := a.admit(c); reason != "" {
+		return decision{act: actDrop, config: c, reason: reason}
+	}
+	switch {
+	case a.st.broken:
+		return decision{act: actDrop, config: c, reason: "broken-chain"} // the complete state is on its way
+	case a.st.chain == nil:
+		return a.breakChain(c, errors.New("a delta before the complete state"))
+	case d.GetBaseVersion() != a.st.chainRef.GetVersion():
+		return a.breakChain(c, fmt.Errorf("a delta onto version %d, but version %d is held", d.GetBaseVersion(), a.st.chainRef.GetVersion()))
+	case d.GetVersion() <= d.GetBaseVersion():
+		return a.breakChain(c, fmt.Errorf("a delta to version %d onto version %d: versions only rise", d.GetVersion(), d.GetBaseVersion()))
+	}
+	applied, err := a.st.chain.Apply(d)
+	if err != nil {
+		return a.breakChain(c, err)
+	}
+	a.st.since = append(a.st.since, applied)
+	a.st.chainRef = c
+	a.st.pending = c // its resources are materialised from the chain when it is handled
+	return decision{act: actNone, config: c}
+}
+
+// admit returns why the gate drops c, or "" when c is of the open epoch, at or after the
+// marker's version and not older than what the data plane runs.
+func (a *admission) admit(c *configv1.Config) string {
+	switch {
+	case !a.st.open:
+		return "before-marker"
+	case c.GetEpoch() != a.st.epoch:
+		return "other-epoch"
+	case c.GetVersion() < a.st.markerVersion:
+		return "older-than-marker"
+	case a.applied != nil && a.applied.GetEpoch() == c.GetEpoch() && c.GetVersion() < a.applied.GetVersion():
+		return "older-than-applied"
+	}
+	return ""
+}
+
+// breakChain drops c and everything after it until the complete state comes again.
+func (a *admission) breakChain(c *configv1.Config, err error) decision {
+	a.st.broken, a.st.pending, a.st.since = true, nil, nil
+	return decision{act: actResync, config: c, cause: err, have: ref(a.st.chainRef)}
+}
+
+// tick re-evaluates a config the deletion guard holds: it is handled again when nothing
+// newer waits.
+func (a *admission) tick() {
+	if a.st.held != nil && a.st.pending == nil {
+		a.st.pending = a.st.held
+	}
+}
+
+// next returns the config to handle now, nil when none: complete when the data plane renders
+// complete states or the deletion guard counts its routes. The loop fingerprints it and
+// passes the fingerprint to judge.
+func (a *admission) next() *configv1.Config {
+	c := a.st.pending
+	if c == nil {
+		return nil
+	}
+	if !a.cfg.Deltas || a.cfg.GuardMaxDeleteRatio > 0 {
+		a.complete(c) // fingerprints of a rendering data plane and the deletion guard look at every route
+	}
+	return c
+}
+
+// complete fills c's resources from the chain when it has none: a DeltaPlane that follows
+// the deltas never needs them.
+func (a *admission) complete(c *configv1.Config) *configv1.Config {
+	if c.GetResources() == nil && a.st.chain != nil {
+		c.Resources = a.st.chain.Resources()
+	}
+	return c
+}
+
+// full returns the config being pushed, complete: for a DeltaPlane that does not run the
+// delta's base.
+func (a *admission) full() *configv1.Config { return a.complete(a.st.pending) }
+
+// judge decides about next's config given its fingerprint, or the error computing it (the
+// data plane cannot render it).
+func (a *admission) judge(fp string, fpErr error) decision {
+	c := a.st.pending
+	if fpErr != nil {
+		a.st.pending = nil
+		return decision{act: actNack, config: c, reason: fpErr.Error(), rejected: true}
+	}
+	if a.applied != nil && a.appliedFP == fp {
+		// Nothing the data plane runs changed (a not-ready endpoint, a finding): no push.
+		a.applied = c
+		a.st.pending, a.st.held, a.st.since = nil, nil, nil
+		return decision{act: actAck, config: c}
+	}
+	if fp == a.st.rejectedFP {
+		a.st.pending = nil
+		return decision{act: actNack, config: c, reason: "identical to a config the data plane already rejected"}
+	}
+	g := a.guard(c)
+	if g.why != "" {
+		a.st.pending = nil
+		return decision{act: actHold, config: c, reason: g.why, until: g.until}
+	}
+	a.judgedFP = fp
+	push := decision{act: actPush, config: c, released: g.released}
+	if a.cfg.Deltas && a.applied != nil && a.applied.GetEpoch() == c.GetEpoch() && len(a.st.since) > 0 && a.st.since[0].Delta.GetBaseVersion() == a.applied.GetVersion() {
+		push.delta = a.st.since[0].Delta
+		if len(a.st.since) > 1 {
+			push.delta = contract.Merge(a.st.since)
+		}
+		return push
+	}
+	push.config = a.complete(c)
+	return push
+}
+
+// pushed takes the outcome of the push judge decided on: nil (applied), an error that is a
+// Rejection (refused: not retried for the same fingerprint), or another error (retried).
+func (a *admission) pushed(err error) decision {
+	c := a.st.pending
+	var rej Rejection
+	switch {
+	case err == nil:
+		a.applied, a.appliedFP = c, a.judgedFP
+		a.st.pending, a.st.held, a.st.since = nil, nil, nil
+		return decision{act: actAck, config: c}
+	case errors.As(err, &rej) && rej.Rejected():
+		a.st.pending, a.st.rejectedFP = nil, a.judgedFP
+		return decision{act: actNack, config: c, reason: err.Error(), rejected: true}
+	default:
+		return decision{act: actRetry, config: c, cause: err}
+	}
+}
+
+// guardVerdict is the deletion guard's answer: why c is held (until when), or, when it is
+// applied after its hold, what it deletes.
+type guardVerdict struct {
+	why      string
+	until    time.Time
+	released *deletion
+}
+
+// guard holds back a config that removes more than the allowed share of the served routes
+// until it has stayed the newest for the hold period: a translator that lost its view of
+// the cluster should not empty the proxy at once.
+func (a *admission) guard(c *configv1.Config) guardVerdict {
+	if a.cfg.GuardMaxDeleteRatio <= 0 || a.applied == nil {
+		return guardVerdict{}
+	}
+	served := routeKeys(a.applied)
+	if len(served) == 0 {
+		return guardVerdict{}
+	}
+	next := routeKeys(c)
+	removed := 0
+	for k := range served {
+		if !next[k] {
+			removed++
+		}
+	}
+	ratio := float64(removed) / float64(len(served))
+	if ratio <= a.cfg.GuardMaxDeleteRatio {
+		return guardVerdict{}
+	}
+	if a.st.held == nil || a.st.held.GetHash() != c.GetHash() {
+		a.st.held, a.st.heldSince = c, a.cfg.Now()
+	}
+	if a.cfg.Now().Sub(a.st.heldSince) >= a.cfg.GuardHold {
+		return guardVerdict{released: &deletion{removed: removed, served: len(served)}}
+	}
+	return guardVerdict{
+		why: fmt.Sprintf("deletion guard: the config removes %d of %d served routes (%.0f%%, limit %.0f%%); held until it has been the newest for %s",
+			removed, len(served), ratio*100, a.cfg.GuardMaxDeleteRatio*100, a.cfg.GuardHold),
+		until: a.st.heldSince.Add(a.cfg.GuardHold),
+	}
+}
+
+func routeKeys(c *configv1.Config) map[string]bool {
+	out := map[string]bool{}
+	for _, vh := range c.GetResources().GetVirtualHosts() {
+		for _, rt := range vh.GetRoutes() {
+			out[vh.GetHostname()+" "+rt.GetPath().String()] = true
+		}
+	}
+	return out
+}
+
+// running returns the fingerprint of the config the data plane should run; false before
+// anything was applied.
+func (a *admission) running() (string, bool) {
+	if a.applied == nil {
+		return "", false
+	}
+	return a.appliedFP, true
+}
+
+// lost is told that the data plane does not run the applied config (restarted or
+// replaced): it gets it again, complete, or the newest of the chain when the applied one was
+// a delta the chain has moved past.
+func (a *admission) lost() decision {
+	c := a.applied
+	if c == nil {
+		return decision{act: actNone}
+	}
+	if c.GetResources() == nil {
+		// Applied as a delta: its complete state is the chain's, if the chain is still there.
+		st := &a.st
+		switch {
+		case st.chain != nil && !st.broken && st.chainRef.GetEpoch() == c.GetEpoch() && st.chainRef.GetVersion() == c.GetVersion():
+			c.Resources = st.chain.Resources()
+		case st.chain != nil && !st.broken && st.pending == nil:
+			// The chain moved on: its newest version goes in full, as the next to apply.
+			st.pending, st.since = contract.RefOf(st.chainRef), nil
+			return decision{act: actRequeue, config: st.pending}
+		default:
+			return decision{act: actNone} // the next complete state of this stream is pushed in full anyway
+		}
+	}
+	return decision{act: actRepush, config: c}
+}
+
+func ref(c *configv1.Config) *configv1.ConfigRef {
+	if c == nil {
+		return nil
+	}
+	return &configv1.ConfigRef{Epoch: c.GetEpoch(), Version: c.GetVersion(), Hash: c.GetHash()}
+}
