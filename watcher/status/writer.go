@@ -4,8 +4,9 @@
 // what they want over the StatusService stream (Service); the Writer keeps those reports and
 // its own view of the Ingresses (a subscription to the store, like any Watch client), and
 // writes only the differences, latest-wins per Ingress, through its own rate-limited client,
-// and only while its replica holds the lease (Elector). Nothing on the watch or config path
-// waits for it.
+// and only while its replica holds the lease (Elector). What to write is decided by pure
+// functions (decideIngress, decideGateway); the Writer keeps the state they decide on and does
+// the I/O around them. Nothing on the watch or config path waits for it.
 package status
 
 import (
@@ -13,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -94,11 +96,11 @@ type item struct {
 	end    bool
 }
 
-// intent is one pending write: set the Ingress's status.loadBalancer.ingress to lb, from
-// base (the version the decision was made on).
+// intent is one pending write: set the Ingress's status.loadBalancer.ingress to lb, as
+// decided on in (whose obj is the version the decision was made on).
 type intent struct {
-	base *networkingv1.Ingress
-	lb   []*watchv1.LoadBalancerIngress
+	in ingressInput
+	lb []*watchv1.LoadBalancerIngress
 }
 
 // Writer writes Ingress statuses and Events. One goroutine (Run) owns the reports and the
@@ -113,7 +115,7 @@ type Writer struct {
 	sources  map[string]map[key]*watchv1.IngressStatus
 	origins  map[string]Origin // by source: whose class limits it
 	refused  map[string]map[key]bool
-	classes  map[string]contract.IngressClassInfo
+	classes  map[string]contract.IngressClassInfo // replaced, never changed: intents hold it
 	actual   map[key]*networkingv1.Ingress
 	released map[key][]*watchv1.LoadBalancerIngress // addresses a source set and then let go of
 	said     map[key]announced
@@ -281,6 +283,7 @@ func (w *Writer) storeEvent(ev store.Event) {
 		}
 	case store.EventDelete:
 		if ev.Object.GetKind().GetKind() == "IngressClass" {
+			w.classes = maps.Clone(w.classes)
 			delete(w.classes, ev.Object.GetName())
 			w.classesChanged()
 			return
@@ -303,6 +306,7 @@ func (w *Writer) upsert(o *watchv1.Object) (key, bool) {
 	}
 	if c, ok := obj.(*networkingv1.IngressClass); ok {
 		// The caller decides again what the class may change (resync decides everything).
+		w.classes = maps.Clone(w.classes)
 		w.classes[c.Name] = contract.IngressClassInfo{Controller: c.Spec.Controller, Default: c.Annotations[contract.AnnotationDefaultClass] == "true"}
 		return k, false
 	}
@@ -324,17 +328,6 @@ func (w *Writer) classesChanged() {
 	}
 }
 
-// mayAct says whether a report from src may decide ing's status: always when authorization
-// is off, else only for an Ingress of the reporter's class.
-func (w *Writer) mayAct(src string, ing *networkingv1.Ingress) bool {
-	o, ok := w.origins[src]
-	if !ok || !o.Checked {
-		return true
-	}
-	claim := contract.ClassClaim{ClassName: ing.Spec.IngressClassName, Annotation: ing.Annotations[contract.AnnotationIngressClass]}
-	return contract.MayReport(claim, o.Class, w.classes)
-}
-
 // checkClasses logs, once per source and Ingress, a report about an Ingress of another
 // class: it is kept (the Ingress may change class) but never acted on while it is not of
 // the reporter's class.
@@ -342,7 +335,7 @@ func (w *Writer) checkClasses(src string, sts []*watchv1.IngressStatus) {
 	for _, st := range sts {
 		k := key{st.GetKey().GetNamespace(), st.GetKey().GetName()}
 		ing := w.actual[k]
-		if ing == nil || w.mayAct(src, ing) || w.refused[src][k] {
+		if ing == nil || mayAct(w.origins[src], ing, w.classes) || w.refused[src][k] {
 			continue
 		}
 		if w.refused[src] == nil {
@@ -403,101 +396,66 @@ func (w *Writer) release(k key, st *watchv1.IngressStatus) {
 	w.evaluate(k, true)
 }
 
-// desired is the report that decides an Ingress: the smallest source name that serves it.
-func (w *Writer) desired(k key) *watchv1.IngressStatus {
-	var best *watchv1.IngressStatus
-	bestSrc := ""
-	ing := w.actual[k]
+// input is what decides an Ingress now (decideIngress).
+func (w *Writer) input(k key) ingressInput {
+	in := ingressInput{obj: w.actual[k], classes: w.classes, released: w.released[k], told: w.said[k]}
 	for src, m := range w.sources {
-		if st, ok := m[k]; ok && (best == nil || src < bestSrc) && (ing == nil || w.mayAct(src, ing)) {
-			best, bestSrc = st, src
+		if st, ok := m[k]; ok {
+			if in.reports == nil {
+				in.reports = map[string]sourceReport{}
+			}
+			in.reports[src] = sourceReport{from: w.origins[src], status: st}
 		}
 	}
-	return best
+	return in
 }
 
-// evaluate decides what one Ingress needs: a status write (queued, latest wins), Events, or
-// nothing. fromReport says a report asked, for the skipped count.
+// evaluate decides what one Ingress needs (decideIngress) and acts on it: a status write
+// (queued, latest wins), Events, or nothing. fromReport says a report asked, for the
+// skipped count. Only in a term: a replica that is not the leader says nothing.
 func (w *Writer) evaluate(k key, fromReport bool) {
 	if w.term == nil {
 		return // beginTerm evaluates every Ingress again
 	}
-	ing := w.actual[k]
-	d := w.desired(k)
-	var want []*watchv1.LoadBalancerIngress
-	write := false
-	switch {
-	case ing == nil:
-	case d != nil:
+	in := w.input(k)
+	dec := decideIngress(in)
+	w.log.Trace("ingress status decided", "ingress", k.String(), "write", dec.write, "why", dec.why)
+	if dec.forgetReleased {
 		delete(w.released, k)
-		if string(ing.UID) != d.GetUid() {
-			break // the report is about an earlier object of that name: wait for a new one
-		}
-		w.announce(k, ing, d.GetFindings())
-		if d.GetManageLoadBalancer() && !contract.SameLoadBalancer(loadBalancerOf(ing), d.GetLoadBalancer()) {
-			want, write = d.GetLoadBalancer(), true
-		}
-	default:
-		// Kept until the Ingress shows exactly those addresses (the store may not have seen
-		// the write that set them yet) or shows none; addresses others set are left alone.
-		if rel, ok := w.released[k]; ok {
-			switch cur := loadBalancerOf(ing); {
-			case len(cur) == 0:
-				delete(w.released, k)
-			case contract.SameLoadBalancer(cur, rel):
-				want, write = nil, true
-			}
-		}
 	}
+	if dec.told != nil {
+		w.said[k] = *dec.told
+	}
+	w.record(dec.events)
 	w.mu.Lock()
-	if write {
-		w.pending[k] = intent{base: ing, lb: want}
+	if dec.write {
+		w.pending[k] = intent{in: in, lb: dec.lb}
 	} else {
 		delete(w.pending, k)
 	}
 	n := w.pendingLen()
 	w.mu.Unlock()
 	w.cfg.Metrics.SetStatusPending(n)
-	if write {
+	if dec.write {
 		w.term.queue.Add(objKey{key: k})
-	} else if fromReport && ing != nil && d != nil && d.GetManageLoadBalancer() {
+	} else if fromReport && in.obj != nil && dec.report != nil && dec.report.GetManageLoadBalancer() {
 		w.cfg.Metrics.StatusWrite("skipped")
 	}
 }
 
-// announce records Warning Events for findings the object has not been told about, and one
-// Normal Event when its last finding went away. Only in a term: a replica that is not the
-// leader says nothing.
-func (w *Writer) announce(k key, ing *networkingv1.Ingress, findings []*watchv1.StatusFinding) {
-	w.said[k] = w.announceTo(w.said[k], ingressRef(ing), findings)
+// announceTo records the Events of findings on ref (announce), given what it was told before
+// (prev), and returns what it has been told now. Only in a term.
+func (w *Writer) announceTo(prev announced, ref *corev1.ObjectReference, findings []*watchv1.StatusFinding) announced {
+	next, events := announce(prev, ref, findings)
+	w.record(events)
+	return next
 }
 
-// announceTo records the Events of findings on ref, given what it was told before (prev),
-// and returns what it has been told now.
-func (w *Writer) announceTo(prev announced, ref *corev1.ObjectReference, findings []*watchv1.StatusFinding) announced {
-	if prev.uid != ref.UID {
-		prev = announced{uid: ref.UID}
+// record records Events through the term's recorder.
+func (w *Writer) record(events []event) {
+	for _, e := range events {
+		w.term.recorder.event(e.ref, e.typ, e.reason, e.message)
 	}
-	next := announced{uid: ref.UID, findings: make(map[string]bool, len(findings))}
-	for _, f := range findings {
-		sig := f.GetReason() + "\x00" + f.GetField() + "\x00" + f.GetMessage()
-		next.findings[sig] = true
-		if !prev.findings[sig] {
-			typ := corev1.EventTypeWarning
-			if !f.GetWarning() {
-				typ = corev1.EventTypeNormal
-			}
-			msg := f.GetMessage()
-			if f.GetField() != "" {
-				msg = f.GetField() + ": " + msg
-			}
-			w.term.recorder.event(ref, typ, f.GetReason(), msg)
-		}
-	}
-	if len(findings) == 0 && len(prev.findings) > 0 {
-		w.term.recorder.event(ref, corev1.EventTypeNormal, "FindingsResolved", "every finding was resolved; the "+ref.Kind+" is served as written")
-	}
-	return next
 }
 
 func (w *Writer) beginTerm(ctx context.Context) {
@@ -595,11 +553,10 @@ func (w *Writer) work(t *term) bool {
 
 // write sets one Ingress's status.loadBalancer.ingress. The patch names the resourceVersion
 // the decision was made on, so a concurrent change is a conflict, and a conflict is decided
-// again on a fresh read.
+// again (decideIngress, on the same reports) on a fresh read.
 func (w *Writer) write(ctx context.Context, k key, in intent) error {
-	base := in.base
 	for attempt := 0; ; attempt++ {
-		body, err := statusPatch(base.ResourceVersion, in.lb)
+		body, err := statusPatch(in.in.obj.ResourceVersion, in.lb)
 		if err != nil {
 			return err
 		}
@@ -626,15 +583,18 @@ func (w *Writer) write(ctx context.Context, k key, in intent) error {
 			w.cfg.Metrics.StatusWrite("failed")
 			return fmt.Errorf("read ingress %s after a conflict: %w", k, gerr)
 		}
-		if fresh.UID != base.UID {
+		if fresh.UID != in.in.obj.UID {
 			w.cfg.Metrics.StatusWrite("gone")
 			return nil
 		}
-		if contract.SameLoadBalancer(loadBalancerOf(fresh), in.lb) {
+		next := in.in
+		next.obj = fresh
+		dec := decideIngress(next)
+		if !dec.write {
 			w.cfg.Metrics.StatusWrite("skipped")
 			return nil
 		}
-		base = fresh
+		in = intent{in: next, lb: dec.lb}
 	}
 }
 
@@ -665,14 +625,3 @@ type nopMetrics struct{}
 func (nopMetrics) SetStatusPending(int)     {}
 func (nopMetrics) StatusWrite(string)       {}
 func (nopMetrics) Event(typ, result string) {}
-
-// loadBalancerOf is an Ingress's status.loadBalancer.ingress in the form translators report
-// it (contract.SortLoadBalancer), so that the two compare.
-func loadBalancerOf(ing *networkingv1.Ingress) []*watchv1.LoadBalancerIngress {
-	var out []*watchv1.LoadBalancerIngress
-	for _, i := range ing.Status.LoadBalancer.Ingress {
-		out = append(out, &watchv1.LoadBalancerIngress{Ip: i.IP, Hostname: i.Hostname})
-	}
-	contract.SortLoadBalancer(out)
-	return out
-}

@@ -390,3 +390,29 @@ func TestWriterHoldsATranslatorToItsClass(t *testing.T) {
 		}
 	}
 }
+
+// Issue 18 (docs/operations.md, "Status write-back and leader election": a conflict is
+// decided again on a fresh read): the fresh read goes through the same decision as the
+// store's view, so taking back released addresses that meanwhile someone else replaced
+// leaves theirs alone, as it would had the store seen them first.
+func TestWriterDecidesAConflictAgainWithTheSameRules(t *testing.T) {
+	f := startWriter(t, ingress("a", "ua", "1", "10.0.0.1"))
+	// Someone else sets their address; the store has not seen it yet.
+	if _, err := f.cs.NetworkingV1().Ingresses("ns").UpdateStatus(context.Background(), ingress("a", "ua", "2", "192.0.2.7"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, end := context.WithCancel(context.Background())
+	defer end()
+	f.w.BeginTerm(ctx)
+	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{desired("a", "ua", "10.0.0.1")}})
+	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Removed: []*watchv1.IngressKey{{Namespace: "ns", Name: "a"}}})
+	f.m.eventually(t, "the take-back to conflict and be decided again", func() bool {
+		return f.m.write("conflict") == 1 && (f.m.write("skipped") == 2 || f.m.write("done") > 0)
+	})
+	if got := f.statusOf(t, "a"); len(got) != 1 || got[0] != "192.0.2.7" {
+		t.Fatalf("a's status = %v, want the address someone else set, [192.0.2.7]", got)
+	}
+	if ps := f.p.all(); len(ps) != 1 || ps[0].resourceVersion != "1" {
+		t.Fatalf("patches = %+v, want only the take-back at resourceVersion 1, which conflicted", ps)
+	}
+}
