@@ -1,0 +1,299 @@
+package kinds
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/sluice-io/sluice/internal/watchstream"
+)
+
+// --kinds and --optional-kinds: a kind is "group/version/resource" ("v1/resource" for the core
+// group), optionally "?field=value"; anything else is refused at start, naming the kind.
+func TestParseSpecAcceptsGroupVersionResourceAndRefusesTheRest(t *testing.T) {
+	cases := []struct {
+		in       string
+		gvr      schema.GroupVersionResource
+		selector string
+		err      string // substring; empty: accepted
+	}{
+		{in: "v1/services", gvr: schema.GroupVersionResource{Version: "v1", Resource: "services"}},
+		{in: "networking.k8s.io/v1/ingresses", gvr: schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}},
+		{in: " discovery.k8s.io/v1/endpointslices ", gvr: schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}},
+		{in: "v1/secrets?type=kubernetes.io/tls", gvr: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, selector: "type=kubernetes.io/tls"},
+		{in: "", err: "want group/version/resource"},
+		{in: "services", err: `kind "services": want group/version/resource`},
+		{in: "a.example/v1/things/status", err: "want group/version/resource"},
+		{in: "/v1/services", err: "empty or malformed part"},
+		{in: "v1/", err: "empty or malformed part"},
+		{in: "v1/ser vices", err: "empty or malformed part"},
+		{in: "v1/services,v1/secrets", err: "empty or malformed part"}, // a list given as one kind
+		{in: "v1/secrets?type", err: `field selector "type" wants field=value`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			s, err := ParseSpec(tc.in)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("ParseSpec(%q) = %+v, %v; want an error with %q", tc.in, s, err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseSpec(%q): %v", tc.in, err)
+			}
+			if s.GVR != tc.gvr || s.FieldSelector != tc.selector {
+				t.Errorf("ParseSpec(%q) = %v ?%q, want %v ?%q", tc.in, s.GVR, s.FieldSelector, tc.gvr, tc.selector)
+			}
+			// The name a kind is reported by (causes, logs) is the name it was given.
+			if got := s.String(); got != strings.TrimSpace(tc.in) {
+				t.Errorf("String() = %q, want %q", got, strings.TrimSpace(tc.in))
+			}
+		})
+	}
+}
+
+// A kind is listed once: twice in one list, in both lists, or again with another field
+// selector (one informer per kind) is refused; the lists mark kinds required or optional.
+func TestParseSpecsRefusesAKindListedTwice(t *testing.T) {
+	cases := []struct {
+		name               string
+		required, optional []string
+		wantRequired       []string
+		wantOptional       []string
+		err                string
+	}{
+		{name: "defaults", required: DefaultRequired, wantRequired: DefaultRequired},
+		{name: "required and optional", required: []string{"v1/services"}, optional: []string{"widgets.example/v1/widgets"},
+			wantRequired: []string{"v1/services"}, wantOptional: []string{"widgets.example/v1/widgets"}},
+		{name: "twice in the required list", required: []string{"v1/services", "v1/services"}, err: `kind "v1/services" is listed twice`},
+		{name: "twice in the optional list", optional: []string{"widgets.example/v1/widgets", "widgets.example/v1/widgets"}, err: `kind "widgets.example/v1/widgets" is listed twice`},
+		{name: "in both lists", required: []string{"v1/services"}, optional: []string{"v1/services"}, err: `kind "v1/services" is listed twice`},
+		{name: "again with another selector", required: []string{"v1/secrets?type=kubernetes.io/tls"}, optional: []string{"v1/secrets"}, err: `kind "v1/secrets" is listed twice`},
+		{name: "a malformed optional kind", required: []string{"v1/services"}, optional: []string{"widgets"}, err: `kind "widgets": want group/version/resource`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			specs, err := ParseSpecs(tc.required, tc.optional)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("ParseSpecs = %v, %v; want an error with %q", specs, err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var req, opt []string
+			for _, s := range specs {
+				if s.Required {
+					req = append(req, s.String())
+				} else {
+					opt = append(opt, s.String())
+				}
+			}
+			if !slices.Equal(req, tc.wantRequired) || !slices.Equal(opt, tc.wantOptional) {
+				t.Errorf("required %v, optional %v; want %v, %v", req, opt, tc.wantRequired, tc.wantOptional)
+			}
+		})
+	}
+}
+
+// --gateway-api alone decides the Gateway API kinds: one listed in --kinds or
+// --optional-kinds, at any version, is refused; other kinds of that group, and a "gateways"
+// resource of another group, are not.
+func TestGatewayKindListedAgainIsRefused(t *testing.T) {
+	cases := []struct {
+		kind    string
+		refused bool
+	}{
+		{"gateway.networking.k8s.io/v1/gatewayclasses", true},
+		{"gateway.networking.k8s.io/v1/gateways", true},
+		{"gateway.networking.k8s.io/v1beta1/httproutes", true},
+		{"gateway.networking.k8s.io/v1/referencegrants", true},
+		{"gateway.networking.k8s.io/v1alpha2/referencegrants", true},
+		{"gateway.networking.k8s.io/v1/grpcroutes", false},
+		{"networking.istio.io/v1/gateways", false},
+		{"v1/services", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.kind, func(t *testing.T) {
+			specs, err := ParseSpecs([]string{"v1/secrets"}, []string{tc.kind})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = CheckNoGatewayKinds(specs)
+			if tc.refused != (err != nil) {
+				t.Fatalf("CheckNoGatewayKinds(%s) = %v, want refused=%v", tc.kind, err, tc.refused)
+			}
+			if err != nil && !strings.Contains(err.Error(), "--gateway-api") {
+				t.Errorf("the refusal does not name the setting that decides: %v", err)
+			}
+		})
+	}
+}
+
+// Scenario 2 and 11 (docs/design.md): --gateway-api on adds the four Gateway API kinds as
+// required, auto as optional, off none; ReferenceGrant falls back to v1beta1; the caller's
+// list is not changed.
+func TestWithGatewayAddsTheFourKindsPerMode(t *testing.T) {
+	specs, err := ParseSpecs([]string{"v1/services"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs = slices.Grow(specs, 8) // room to append in place: WithGateway must copy anyway
+	for _, tc := range []struct {
+		mode     GatewayAPIMode
+		n        int
+		required bool
+	}{{GatewayAPIOn, 5, true}, {GatewayAPIAuto, 5, false}, {GatewayAPIOff, 1, false}} {
+		out := WithGateway(tc.mode, specs)
+		if len(out) != tc.n {
+			t.Fatalf("%s: %d kinds, want %d", tc.mode, len(out), tc.n)
+		}
+		for _, s := range out[1:] {
+			if !s.Gateway || s.Required != tc.required || s.GVR.Group != GatewayGroup || s.GVR.Version != "v1" {
+				t.Errorf("%s: %+v, want a v1 Gateway API kind with required=%v", tc.mode, s, tc.required)
+			}
+			if want := s.GVR.Resource == "referencegrants"; want != slices.Equal(s.Fallback, []string{"v1beta1"}) {
+				t.Errorf("%s: %s falls back to %v", tc.mode, s.String(), s.Fallback)
+			}
+		}
+	}
+	if len(specs) != 1 {
+		t.Errorf("WithGateway changed its argument: %v", specs)
+	}
+	if full := specs[:cap(specs)][1:2]; full[0].GVR.Resource != "" {
+		t.Errorf("WithGateway wrote into its argument's spare capacity: %v", full)
+	}
+}
+
+// Discovery is asked about each group version once, in a stable order, fallbacks included.
+func TestGroupVersionsAreEachAskedOnceFallbacksIncluded(t *testing.T) {
+	specs, err := ParseSpecs([]string{"v1/services", "v1/secrets?type=kubernetes.io/tls", "networking.k8s.io/v1/ingresses"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := GroupVersions(WithGateway(GatewayAPIAuto, specs))
+	want := []string{"gateway.networking.k8s.io/v1", "gateway.networking.k8s.io/v1beta1", "networking.k8s.io/v1", "v1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("GroupVersions = %v, want %v", got, want)
+	}
+}
+
+// Every stream and inventory lists kinds in one order: group, then version, then kind.
+func TestSortKindsOrdersByGroupVersionKind(t *testing.T) {
+	k := func(g, v, kind string) *Kind {
+		return &Kind{GVK: schema.GroupVersionKind{Group: g, Version: v, Kind: kind}}
+	}
+	ks := []*Kind{k("networking.k8s.io", "v1", "IngressClass"), k("gateway.networking.k8s.io", "v1beta1", "ReferenceGrant"),
+		k("", "v1", "Service"), k("networking.k8s.io", "v1", "Ingress"), k("gateway.networking.k8s.io", "v1", "HTTPRoute"), k("", "v1", "Secret")}
+	SortKinds(ks)
+	var got []string
+	for _, k := range ks {
+		got = append(got, k.GVK.GroupVersion().String()+"/"+k.GVK.Kind)
+	}
+	want := []string{"v1/Secret", "v1/Service", "gateway.networking.k8s.io/v1/HTTPRoute", "gateway.networking.k8s.io/v1beta1/ReferenceGrant",
+		"networking.k8s.io/v1/Ingress", "networking.k8s.io/v1/IngressClass"}
+	if !slices.Equal(got, want) {
+		t.Errorf("SortKinds = %v, want %v", got, want)
+	}
+}
+
+// objectMeta is metadata with what the store must not hold (managedFields, the
+// last-applied annotation) and what it must keep.
+func objectMeta(t *testing.T) metav1.ObjectMeta {
+	t.Helper()
+	return metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "u-1", ResourceVersion: "42",
+		Labels:        map[string]string{"app": "web"},
+		Annotations:   map[string]string{LastAppliedAnnotation: `{"the":"whole object"}`, "sluice.io/keep": "yes"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}}
+}
+
+// DESIGN.md, the watch stream: objects are stripped before the store (managedFields, the
+// last-applied annotation) and encoded once, protobuf for built-in kinds and JSON for custom
+// resources, carrying their kind so that the receiver decodes them as they were; the
+// transform is idempotent, as informers require.
+func TestTransformStripsAndEncodesOnceWithTheKind(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: objectMeta(t), Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+	widget := &unstructured.Unstructured{}
+	widget.SetUnstructuredContent(map[string]any{"spec": map[string]any{"size": int64(3)}})
+	meta := objectMeta(t)
+	widget.SetNamespace(meta.Namespace)
+	widget.SetName(meta.Name)
+	widget.SetUID(meta.UID)
+	widget.SetResourceVersion(meta.ResourceVersion)
+	widget.SetAnnotations(meta.Annotations)
+	widget.SetManagedFields(meta.ManagedFields)
+
+	cases := []struct {
+		name        string
+		kind        *Kind
+		obj         any
+		contentType string
+	}{
+		{name: "built-in kind: protobuf", kind: &Kind{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Service"}}, obj: svc, contentType: ContentTypeProtobuf},
+		{name: "custom resource: JSON", kind: &Kind{GVK: schema.GroupVersionKind{Group: "widgets.example", Version: "v1", Kind: "Widget"}}, obj: widget, contentType: ContentTypeJSON},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			transform := tc.kind.Transform()
+			out, err := transform(tc.obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, ok := out.(*Stored)
+			if !ok {
+				t.Fatalf("transform returned %T, want *Stored", out)
+			}
+			if st.Namespace != "shop" || st.Name != "web" || st.UID != "u-1" || st.ResourceVersion != "42" {
+				t.Errorf("stored metadata %+v, want shop/web u-1 at 42 (the informer keys on it)", st.ObjectMeta)
+			}
+			if len(st.Annotations)+len(st.Labels)+len(st.ManagedFields) != 0 {
+				t.Errorf("the stored metadata holds more than the keys: %+v", st.ObjectMeta)
+			}
+			w := st.Wire
+			if w.GetContentType() != tc.contentType || w.GetNamespace() != "shop" || w.GetName() != "web" || w.GetUid() != "u-1" || w.GetResourceVersion() != "42" {
+				t.Errorf("wire object %s %s/%s %s at %s, want %s shop/web u-1 at 42", w.GetContentType(), w.GetNamespace(), w.GetName(), w.GetUid(), w.GetResourceVersion(), tc.contentType)
+			}
+			if g := w.GetKind(); g.GetGroup() != tc.kind.GVK.Group || g.GetVersion() != tc.kind.GVK.Version || g.GetKind() != tc.kind.GVK.Kind {
+				t.Errorf("wire kind %v, want %v", g, tc.kind.GVK)
+			}
+			decoded, err := watchstream.Decode(w)
+			if err != nil {
+				t.Fatalf("the receiver cannot decode it: %v", err)
+			}
+			if gvk := decoded.GetObjectKind().GroupVersionKind(); gvk != tc.kind.GVK {
+				t.Errorf("decoded as %v, want %v", gvk, tc.kind.GVK)
+			}
+			m, ok := decoded.(metav1.Object)
+			if !ok {
+				t.Fatalf("decoded %T has no metadata", decoded)
+			}
+			if len(m.GetManagedFields()) != 0 {
+				t.Errorf("managedFields reached the wire: %v", m.GetManagedFields())
+			}
+			if a := m.GetAnnotations(); a[LastAppliedAnnotation] != "" || a["sluice.io/keep"] != "yes" {
+				t.Errorf("annotations on the wire %v, want only sluice.io/keep", a)
+			}
+			if again, err := transform(out); err != nil || again != out {
+				t.Errorf("transform of a stored object = %T (same: %v), %v; want the same object back", again, again == out, err)
+			}
+		})
+	}
+}
+
+// An informer hands the transform only API objects; anything else is an error, not a panic.
+func TestTransformRefusesWhatIsNotAnObject(t *testing.T) {
+	k := &Kind{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Service"}}
+	for _, obj := range []any{"a string", &metav1.Status{}} {
+		if out, err := k.Transform()(obj); err == nil {
+			t.Errorf("transform(%T) = %v, want an error", obj, out)
+		}
+	}
+}
