@@ -500,7 +500,7 @@ func TestClassifyNamesTheCauseOfAListOrWatchFailure(t *testing.T) {
 		{&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("i/o timeout")}, "apiserver unreachable"},
 		{apierrors.NewTooManyRequests("slow down", 1), "throttled (429)"},
 		{apierrors.NewResourceExpired("too old resource version"), "resource version expired"},
-		{&apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonGone}}, "resource version expired"},
+		{&apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonGone, Message: "410 gone"}}, "resource version expired"},
 		{io.ErrUnexpectedEOF, "error"},
 	} {
 		if got := Classify(tc.err); got != tc.want {
