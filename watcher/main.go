@@ -10,6 +10,8 @@ import (
 )
 
 func main() {
-	var s app.Settings
+	// What the Pod tells the watcher (host name, $POD_NAMESPACE, $POD_IP) is read here, once,
+	// so that the settings' defaults and their validation read no environment.
+	s := app.Settings{Env: app.EnvFromOS()}
 	os.Exit(cli.Main(cli.Spec{Name: "watcher", Settings: &s, Run: s.Run}, os.Args[1:], os.Stderr))
 }

@@ -17,17 +17,68 @@ import (
 	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/identity"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
-	"github.com/sluice-io/sluice/watcher/controller"
 	"github.com/sluice-io/sluice/watcher/kinds"
 	"github.com/sluice-io/sluice/watcher/status"
 )
 
-// writeStatus runs status writing: it waits for this replica's own barrier, then leads
-// (alone, or through the Lease) and writes until ctx ends.
-func (s *Settings) writeStatus(ctx context.Context, log hclog.Logger, restCfg *rest.Config, ctrl *controller.Controller, resolved []*kinds.Kind,
-	m *metrics, svc *status.Service) error {
+// statusActor is the status write-back actor. For each epoch it waits for the epoch's
+// barrier (its store's initial sync complete), and only then writes statuses from that store,
+// until the epoch ends: a replica without a complete view neither writes nor campaigns for the
+// lease, so it can never write from a partial view.
+type statusActor struct {
+	Logger hclog.Logger
+	Epochs *epochs
+	Writer epochWriter
+}
+
+// epochWriter writes statuses from one epoch whose barrier opened, until ctx (the epoch's)
+// ends.
+type epochWriter interface {
+	writeEpoch(ctx context.Context, e *epoch) error
+}
+
+// Run follows each epoch until ctx ends.
+func (a *statusActor) Run(ctx context.Context) error {
+	var prev *epoch
+	for {
+		e, err := a.Epochs.next(ctx, prev)
+		if err != nil {
+			return nil // ctx ended
+		}
+		a.follow(e)
+		e.release()
+		prev = e
+	}
+}
+
+func (a *statusActor) follow(e *epoch) {
+	select {
+	case <-e.ctx.Done():
+		return
+	case <-e.src.Synced():
+	}
+	// A failure here is logged, never fatal: the watch path does not depend on it.
+	if err := a.Writer.writeEpoch(e.ctx, e); err != nil {
+		a.Logger.Error("status writing stopped", "error", err)
+	}
+}
+
+// statusWriter runs, for one epoch, a Writer on the epoch's store and the leadership that
+// begins its terms: alone (--leader-elect=false) or through the Lease.
+type statusWriter struct {
+	Logger   hclog.Logger
+	Settings *Settings
+	// Rest is the base of the status writes' and the election's own clients.
+	Rest    *rest.Config
+	Metrics *metrics
+	// Service hands translators' reports to the epoch's Writer while this replica leads.
+	Service *status.Service
+}
+
+func (sw *statusWriter) writeEpoch(ctx context.Context, e *epoch) error {
+	log, s, m := sw.Logger, sw.Settings, sw.Metrics
 	var ingress, class *kinds.Kind
-	for _, k := range resolved {
+	for _, k := range e.decision.Watch {
 		if k.GVK.Group == "networking.k8s.io" && k.GVK.Kind == "Ingress" && k.Served {
 			ingress = k
 		}
@@ -39,14 +90,9 @@ func (s *Settings) writeStatus(ctx context.Context, log hclog.Logger, restCfg *r
 		log.Warn("ingresses are not watched; no status is written")
 		return nil
 	}
-	select {
-	case <-ctx.Done():
-		return nil
-	case <-ctrl.Synced():
-	}
 	// Own clients, own rate limits: status writes and Events never take the informers' share,
 	// and nothing delays a Lease renewal.
-	statusCS, statusDyn, err := statusClients(restCfg, s.StatusQPS, s.StatusBurst)
+	statusCS, statusDyn, err := statusClients(sw.Rest, s.StatusQPS, s.StatusBurst)
 	if err != nil {
 		return err
 	}
@@ -54,7 +100,7 @@ func (s *Settings) writeStatus(ctx context.Context, log hclog.Logger, restCfg *r
 	if class != nil {
 		classKind = class.Wire()
 	}
-	w, err := status.New(status.Config{Logger: log, Source: ctrl, Client: statusCS, Ingress: ingress.Wire(), IngressClass: classKind,
+	w, err := status.New(status.Config{Logger: log, Source: e.src, Client: statusCS, Ingress: ingress.Wire(), IngressClass: classKind,
 		Dynamic: statusDyn, GatewayControllerName: s.GatewayControllerName,
 		Workers: s.StatusWorkers, Component: "sluice-watcher", Metrics: m})
 	if err != nil {
@@ -71,28 +117,29 @@ func (s *Settings) writeStatus(ctx context.Context, log hclog.Logger, restCfg *r
 			log.Error("status writer stopped", "error", err)
 		}
 	}()
+	advertise := s.advertiseAddr()
 	if !s.LeaderElect {
-		lead := status.NewStatic(w, s.ID, s.AdvertiseAddr)
+		lead := status.NewStatic(w, s.ID, advertise)
 		lead.Begin(wctx)
 		m.SetLeader(true)
 		m.LeaderTransition()
-		svc.SetLeadership(lead, w)
+		sw.Service.SetLeadership(lead, w)
 		log.Info("writing statuses without leader election (--leader-elect=false)")
 		<-ctx.Done()
 		return nil
 	}
-	leCS, err := clientFor(restCfg, "leader-election", 5, 10)
+	leCS, err := clientFor(sw.Rest, "leader-election", 5, 10)
 	if err != nil {
 		return err
 	}
 	el, err := status.NewElector(status.ElectorConfig{Logger: log.Named("election"), Client: leCS, Namespace: s.LeaseNamespace, Name: s.LeaseName,
-		ID: s.ID, Address: s.AdvertiseAddr, LeaseDuration: s.LeaseDuration, RenewDeadline: s.LeaseRenewDeadline, RetryPeriod: s.LeaseRetryPeriod,
+		ID: s.ID, Address: advertise, LeaseDuration: s.LeaseDuration, RenewDeadline: s.LeaseRenewDeadline, RetryPeriod: s.LeaseRetryPeriod,
 		Writer: w, Metrics: m})
 	if err != nil {
 		return err
 	}
-	svc.SetLeadership(el, w)
-	log.Info("campaigning for the lease", "lease", s.LeaseNamespace+"/"+s.LeaseName, "identity", status.Identity(s.ID, s.AdvertiseAddr))
+	sw.Service.SetLeadership(el, w)
+	log.Info("campaigning for the lease", "lease", s.LeaseNamespace+"/"+s.LeaseName, "identity", status.Identity(s.ID, advertise))
 	return el.Run(wctx)
 }
 
