@@ -190,13 +190,27 @@ func killAll() {
 // exits or a minute passes first.
 func (p *Process) WaitLog(t testing.TB, s string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(p.Logs(), s) {
-		if time.Now().After(deadline) || (p.Exited() && !strings.Contains(p.Logs(), s)) {
-			t.Fatalf("%s never logged %q:\n%s", p.Name(), s, p.LogTail(20))
+	p.WaitLogSince(t, 0, s)
+}
+
+// LogMark is how much this run has written so far: WaitLogSince(mark, s) waits for s written
+// after that point.
+func (p *Process) LogMark() int { return len(p.Logs()) }
+
+// WaitLogSince is WaitLog for output written after mark (a LogMark).
+func (p *Process) WaitLogSince(t testing.TB, mark int, s string) {
+	t.Helper()
+	Eventually(t, time.Minute, fmt.Sprintf("%s to log %q", p.Name(), s), func() (bool, error) {
+		exited := p.Exited() // before reading, so that a line written just before the exit counts
+		if logs := p.Logs(); len(logs) >= mark && strings.Contains(logs[mark:], s) {
+			return true, nil
 		}
-		time.Sleep(20 * time.Millisecond) // polling a log file
-	}
+		err := fmt.Errorf("last lines:\n%s", p.LogTail(20))
+		if exited {
+			return false, Permanent(fmt.Errorf("%s exited with code %d; %w", p.Name(), p.ExitCode(), err))
+		}
+		return false, err
+	})
 }
 
 // RSS returns a memory figure of the process from /proc (field "VmRSS" for the resident set,

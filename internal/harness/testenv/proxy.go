@@ -106,14 +106,7 @@ func (p *TCPProxy) Refused() int {
 
 // WaitRefused waits until a client has been refused since the count was before, or d passed.
 func (p *TCPProxy) WaitRefused(before int, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for p.Refused() <= before {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
+	return Poll(PollInterval, d, func() (bool, error) { return p.Refused() > before, nil }) == nil
 }
 
 // Restore accepts connections again.

@@ -127,17 +127,10 @@ func TestRestrictedIdentityGetsOnlyItsRules(t *testing.T) {
 // consistent through the apiserver's informers).
 func waitAllowed(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns string) {
 	t.Helper()
-	var err error
-	for ctx.Err() == nil {
-		if _, err = cs.NetworkingV1().Ingresses(ns).List(ctx, metav1.ListOptions{}); err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	t.Fatalf("granted rule never took effect: %v", err)
+	testenv.Eventually(t, time.Minute, "the granted rule to take effect", func() (bool, error) {
+		_, err := cs.NetworkingV1().Ingresses(ns).List(ctx, metav1.ListOptions{})
+		return err == nil, err
+	})
 }
 
 // Restarting the apiserver keeps the data (etcd stays).
