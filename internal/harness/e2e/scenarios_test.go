@@ -114,9 +114,8 @@ func TestScenario3EmptyClusterThenRoutesAppear(t *testing.T) {
 func TestScenario4ObjectsCreatedWhileTheWatcherStartsAreInTheFirstConfig(t *testing.T) {
 	w := newWorld(t, false, stack.Config{})
 	w.createRoutes(0, 60)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); w.createRoutes(60, 60) }()
+	created := make(chan error, 1)
+	go func() { created <- w.tryCreateRoutes(60, 60) }()
 	w.start(stack.Config{})
 	w.st.Pusher.WaitLog(t, "config applied")
 	// Right after the first apply, every Ingress that existed before the watcher started
@@ -129,13 +128,19 @@ func TestScenario4ObjectsCreatedWhileTheWatcherStartsAreInTheFirstConfig(t *test
 	if !strings.Contains(w.st.Pusher.Logs(), "config applied: pusher=stack-pusher epoch=") {
 		t.Fatal("no apply logged")
 	}
-	wg.Wait()
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
 	w.waitServed(0, 120, time.Minute)
 	w.waitConverged(time.Minute)
 }
 
 // Scenario 5: SIGTERM to each process during the initial sync, and after a sync timeout:
-// nothing is pushed.
+// nothing is pushed. The processes are stopped upstream first (watcher, translator, then
+// pusher), so that anything the watcher's or the translator's shutdown sent would still find
+// a pusher to apply it and a Caddy to run it. Caddy's config and the pusher's count of
+// applies are checked after each stop, once the process downstream of the stopped one has
+// seen its stream end: everything sent on a stream arrives before its end.
 func TestScenario5SIGTERMDuringInitialSyncPushesNothing(t *testing.T) {
 	w := newWorld(t, true, stack.Config{})
 	w.createRoutes(0, 4)
@@ -143,13 +148,19 @@ func TestScenario5SIGTERMDuringInitialSyncPushesNothing(t *testing.T) {
 	w.waitConverged(time.Minute)
 	k := w.keep(0, 4)
 	hash, applied := w.caddyHash(), w.pusherApplied()
-	forbidden := w.restrictedKubeconfig("services")
-
-	// The watcher cannot sync; the translator and the pusher wait for a marker that never
-	// comes. SIGTERM to each, in turn, during that sync.
-	w.restartWatcherWith(forbidden, "--sync-timeout", "2m")
-	w.st.Watcher.WaitLog(t, "forbidden (403)")
-	for _, p := range []*testenv.Process{w.st.Pusher, w.st.Translator, w.st.Watcher} {
+	unchanged := func(after string) {
+		t.Helper()
+		if h := w.caddyHash(); h != hash {
+			t.Fatalf("Caddy's config changed from %.12s to %.12s after %s", hash, h, after)
+		}
+		if !w.st.Pusher.Exited() {
+			if a := w.pusherApplied(); a != applied {
+				t.Fatalf("the pusher applied %v configs after %s", a-applied, after)
+			}
+		}
+	}
+	stop := func(p *testenv.Process) {
+		t.Helper()
 		if err := p.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -157,9 +168,23 @@ func TestScenario5SIGTERMDuringInitialSyncPushesNothing(t *testing.T) {
 			t.Fatalf("%s exited %d after SIGTERM", p.Name(), code)
 		}
 	}
-	if h := w.caddyHash(); h != hash {
-		t.Fatal("Caddy's config changed after SIGTERM during the initial sync")
-	}
+	forbidden := w.restrictedKubeconfig("services")
+
+	// The watcher cannot sync; the translator follows its stream and the pusher the
+	// translator's, both waiting for a marker that never comes.
+	w.restartWatcherWith(forbidden, "--sync-timeout", "2m")
+	w.st.Watcher.WaitLog(t, "forbidden (403)")
+	w.st.Watcher.WaitLog(t, "stream opened") // the translator's
+	mark := w.st.Translator.LogMark()
+	stop(w.st.Watcher)
+	w.st.Translator.WaitLogSince(t, mark, "watcher is shutting down")
+	unchanged("the watcher's SIGTERM")
+	mark = w.st.Pusher.LogMark()
+	stop(w.st.Translator)
+	w.st.Pusher.WaitLogSince(t, mark, "translator is shutting down")
+	unchanged("the translator's SIGTERM") // and all the translator sent before
+	stop(w.st.Pusher)
+	unchanged("the pusher's SIGTERM")
 
 	// After a sync timeout: the watcher exits non-zero; the others never push.
 	if err := w.st.StartTranslator(); err != nil {
@@ -168,26 +193,22 @@ func TestScenario5SIGTERMDuringInitialSyncPushesNothing(t *testing.T) {
 	if err := w.st.StartPusher(); err != nil {
 		t.Fatal(err)
 	}
+	hash, applied = w.caddyHash(), 0 // the restarted pusher counts from zero
 	w.restartWatcherWith(forbidden, "--sync-timeout", "3s")
 	if code := w.st.Watcher.WaitExit(t, time.Minute); code == 0 {
 		t.Fatal("the watcher exited 0 after a sync timeout")
 	}
 	w.st.Translator.WaitLog(t, "pusher connected") // the new pusher follows the translator
-	if a := w.pusherApplied(); a != 0 {
-		t.Fatalf("the restarted pusher applied %v configs without a marker", a)
-	}
-	for _, p := range []*testenv.Process{w.st.Pusher, w.st.Translator} {
-		_ = p.Signal(syscall.SIGTERM)
-		p.WaitExit(t, 30*time.Second)
-	}
-	k.finish()
-	if h := w.caddyHash(); h != hash {
-		t.Fatal("Caddy's config changed after a sync timeout")
-	}
+	unchanged("the watcher's sync timeout")
+	stop(w.st.Translator)
+	w.st.Pusher.WaitLog(t, "translator is shutting down")
+	unchanged("the translator's SIGTERM, after the watcher's sync timeout")
+	stop(w.st.Pusher)
+	unchanged("the pusher's SIGTERM, after the watcher's sync timeout")
 	if strings.Contains(w.st.Pusher.Logs(), "config applied") {
 		t.Fatal("the restarted pusher applied a config")
 	}
-	_ = applied
+	k.finish()
 }
 
 // Scenario 6: each of watcher, translator, pusher, Caddy and the apiserver killed and
