@@ -138,11 +138,19 @@ func (w *world) host(i int) string { return fmt.Sprintf("r%d.%s.example.com", i,
 // createRoutes creates n Ingresses, alternating between alpha and beta.
 func (w *world) createRoutes(from, n int) {
 	w.t.Helper()
+	if err := w.tryCreateRoutes(from, n); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// tryCreateRoutes is createRoutes for any goroutine: it returns the first error.
+func (w *world) tryCreateRoutes(from, n int) error {
 	for i := from; i < from+n; i++ {
 		if _, err := w.c.Client.NetworkingV1().Ingresses(w.ns).Create(context.Background(), ingress(fmt.Sprintf("r%d", i), w.host(i), w.svcOf(i)), metav1.CreateOptions{}); err != nil {
-			w.t.Fatal(err)
+			return fmt.Errorf("create route %d: %w", i, err)
 		}
 	}
+	return nil
 }
 
 func (w *world) svcOf(i int) string {
@@ -175,15 +183,15 @@ func (w *world) answer(host, path string) string {
 // waitServed waits until routes [from, from+n) are all served by their backends.
 func (w *world) waitServed(from, n int, d time.Duration) {
 	w.t.Helper()
-	deadline := time.Now().Add(d)
-	for i := from; i < from+n; i++ {
-		for w.answer(w.host(i), "/") != w.svcOf(i) {
-			if time.Now().After(deadline) {
-				w.t.Fatalf("route %s not served by %s (got %s)", w.host(i), w.svcOf(i), w.answer(w.host(i), "/"))
+	next := from // the routes before next were served once: they are not asked again
+	testenv.Eventually(w.t, d, fmt.Sprintf("routes %d to %d to be served", from, from+n-1), func() (bool, error) {
+		for ; next < from+n; next++ {
+			if got := w.answer(w.host(next), "/"); got != w.svcOf(next) {
+				return false, fmt.Errorf("route %s not served by %s (got %s)", w.host(next), w.svcOf(next), got)
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
-	}
+		return true, nil
+	})
 }
 
 // caddyHash is the state hash of what Caddy's module routes by ("" for none).
@@ -199,51 +207,65 @@ func (w *world) caddyHash() string {
 // expectedHash computes, independently of the watcher and translator, what Caddy must run
 // for the cluster's objects: listed straight from the apiserver and translated; its state
 // hash is what the module must hold.
-func (w *world) expectedHash() string {
-	w.t.Helper()
+func (w *world) expectedHash() (string, error) {
 	ctx := context.Background()
 	var in translate.Input
 	ings, err := w.c.Client.NetworkingV1().Ingresses(w.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		w.t.Fatal(err)
+		return "", fmt.Errorf("list ingresses: %w", err)
 	}
 	for i := range ings.Items {
 		in.Ingresses = append(in.Ingresses, &ings.Items[i])
 	}
-	classes, _ := w.c.Client.NetworkingV1().IngressClasses().List(ctx, metav1.ListOptions{})
+	classes, err := w.c.Client.NetworkingV1().IngressClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", fmt.Errorf("list ingress classes: %w", err)
+	}
 	for i := range classes.Items {
 		in.IngressClasses = append(in.IngressClasses, &classes.Items[i])
 	}
-	svcs, _ := w.c.Client.CoreV1().Services(w.ns).List(ctx, metav1.ListOptions{})
+	svcs, err := w.c.Client.CoreV1().Services(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", fmt.Errorf("list services: %w", err)
+	}
 	for i := range svcs.Items {
 		in.Services = append(in.Services, &svcs.Items[i])
 	}
-	eps, _ := w.c.Client.DiscoveryV1().EndpointSlices(w.ns).List(ctx, metav1.ListOptions{})
+	eps, err := w.c.Client.DiscoveryV1().EndpointSlices(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", fmt.Errorf("list endpointslices: %w", err)
+	}
 	for i := range eps.Items {
 		in.EndpointSlices = append(in.EndpointSlices, &eps.Items[i])
 	}
-	secrets, _ := w.c.Client.CoreV1().Secrets(w.ns).List(ctx, metav1.ListOptions{FieldSelector: "type=kubernetes.io/tls"})
+	secrets, err := w.c.Client.CoreV1().Secrets(w.ns).List(ctx, metav1.ListOptions{FieldSelector: "type=kubernetes.io/tls"})
+	if err != nil {
+		return "", fmt.Errorf("list secrets: %w", err)
+	}
 	for i := range secrets.Items {
 		in.Secrets = append(in.Secrets, &secrets.Items[i])
 	}
 	res := translate.Translate(in, translate.Options{IngressClass: class, ControllerName: "sluice.io/ingress-controller", Now: time.Now()})
-	return translate.Hash(res)
+	return translate.Hash(res), nil
 }
 
 // waitConverged waits until Caddy runs exactly what the cluster says.
 func (w *world) waitConverged(d time.Duration) {
 	w.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		want := w.expectedHash()
-		if w.caddyHash() == want {
-			return
+	testenv.Eventually(w.t, d, "Caddy to run what the cluster says", func() (bool, error) {
+		want, err := w.expectedHash()
+		if err != nil {
+			return false, err
 		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("Caddy runs %.12s, the cluster says %.12s", w.caddyHash(), want)
+		got, err := caddy.CurrentWithin(context.Background(), w.target, 10*time.Second)
+		if err != nil {
+			return false, err
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		if got != want {
+			return false, fmt.Errorf("caddy runs %.12s, the cluster says %.12s", got, want)
+		}
+		return true, nil
+	})
 }
 
 // keeper polls Caddy with real requests for every kept route and records any answer that

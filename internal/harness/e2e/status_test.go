@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/sluice-io/sluice/internal/harness/stack"
+	"github.com/sluice-io/sluice/internal/harness/testenv"
 	"github.com/sluice-io/sluice/internal/promtext"
 )
 
@@ -27,9 +28,17 @@ func metric(httpAddr, name string, labels ...string) float64 {
 // withAddress counts the Ingresses of the namespace whose status.loadBalancer is exactly ip.
 func (w *world) withAddress(ip string) int {
 	w.t.Helper()
-	list, err := w.c.Client.NetworkingV1().Ingresses(w.ns).List(context.Background(), metav1.ListOptions{})
+	n, err := w.addressed(ip)
 	if err != nil {
 		w.t.Fatal(err)
+	}
+	return n
+}
+
+func (w *world) addressed(ip string) (int, error) {
+	list, err := w.c.Client.NetworkingV1().Ingresses(w.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return 0, err
 	}
 	n := 0
 	for _, i := range list.Items {
@@ -37,19 +46,20 @@ func (w *world) withAddress(ip string) int {
 			n++
 		}
 	}
-	return n
+	return n, nil
 }
 
-// waitAddresses waits until n Ingresses of the namespace show ip.
+// waitAddresses waits until n Ingresses of the namespace show ip. It lists them all, so it
+// asks seldom.
 func (w *world) waitAddresses(ip string, n int, d time.Duration) {
 	w.t.Helper()
-	deadline := time.Now().Add(d)
-	for got := w.withAddress(ip); got != n; got = w.withAddress(ip) {
-		if time.Now().After(deadline) {
-			w.t.Fatalf("%d Ingresses show %s, want %d", got, ip, n)
+	testenv.EventuallyEvery(w.t, 200*time.Millisecond, d, fmt.Sprintf("%d Ingresses to show %s", n, ip), func() (bool, error) {
+		got, err := w.addressed(ip)
+		if err == nil && got != n {
+			err = fmt.Errorf("%d show it", got)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err == nil, err
+	})
 }
 
 // createMany creates Ingresses r[from, from+n) with a few concurrent clients.
@@ -138,13 +148,10 @@ func (w *world) leaseHolder() string {
 func (w *world) waitLeader(prefix string, d time.Duration) time.Duration {
 	w.t.Helper()
 	start := time.Now()
-	deadline := start.Add(d)
-	for !strings.HasPrefix(w.leaseHolder(), prefix) {
-		if time.Now().After(deadline) {
-			w.t.Fatalf("the lease is held by %q, want %s", w.leaseHolder(), prefix)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(w.t, d, "a lease holder named "+prefix+"*", func() (bool, error) {
+		h := w.leaseHolder()
+		return strings.HasPrefix(h, prefix), fmt.Errorf("the lease is held by %q", h)
+	})
 	return time.Since(start)
 }
 
@@ -262,13 +269,10 @@ func TestFindingsBecomeEventsAndClearWhenFixed(t *testing.T) {
 	w.service("late")
 	resolved := w.waitEvent("late", corev1.EventTypeNormal, "FindingsResolved", time.Minute)
 	t.Logf("events: %s %s %q; %s %s %q", warning.Type, warning.Reason, warning.Message, resolved.Type, resolved.Reason, resolved.Message)
-	deadline := time.Now().Add(time.Minute)
-	for w.answer(host, "/") != "alpha" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the fixed route answers %s", w.answer(host, "/"))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, time.Minute, "the fixed route to be served by alpha", func() (bool, error) {
+		got := w.answer(host, "/")
+		return got == "alpha", fmt.Errorf("it answers %s", got)
+	})
 	out, err := runCtl(t, "config", "--addr", w.st.TranslatorAddr)
 	if err != nil {
 		t.Fatal(err)
@@ -281,24 +285,22 @@ func TestFindingsBecomeEventsAndClearWhenFixed(t *testing.T) {
 // waitEvent waits for an Event on Ingress name with the type and reason.
 func (w *world) waitEvent(name, typ, reason string, d time.Duration) corev1.Event {
 	w.t.Helper()
-	deadline := time.Now().Add(d)
 	sel := fields.Set{"involvedObject.kind": "Ingress", "involvedObject.name": name, "type": typ, "reason": reason}.AsSelector().String()
-	for {
+	var ev corev1.Event
+	testenv.Eventually(w.t, d, fmt.Sprintf("a %s Event %s on Ingress %s/%s", typ, reason, w.ns, name), func() (bool, error) {
 		list, err := w.c.Client.CoreV1().Events(w.ns).List(context.Background(), metav1.ListOptions{FieldSelector: sel})
-		if err != nil {
-			w.t.Fatal(err)
+		switch {
+		case err != nil:
+			return false, err
+		case len(list.Items) > 1:
+			return false, testenv.Permanent(fmt.Errorf("%d such Events, want one", len(list.Items)))
+		case len(list.Items) == 1:
+			ev = list.Items[0]
+			return true, nil
 		}
-		if len(list.Items) > 1 {
-			w.t.Fatalf("%d %s Events %s on %s, want one", len(list.Items), typ, reason, name)
-		}
-		if len(list.Items) == 1 {
-			return list.Items[0]
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("no %s Event %s on Ingress %s/%s", typ, reason, w.ns, name)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false, nil
+	})
+	return ev
 }
 
 var _ = networkingv1.PathTypePrefix
