@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +35,11 @@ type gwWorld struct {
 // gatewayCRDs is the committed copy of the pinned Gateway API's standard-channel CRDs.
 func gatewayCRDs(t *testing.T) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(file), "..", "..", "deploy", "gateway-api", "standard-install.yaml")
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(root, testenv.GatewayAPIInstallFile)
 	if _, err := os.Stat(p); err != nil {
 		t.Fatal(err)
 	}
