@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/harness/testenv"
 	"github.com/sluice-io/sluice/internal/pki"
 	"github.com/sluice-io/sluice/internal/promtext"
@@ -50,14 +52,16 @@ type fakeTranslator struct {
 
 type fakeStream struct {
 	send func(*configv1.StreamConfigResponse) error
-	end  chan struct{}
+	end  chan struct{} // closed by the test to reset the stream
+	gone chan struct{} // closed when the stream ended, by either side
 }
 
 func (f *fakeTranslator) StreamConfig(stream configv1.ConfigService_StreamConfigServer) error {
 	if _, err := stream.Recv(); err != nil { // Hello
 		return err
 	}
-	fs := &fakeStream{send: stream.Send, end: make(chan struct{})}
+	fs := &fakeStream{send: stream.Send, end: make(chan struct{}), gone: make(chan struct{})}
+	defer close(fs.gone)
 	go func() {
 		for {
 			m, err := stream.Recv()
@@ -130,6 +134,7 @@ func (f *fakeTranslator) nextStream(t testing.TB) *fakeStream {
 type env struct {
 	caddy    *testenv.Caddy
 	pusher   *testenv.Process
+	grpcAddr string
 	httpAddr string
 	target   probe
 	args     []string
@@ -179,7 +184,7 @@ func startPusherOn(t testing.TB, stock bool, translatorAddr string, extra ...str
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{caddy: cd, pusher: p, httpAddr: a[1], target: target, args: args}
+	return &env{caddy: cd, pusher: p, grpcAddr: a[0], httpAddr: a[1], target: target, args: args}
 }
 
 // caddyHash is the fingerprint of the config Caddy runs ("" for none of ours).
@@ -206,13 +211,13 @@ func (e *env) fp(t testing.TB, cfg *configv1.Config) string {
 func (e *env) waitConfig(t *testing.T, cfg *configv1.Config) {
 	t.Helper()
 	want := e.fp(t, cfg)
-	deadline := time.Now().Add(30 * time.Second)
-	for e.caddyHash(t) != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("caddy runs %q, want %q\n%s", e.caddyHash(t), want, e.pusher.LogTail(20))
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("caddy to run %q", want), func() (bool, error) {
+		got, err := caddy.CurrentWithin(context.Background(), e.target, 10*time.Second)
+		if err == nil && got != want {
+			err = fmt.Errorf("caddy runs %q\n%s", got, e.pusher.LogTail(20))
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil, err
+	})
 }
 
 // metric reads one sample from the pusher's /metrics ("name" or `name{label="v"}`).
@@ -223,13 +228,10 @@ func (e *env) metric(t *testing.T, sample string) float64 {
 
 func (e *env) waitMetric(t *testing.T, sample string, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for e.metric(t, sample) != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v, want %v\n%s", sample, e.metric(t, sample), want, e.pusher.LogTail(20))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%s = %v", sample, want), func() (bool, error) {
+		got := e.metric(t, sample)
+		return got == want, fmt.Errorf("it is %v\n%s", got, e.pusher.LogTail(20))
+	})
 }
 
 func marker(epoch string, version uint64) *configv1.StreamConfigResponse {
@@ -435,7 +437,8 @@ func TestDeltaChainResyncAndNeverBack(t *testing.T) {
 
 // A config Caddy rejects leaves the previous routes serving and is NACKed with Caddy's
 // error; Caddy killed and restarted gets the last applied config again with no change
-// upstream; SIGTERM to the pusher pushes nothing more.
+// upstream; SIGTERM to the pusher pushes nothing more (docs/design.md: a shutdown never
+// pushes).
 func TestRejectedConfigRestartAndShutdown(t *testing.T) {
 	n := testenv.SharedNet(t)
 	b1, err := n.StartBackend("steady")
@@ -443,7 +446,9 @@ func TestRejectedConfigRestartAndShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake, addr := startFake(t)
-	e := startPusher(t, addr)
+	// The deletion guard, with a hold no test outlives, lets the pusher hold a config it
+	// received and has not applied when it is told to stop.
+	e := startPusher(t, addr, "--guard-max-delete-ratio", "0.5", "--guard-hold", "1h")
 	s := fake.nextStream(t)
 	good := simpleConfig("e1", 1, "keep.example.com", b1)
 	_ = s.send(marker("e1", 1))
@@ -475,19 +480,126 @@ func TestRejectedConfigRestartAndShutdown(t *testing.T) {
 		t.Fatalf("after a Caddy restart: %q", got)
 	}
 
+	// SIGTERM. The pusher ends its config stream as soon as it is told to stop, so no config
+	// can be sent to it after it knows: what can be proven is (1) a config it received before
+	// is not applied on the way out (version 3 removes every route, the guard holds it back,
+	// and the pusher says so in a NACK), (2) it closes its config stream while it is still
+	// running, without opening another, and (3) a config sent the moment it reports
+	// stopping, racing that close, is not applied either, while it is still running nor
+	// after it exited. A health Watch keeps the pusher's gRPC server draining (up to 5s), so
+	// the pusher is still alive, shutting down, while (2) and (3) are checked.
+	v3 := simpleConfig("e1", 3, "other.example.com", b1)
+	_ = s.send(configMsg(v3))
+	fake.waitAnswer(t, "the deletion guard's NACK of version 3", func(a *configv1.StreamConfigRequest) bool {
+		return a.GetNack().GetConfig().GetVersion() == 3 && strings.Contains(a.GetNack().GetError(), "deletion guard")
+	})
+	health := e.watchHealth(t)
+	mark := e.pusher.LogMark()
 	if err := e.pusher.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	health.waitStatus(t, healthpb.HealthCheckResponse_NOT_SERVING) // the pusher is stopping
+	v4 := simpleConfig("e1", 4, "keep.example.com", b1)
+	v4.Resources.VirtualHosts = append(v4.Resources.VirtualHosts, simpleConfig("", 0, "also.example.com", b1).Resources.VirtualHosts...)
+	v4.Hash = translate.Hash(v4.Resources)
+	sendErr := s.send(configMsg(v4))
+	select {
+	case <-s.gone:
+	case <-e.pusher.Done():
+		t.Fatal("the pusher kept its config stream open until it exited")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pusher did not close its config stream after SIGTERM")
+	}
+	if h := e.caddyHash(t); h != e.fp(t, good) {
+		t.Fatalf("caddy changed after the pusher's SIGTERM, while it was stopping: %s", h)
+	}
+	if e.pusher.Exited() {
+		t.Fatal("the pusher exited while a health Watch held its gRPC server: the checks above did not run while it was stopping")
+	}
+	health.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if code, err := e.pusher.Wait(ctx); err != nil || code != 0 {
 		t.Fatalf("pusher exit after SIGTERM: %d %v", code, err)
 	}
-	_ = s.send(configMsg(simpleConfig("e1", 3, "other.example.com", b1)))
+	t.Logf("version 4, sent when the pusher reported stopping: send error %v", sendErr)
+	select {
+	case <-fake.streams:
+		t.Fatal("the pusher opened a new config stream after SIGTERM")
+	default:
+	}
 	if h := e.caddyHash(t); h != e.fp(t, good) {
 		t.Fatalf("caddy changed after the pusher's SIGTERM: %s", h)
 	}
+	if logs := e.pusher.Logs()[mark:]; strings.Contains(logs, "config applied") {
+		t.Fatalf("the pusher applied a config after SIGTERM:\n%s", logs)
+	}
 }
+
+// healthWatch follows the pusher's gRPC health (service ""), which turns NOT_SERVING when
+// the pusher starts to stop; while it is open, the pusher's gRPC server waits for it.
+type healthWatch struct {
+	statuses chan healthpb.HealthCheckResponse_ServingStatus
+	cancel   context.CancelFunc
+}
+
+func (e *env) watchHealth(t *testing.T) *healthWatch {
+	t.Helper()
+	conn, err := grpcx.Dial(e.grpcAddr, grpcx.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := w.Recv()
+	if err != nil {
+		t.Fatalf("health watch: %v", err)
+	}
+	if first.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health watch: %v before SIGTERM, want SERVING", first.GetStatus())
+	}
+	h := &healthWatch{statuses: make(chan healthpb.HealthCheckResponse_ServingStatus, 8), cancel: cancel}
+	go func() {
+		defer close(h.statuses)
+		for {
+			m, err := w.Recv()
+			if err != nil {
+				return
+			}
+			select {
+			case h.statuses <- m.GetStatus():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return h
+}
+
+func (h *healthWatch) waitStatus(t *testing.T, want healthpb.HealthCheckResponse_ServingStatus) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case st, ok := <-h.statuses:
+			if !ok {
+				t.Fatalf("health watch ended before %v", want)
+			}
+			if st == want {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("health never turned %v", want)
+		}
+	}
+}
+
+func (h *healthWatch) close() { h.cancel() }
 
 // docs/design.md's "Real parts": every golden case of the translator (Ingress and Gateway
 // API), and the data plane fixture that uses every field of a route
