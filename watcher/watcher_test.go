@@ -28,11 +28,19 @@ var namespacedKinds = "networking.k8s.io/v1/ingresses,v1/services,discovery.k8s.
 
 func createServices(t *testing.T, cs kubernetes.Interface, ns, prefix string, n int) {
 	t.Helper()
+	if err := tryCreateServices(cs, ns, prefix, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryCreateServices is createServices for any goroutine: it returns the first error.
+func tryCreateServices(cs kubernetes.Interface, ns, prefix string, n int) error {
 	for i := 0; i < n; i++ {
 		if _, err := cs.CoreV1().Services(ns).Create(context.Background(), service(fmt.Sprintf("%s-%d", prefix, i)), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+			return fmt.Errorf("create service %s-%d: %w", prefix, i, err)
 		}
 	}
+	return nil
 }
 
 // service is headless: the test cluster's service range has room for 254 cluster IPs only.
@@ -249,9 +257,8 @@ func TestScenario4ObjectsCreatedWhileWatcherStarts(t *testing.T) {
 	c := testenv.SharedCluster(t)
 	ns := c.Namespace(t)
 	createServices(t, c.Client, ns, "before", 150)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); createServices(t, c.Client, ns, "during", 150) }()
+	created := make(chan error, 1)
+	go func() { created <- tryCreateServices(c.Client, ns, "during", 150) }()
 	w := startWatcher(t, c.AdminKubeconfig, "--namespaces", ns, "--kinds", namespacedKinds)
 	f := follow(t, w.addr, &watchv1.WatchRequest{})
 	f.waitMarker(time.Minute)
@@ -264,7 +271,9 @@ func TestScenario4ObjectsCreatedWhileWatcherStarts(t *testing.T) {
 			t.Fatalf("before-%d is missing from the view at the marker", i)
 		}
 	}
-	wg.Wait()
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
 	f.waitFor(time.Minute, "all 300 services", func(m *watchstream.Mirror) bool {
 		return countKind(m, "/v1/Service") == 300
 	})
