@@ -146,29 +146,23 @@ func (r *reconnecting) fail(err error) {
 // came, and cond holds over it and the mirror; it returns that stream.
 func (r *reconnecting) waitEpoch(d time.Duration, what string, not []string, cond func(s *epochSeen, m *watchstream.Mirror) bool) *epochSeen {
 	r.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
+	var got *epochSeen
+	testenv.Eventually(r.t, d, what, func() (bool, error) {
 		r.mu.Lock()
-		err := r.err
-		var got *epochSeen
+		defer r.mu.Unlock()
 		if n := len(r.streams); n > 0 {
 			s := r.streams[n-1]
 			if s.markerKinds != nil && !slices.Contains(not, s.epoch) && cond(s, r.mirror) {
 				got = s
+				return true, nil
 			}
 		}
-		r.mu.Unlock()
-		if got != nil {
-			return got
+		if r.err != nil {
+			return false, testenv.Permanent(r.err)
 		}
-		if err != nil {
-			r.t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("waiting for %s: timed out", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false, nil
+	})
+	return got
 }
 
 func (r *reconnecting) mirrorHas(k watchstream.ObjectKey) bool {

@@ -64,22 +64,19 @@ func follow(t *testing.T, addr string, req *watchv1.WatchRequest) *follower {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &follower{t: t, mirror: watchstream.NewMirror(), markerAt: -1, snapshotEnd: -1, done: make(chan struct{}), marker: make(chan struct{}), cancel: cancel}
 	t.Cleanup(cancel)
-	deadline := time.Now().Add(time.Minute)
 	var stream watchv1.WatchService_WatchClient
 	var first *watchv1.WatchResponse
-	for {
+	// UNAVAILABLE: the watcher is still resolving kinds; ask again.
+	testenv.Eventually(t, time.Minute, "a watch stream", func() (bool, error) {
 		stream, err = watchv1.NewWatchServiceClient(conn).Watch(ctx, req, grpc.WaitForReady(true))
 		if err == nil {
 			first, err = stream.Recv()
 		}
-		if err == nil {
-			break
+		if err != nil && status.Code(err) != codes.Unavailable {
+			return false, testenv.Permanent(err)
 		}
-		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
-			t.Fatalf("watch: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond) // the watcher is still resolving kinds; poll
-	}
+		return err == nil, err
+	})
 	f.mirror.StartStream()
 	go func() {
 		defer close(f.done)
@@ -150,22 +147,17 @@ func (f *follower) hasMarker() bool {
 // waitFor polls cond over the mirror until it holds.
 func (f *follower) waitFor(d time.Duration, what string, cond func(m *watchstream.Mirror) bool) {
 	f.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
+	testenv.Eventually(f.t, d, what, func() (bool, error) {
 		f.mu.Lock()
-		ok, err := cond(f.mirror), f.err
-		f.mu.Unlock()
-		if ok {
-			return
+		defer f.mu.Unlock()
+		if cond(f.mirror) {
+			return true, nil
 		}
-		if err != nil {
-			f.t.Fatalf("waiting for %s: stream ended: %v", what, err)
+		if f.err != nil {
+			return false, testenv.Permanent(fmt.Errorf("stream ended: %w", f.err))
 		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("waiting for %s: timed out", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false, nil
+	})
 }
 
 // watcherRules are the rules the watcher needs for the default kinds, less the verbs named in
