@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-io/sluice/internal/harness/testenv"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 	"github.com/sluice-io/sluice/watcher/store"
 	"github.com/sluice-io/sluice/watcher/store/storetest"
@@ -112,18 +113,12 @@ func TestClientThatStopsReadingIsDroppedAfterTheSendTimeout(t *testing.T) {
 		t.Fatal("the reading client's stream ended too")
 	default:
 	}
-	for {
+	// The handler returned; its deferred Unsubscribe is on its way to the owner.
+	testenv.Eventually(t, 30*time.Second, "the reader's subscription only", func() (bool, error) {
 		var n int
 		src.Do(func(st *store.Store) { n = st.Subscribers() })
-		if n == 1 {
-			break
-		}
-		select { // the handler returned; its deferred Unsubscribe is on its way to the owner
-		case <-ctx.Done():
-			t.Fatalf("%d subscriptions, want the reader's only", n)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+		return n == 1, fmt.Errorf("%d subscriptions", n)
+	})
 	var end error
 	for end == nil {
 		_, end = slow.Recv()

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-io/sluice/internal/harness/testenv"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 	"github.com/sluice-io/sluice/watcher/store"
 	"github.com/sluice-io/sluice/watcher/store/storetest"
@@ -89,13 +90,14 @@ func TestSlowClientDroppedOthersUnaffected(t *testing.T) {
 	for i := 0; i < changes; i++ {
 		// Pace the changes to the reading client (never more than 50 ahead of it): a burst
 		// larger than the buffer would rightly drop any client.
-		for uint64(i) > fastAt.Load()+50 {
+		testenv.EventuallyEvery(t, time.Millisecond, time.Minute, "the reading client to catch up", func() (bool, error) {
 			select {
 			case last := <-got:
-				t.Fatalf("the reading client's stream ended at revision %d", last)
-			case <-time.After(time.Millisecond):
+				return false, testenv.Permanent(fmt.Errorf("its stream ended at revision %d", last))
+			default:
 			}
-		}
+			return uint64(i) <= fastAt.Load()+50, nil
+		})
 		src.Do(func(st *store.Store) { // the store's owner: it must never wait on a subscriber
 			if _, err := st.Upsert(&watchv1.Object{Kind: testKinds[0], Namespace: "ns", Name: fmt.Sprintf("o%d", i), ResourceVersion: fmt.Sprint(i), Raw: raw}); err != nil {
 				t.Fatal(err)
@@ -119,16 +121,9 @@ func TestSlowClientDroppedOthersUnaffected(t *testing.T) {
 
 func waitSubscribers(t *testing.T, src *storetest.Locked, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("%d subscribers", n), func() (bool, error) {
 		var got int
 		src.Do(func(st *store.Store) { got = st.Subscribers() })
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d subscribers, want %d", got, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return got >= n, fmt.Errorf("%d subscribed", got)
+	})
 }
