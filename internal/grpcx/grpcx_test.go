@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-io/sluice/internal/harness/testenv"
 )
 
 // CountSent is told the size of every message the server sends, with its method: the bytes
@@ -90,10 +92,7 @@ func TestDialMovesToTheNextReplica(t *testing.T) {
 		t.Fatal("the first live replica (a) did not answer")
 	}
 	stopA()
-	deadline := time.Now().Add(10 * time.Second)
-	for !answers("b") {
-		if time.Now().After(deadline) {
-			t.Fatal("the connection did not move to b after a went away")
-		}
-	}
+	testenv.Eventually(t, 10*time.Second, "the connection to move to b after a went away", func() (bool, error) {
+		return answers("b"), nil
+	})
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-io/sluice/internal/harness/testenv"
 	"github.com/sluice-io/sluice/internal/identity"
 	"github.com/sluice-io/sluice/internal/pki"
 )
@@ -327,16 +328,13 @@ func TestStreamLimitRefusesStreamsOverTheCap(t *testing.T) {
 		t.Fatalf("second stream: %v, want RESOURCE_EXHAUSTED", err)
 	}
 	cancel1()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// Polling the server's count of open streams.
+	testenv.Eventually(t, 10*time.Second, "a stream once the first one ended", func() (bool, error) {
 		_, cancel3, err := open()
 		cancel3()
-		if err == nil {
-			break
+		if err != nil && status.Code(err) != codes.ResourceExhausted {
+			return false, testenv.Permanent(err)
 		}
-		if status.Code(err) != codes.ResourceExhausted || time.Now().After(deadline) {
-			t.Fatalf("after the first stream ended: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the server's count of open streams
-	}
+		return err == nil, err
+	})
 }
