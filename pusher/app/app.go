@@ -24,19 +24,22 @@ import (
 
 // Settings are the pusher's settings.
 type Settings struct {
-	ID               string
-	TranslatorAddr   string
-	CaddyAdmin       string
-	CaddyTarget      string
-	ProxyHTTPListen  string
-	ProxyHTTPSListen string
-	Listen           string
-	HTTPListen       string
-	GuardMaxDeletes  float64
-	GuardHold        time.Duration
-	TLS              cli.TLSSettings
-	Pprof            string
-	MaxMessageSize   int
+	ID              string
+	TranslatorAddr  string
+	CaddyAdmin      string
+	CaddyTarget     string
+	ProxyHTTPListen string
+	// ProxyMetricsListen and ProxyAccessLog are what Caddy exposes about the traffic.
+	ProxyMetricsListen string
+	ProxyAccessLog     bool
+	ProxyHTTPSListen   string
+	Listen             string
+	HTTPListen         string
+	GuardMaxDeletes    float64
+	GuardHold          time.Duration
+	TLS                cli.TLSSettings
+	Pprof              string
+	MaxMessageSize     int
 }
 
 // Register adds the settings to fs.
@@ -47,6 +50,8 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.CaddyTarget, "caddy-target", "auto", "how configs reach Caddy: module (Sluice's Caddy module: changes in place, no reload), load (stock Caddy: POST /load of the whole config per change, a reload each time), or auto (the module when the Caddy has it, else load)")
 	fs.StringVar(&s.ProxyHTTPListen, "proxy-http-listen", ":8080", "address Caddy serves HTTP on")
 	fs.StringVar(&s.ProxyHTTPSListen, "proxy-https-listen", ":8443", "address Caddy serves HTTPS on")
+	fs.StringVar(&s.ProxyMetricsListen, "proxy-metrics-listen", "", "address of a Caddy server answering /metrics (Caddy's Prometheus metrics, turned on with it) and /healthz, for scrapers and probes; empty for none")
+	fs.BoolVar(&s.ProxyAccessLog, "proxy-access-log", false, "Caddy writes one JSON access log line per request to its standard output")
 	fs.StringVar(&s.Listen, "listen", "127.0.0.1:18020", "gRPC address of the pusher's health service")
 	fs.StringVar(&s.HTTPListen, "http-listen", "127.0.0.1:18021", "address of /healthz, /readyz and /metrics")
 	fs.Float64Var(&s.GuardMaxDeletes, "guard-max-delete-ratio", 0, "deletion guard: hold back a config that removes more than this share (0..1) of the served routes; 0 turns the guard off")
@@ -63,6 +68,11 @@ func (s *Settings) Validate() error {
 		{"proxy-https-listen", s.ProxyHTTPSListen}, {"listen", s.Listen}, {"http-listen", s.HTTPListen},
 	} {
 		if err := config.CheckHostPort(a.name, a.v, false); err != nil {
+			return err
+		}
+	}
+	if s.ProxyMetricsListen != "" {
+		if err := config.CheckHostPort("proxy-metrics-listen", s.ProxyMetricsListen, false); err != nil {
 			return err
 		}
 	}
@@ -103,7 +113,8 @@ func (s *Settings) Validate() error {
 // target chooses the data plane target: with auto, it asks Caddy (waiting for its admin API)
 // whether it has Sluice's module.
 func (s *Settings) target(ctx context.Context, log hclog.Logger) (gate.DataPlane, error) {
-	cc := caddy.Config{Admin: s.CaddyAdmin, Render: caddy.RenderOptions{HTTPListen: s.ProxyHTTPListen, HTTPSListen: s.ProxyHTTPSListen}}
+	cc := caddy.Config{Admin: s.CaddyAdmin, Render: caddy.RenderOptions{HTTPListen: s.ProxyHTTPListen, HTTPSListen: s.ProxyHTTPSListen,
+		MetricsListen: s.ProxyMetricsListen, AccessLog: s.ProxyAccessLog}}
 	kind := s.CaddyTarget
 	if kind == "auto" {
 		for {

@@ -45,13 +45,17 @@ func NewModule(cfg Config) (*ModuleTarget, error) {
 // module's upstreams, and certificates from the module at handshake time.
 func ModuleConfig(o RenderOptions) []byte {
 	routes := []any{obj{"handle": []any{obj{"handler": "sluice"}, obj{"handler": "reverse_proxy", "dynamic_upstreams": obj{"source": "sluice"}}}}}
+	servers := obj{
+		"http":  obj{"listen": []string{o.HTTPListen}, "routes": routes, "automatic_https": obj{"disable": true}},
+		"https": obj{"listen": []string{o.HTTPSListen}, "routes": routes, "automatic_https": obj{"disable": true}, "tls_connection_policies": []any{obj{}}},
+	}
+	httpApp := obj{"servers": servers}
+	logs := obj{}
+	observe(o, httpApp, servers, logs)
 	doc := obj{
 		"admin": obj{"listen": o.AdminListen, "config": obj{"persist": false}},
 		"apps": obj{
-			"http": obj{"servers": obj{
-				"http":  obj{"listen": []string{o.HTTPListen}, "routes": routes, "automatic_https": obj{"disable": true}},
-				"https": obj{"listen": []string{o.HTTPSListen}, "routes": routes, "automatic_https": obj{"disable": true}, "tls_connection_policies": []any{obj{}}},
-			}},
+			"http": httpApp,
 			// Certificates come from the module at handshake time; nothing is ever issued (the
 			// module's permission refuses on-demand issuance for names it has no certificate for).
 			"tls": obj{"automation": obj{
@@ -59,6 +63,9 @@ func ModuleConfig(o RenderOptions) []byte {
 				"policies":  []any{obj{"get_certificate": []any{obj{"via": "sluice"}}}},
 			}},
 		},
+	}
+	if len(logs) > 0 {
+		doc["logging"] = obj{"logs": logs}
 	}
 	b, _ := json.Marshal(doc) // cannot fail: plain maps and strings
 	return b

@@ -38,6 +38,43 @@ type RenderOptions struct {
 	AdminListen string
 	HTTPListen  string
 	HTTPSListen string
+	// MetricsListen, when set, is the address of a third server that answers /metrics
+	// (Caddy's own Prometheus metrics, which this also turns on) and /healthz (200 while Caddy
+	// serves), for scrapers and probes; Caddy's admin API stays on localhost.
+	MetricsListen string
+	// AccessLog writes one JSON line per request to Caddy's standard output.
+	AccessLog bool
+}
+
+// MetricsServer is the server MetricsListen adds; the Caddy container's probes and the
+// bootstrap config (before the pusher's first load) use the same paths.
+func MetricsServer(listen string) obj {
+	return obj{"listen": []string{listen}, "automatic_https": obj{"disable": true}, "routes": []any{
+		obj{"match": []any{obj{"path": []string{"/metrics"}}}, "handle": []any{obj{"handler": "metrics"}}},
+		obj{"match": []any{obj{"path": []string{"/healthz"}}}, "handle": []any{obj{"handler": "static_response", "status_code": 200, "body": "ok\n"}}},
+		obj{"handle": []any{obj{"handler": "static_response", "status_code": 404}}},
+	}}
+}
+
+// observe adds what RenderOptions ask for to a config's http app and logging: the metrics
+// server and Caddy's metrics, and the access log of the proxy's servers.
+func observe(o RenderOptions, httpApp obj, servers obj, logs obj) {
+	if o.MetricsListen != "" {
+		httpApp["metrics"] = obj{}
+		servers["metrics"] = MetricsServer(o.MetricsListen)
+	}
+	if o.AccessLog {
+		for _, name := range []string{"http", "https"} {
+			if srv, ok := servers[name].(obj); ok {
+				// Only the proxy's servers log requests, not the probes' and scrapers'.
+				srv["logs"] = obj{"default_logger_name": "sluice-access"}
+			}
+		}
+		logs["sluice-access"] = obj{"writer": obj{"output": "stdout"}, "encoder": obj{"format": "json"},
+			"include": []string{"http.log.access.sluice-access"}}
+		// Caddy's own log (standard error) would carry every access line a second time.
+		logs["default"] = obj{"exclude": []string{"http.log.access.sluice-access"}}
+	}
 }
 
 // Identity is what a rendered config is known by inside Caddy: its fingerprint.
@@ -92,7 +129,8 @@ func Render(cfg *configv1.Config, o RenderOptions) ([]byte, string, error) {
 	servers := obj{
 		"http": obj{"listen": []string{o.HTTPListen}, "routes": routes["http"], "automatic_https": obj{"disable": true}},
 	}
-	apps := obj{"http": obj{"servers": servers}}
+	httpApp := obj{"servers": servers}
+	apps := obj{"http": httpApp}
 	if len(res.GetCertificates()) > 0 {
 		var pems, policies []any
 		hostsByCert := map[string][]string{}
@@ -116,6 +154,8 @@ func Render(cfg *configv1.Config, o RenderOptions) ([]byte, string, error) {
 			apps["tls"] = obj{"certificates": obj{"load_pem": pems}}
 		}
 	}
+	logs := obj{}
+	observe(o, httpApp, servers, logs)
 	// encoding/json sorts map keys, so the same content always gives the same bytes.
 	adminJSON, err := json.Marshal(obj{"listen": o.AdminListen, "config": obj{"persist": false}})
 	if err != nil {
@@ -125,16 +165,25 @@ func Render(cfg *configv1.Config, o RenderOptions) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	logsJSON, err := json.Marshal(logs)
+	if err != nil {
+		return nil, "", err
+	}
 	h := sha256.New()
 	h.Write(adminJSON)
 	h.Write([]byte{0})
 	h.Write(appsJSON)
+	if len(logs) > 0 {
+		h.Write([]byte{0})
+		h.Write(logsJSON)
+	}
 	fp := hex.EncodeToString(h.Sum(nil))
+	// The meta log never receives anything (no logger has that name); it only carries the
+	// identity of the config, readable at /id/sluice-meta.
+	logs["sluice-meta"] = obj{"@id": MetaID, "writer": obj{"output": "discard"}, "include": []string{Identity(fp)}}
 	doc := obj{
-		"admin": json.RawMessage(adminJSON),
-		// The meta log never receives anything (no logger has that name); it only carries the
-		// identity of the config, readable at /id/sluice-meta.
-		"logging": obj{"logs": obj{"sluice-meta": obj{"@id": MetaID, "writer": obj{"output": "discard"}, "include": []string{Identity(fp)}}}},
+		"admin":   json.RawMessage(adminJSON),
+		"logging": obj{"logs": logs},
 		"apps":    json.RawMessage(appsJSON),
 	}
 	body, err := json.Marshal(doc)
