@@ -151,6 +151,12 @@ func (s *Server) Publish(cfg *configv1.Config, st *contract.State) {
 	if cfg.GetEpoch() != s.epoch {
 		return
 	}
+	if s.latest != nil && s.latest.GetEpoch() == cfg.GetEpoch() && cfg.GetVersion() <= s.latest.GetVersion() {
+		// Versions only grow within an epoch: streams holding the newer one would be left
+		// behind, and new streams would be given an older view.
+		s.log.Error("the translator built a complete config not newer than the newest; not published", "version", cfg.GetVersion(), "newest", s.latest.GetVersion())
+		return
+	}
 	s.state, s.full, s.history = st, cfg, nil
 	s.latest = contract.RefOf(cfg)
 	if s.marker == nil {
@@ -168,6 +174,11 @@ func (s *Server) PublishDelta(d *configv1.ConfigDelta) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d.GetEpoch() != s.epoch || s.state == nil {
+		return
+	}
+	if s.latest.GetEpoch() != d.GetEpoch() {
+		// A new epoch begins with its complete state; a delta never crosses epochs.
+		s.log.Error("the translator built a delta onto another epoch's version; not published", "version", d.GetVersion(), "epoch", d.GetEpoch(), "newest_epoch", s.latest.GetEpoch())
 		return
 	}
 	if d.GetBaseVersion() != s.latest.GetVersion() {
