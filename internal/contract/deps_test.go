@@ -15,7 +15,7 @@ import (
 func TestProcessesShareRulesOnlyThroughTheContract(t *testing.T) {
 	const mod = "github.com/sluice-io/sluice/"
 	harness := mod + "internal/harness"
-	for _, c := range []struct {
+	cases := []struct {
 		pkgs      string
 		forbidden []string
 	}{
@@ -29,7 +29,22 @@ func TestProcessesShareRulesOnlyThroughTheContract(t *testing.T) {
 		{"../../cmd/certs", []string{harness, "testing"}},
 		{"../../cmd/backend", []string{harness, "testing"}},
 		{"../../internal/contract", []string{mod + "watcher", mod + "translator", mod + "pusher", harness}},
-	} {
+	}
+	// The ground floor: every shared package under internal/ (not the harness) links none of
+	// the processes, the commands or the harness.
+	out, err := exec.Command("go", "list", "../../internal/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list ../../internal/...: %v\n%s", err, out)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if !strings.HasPrefix(p, harness) {
+			cases = append(cases, struct {
+				pkgs      string
+				forbidden []string
+			}{"../../" + strings.TrimPrefix(p, mod), []string{mod + "watcher", mod + "translator", mod + "pusher", mod + "cmd", harness}})
+		}
+	}
+	for _, c := range cases {
 		out, err := exec.Command("go", "list", "-deps", c.pkgs).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v\n%s", c.pkgs, err, out)
