@@ -104,9 +104,9 @@ func TestComposeStackSurvivesATranslatorPartition(t *testing.T) {
 	admin := &rest.Config{Host: fmt.Sprintf("https://127.0.0.1:%d", ports[2]), TLSClientConfig: rest.TLSClientConfig{
 		CAFile: filepath.Join(certs, "ca.crt"), CertFile: filepath.Join(certs, "admin.crt"), KeyFile: filepath.Join(certs, "admin.key")}}
 	cs := kubernetes.NewForConfigOrDie(admin)
-	waitFor(t, time.Minute, "the apiserver container", func() bool {
+	testenv.EventuallyEvery(t, 200*time.Millisecond, time.Minute, "the apiserver container", func() (bool, error) {
 		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(context.Background())
-		return err == nil
+		return err == nil, err
 	})
 	kc := filepath.Join(dir, "admin.kubeconfig")
 	if err := kubeconfig.Write(mustLoad(t, admin), kc); err != nil {
@@ -159,8 +159,9 @@ func TestComposeStackSurvivesATranslatorPartition(t *testing.T) {
 		return a.Backend
 	}
 	// Unmatched hosts and paths fall to the examples' defaultBackend (alpha).
-	waitFor(t, 2*time.Minute, "the examples served through the Caddy container", func() bool {
-		return get("shop.sluice.local", "/api") == "beta" && get("team1.apps.sluice.local", "/") == "beta"
+	testenv.EventuallyEvery(t, 200*time.Millisecond, 2*time.Minute, "the examples served through the Caddy container", func() (bool, error) {
+		shop, team := get("shop.sluice.local", "/api"), get("team1.apps.sluice.local", "/")
+		return shop == "beta" && team == "beta", fmt.Errorf("shop.sluice.local/api answered %s, team1.apps.sluice.local/ %s", shop, team)
 	})
 
 	translator := c.project + "_translator_1"
@@ -178,8 +179,9 @@ func TestComposeStackSurvivesATranslatorPartition(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // the partition's length, not a synchronisation
 	}
 	docker(t, "network", "connect", network, translator)
-	waitFor(t, 2*time.Minute, "convergence after the partition", func() bool {
-		return get("late.sluice.local", "/") == "beta" && get("shop.sluice.local", "/api") == "alpha"
+	testenv.EventuallyEvery(t, 200*time.Millisecond, 2*time.Minute, "convergence after the partition", func() (bool, error) {
+		late, shop := get("late.sluice.local", "/"), get("shop.sluice.local", "/api")
+		return late == "beta" && shop == "alpha", fmt.Errorf("late.sluice.local/ answered %s, shop.sluice.local/api %s", late, shop)
 	})
 }
 
@@ -197,15 +199,4 @@ func mustLoad(t *testing.T, cfg *rest.Config) *rest.Config {
 		*f.dst = b
 	}
 	return out
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
@@ -74,20 +75,14 @@ func TestComponentsTalkMTLSWithGeneratedCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Stop()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testenv.Eventually(t, time.Minute, "the pipeline over mTLS to apply a config (the pusher ready)", func() (bool, error) {
 		resp, err := http.Get("http://" + st.PusherHTTP + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+		if err != nil {
+			return false, err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the pipeline over mTLS never applied a config:\n%s", st.Logs(20))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Errorf("/readyz answered %s\n%s", resp.Status, st.Logs(20))
+	})
 
 	matrix(t, st, certs)
 }
@@ -224,24 +219,25 @@ func watchKeys(ctx context.Context, conn *grpc.ClientConn) (bool, error) {
 // reportStatus opens a status stream with an empty full report and waits for the watcher's
 // answer.
 func reportStatus(ctx context.Context, conn *grpc.ClientConn) (bool, error) {
-	s, err := watchv1.NewStatusServiceClient(conn).ReportStatus(ctx)
-	if err != nil {
-		return false, err
-	}
-	if err := s.Send(&watchv1.ReportStatusRequest{Source: "matrix", Full: true}); err != nil && !errors.Is(err, io.EOF) {
-		return false, err
-	}
-	_, err = s.Recv()
-	if status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "does not write statuses yet") {
-		// The status writer starts just after the barrier; ask again.
-		select {
-		case <-ctx.Done():
+	var answer error
+	// The status writer starts just after the barrier ("does not write statuses yet"): ask
+	// again until it answers otherwise.
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		answer = nil
+		s, err := watchv1.NewStatusServiceClient(conn).ReportStatus(ctx)
+		if err != nil {
 			return false, err
-		case <-time.After(100 * time.Millisecond):
 		}
-		return reportStatus(ctx, conn)
+		if err := s.Send(&watchv1.ReportStatusRequest{Source: "matrix", Full: true}); err != nil && !errors.Is(err, io.EOF) {
+			return false, err
+		}
+		_, answer = s.Recv()
+		return status.Code(answer) != codes.Unavailable || !strings.Contains(answer.Error(), "does not write statuses yet"), nil
+	})
+	if err != nil && answer == nil {
+		return false, err // the call failed before any answer
 	}
-	return false, err
+	return false, answer // the answer, or the last "not yet" when ctx ended
 }
 
 // streamConfigKeys reads a config stream to its complete config and says whether any
