@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -176,8 +177,9 @@ func runWatcher(t *testing.T, c *testenv.Cluster, sa string, clusterRules, lease
 const probeAddress = "192.0.2.44"
 
 // report creates an Ingress and reports, as a translator would, an address and a finding
-// for it; it returns once a replica that leads has accepted the report, or when d passed.
-func (r *rbacRun) report(t *testing.T, d time.Duration) (accepted bool) {
+// for it; it returns once a replica that leads has accepted the report, or when d passed or
+// hopeless (when not nil) says no replica can lead.
+func (r *rbacRun) report(t *testing.T, d time.Duration, hopeless func() bool) (accepted bool) {
 	t.Helper()
 	ctx := context.Background()
 	ing, err := r.c.Client.NetworkingV1().Ingresses(r.ns).Create(ctx, &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
@@ -199,7 +201,11 @@ func (r *rbacRun) report(t *testing.T, d time.Duration) (accepted bool) {
 		Findings:     []*watchv1.StatusFinding{{Reason: "ServiceNotFound", Field: "spec.defaultBackend", Message: "Service " + r.ns + "/missing not found", Warning: true}},
 	}}, GatewayStatuses: r.gatewayStatuses(t)}
 	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	// A replica that does not lead refuses: it campaigns; ask again.
+	err = testenv.Poll(200*time.Millisecond, d, func() (bool, error) {
+		if hopeless != nil && hopeless() {
+			return false, testenv.Permanent(errors.New("no replica can lead"))
+		}
 		sctx, cancel := context.WithDeadline(ctx, deadline)
 		s, err := watchv1.NewStatusServiceClient(conn).ReportStatus(sctx)
 		if err == nil {
@@ -207,15 +213,15 @@ func (r *rbacRun) report(t *testing.T, d time.Duration) (accepted bool) {
 				_, err = s.Recv() // the leader answers first; a replica that cannot write refuses
 			}
 		}
-		if err == nil {
-			// Keep the stream open until the outcome is seen (see above).
-			t.Cleanup(cancel)
-			return true
+		if err != nil {
+			cancel()
+			return false, err
 		}
-		cancel()
-		time.Sleep(200 * time.Millisecond) // the replica campaigns; ask again
-	}
-	return false
+		// Keep the stream open until the outcome is seen (see above).
+		t.Cleanup(cancel)
+		return true, nil
+	})
+	return err == nil
 }
 
 // The Gateway API objects the status probe reports on, and what it reports.
@@ -295,14 +301,15 @@ func (r *rbacRun) gatewayStatuses(t *testing.T) []*watchv1.GatewayAPIStatus {
 	return out
 }
 
-// waitGatewayStatus waits until every one of the probe's Gateway API objects shows what was
-// reported, or d passed; it returns, by status resource ("gateways/status"), which do.
-func (r *rbacRun) waitGatewayStatus(t *testing.T, d time.Duration) map[string]bool {
+// waitGatewayStatus waits until the probe's Gateway API objects show what was reported as
+// enough needs, or d passed; it returns, by status resource ("gateways/status"), which do.
+func (r *rbacRun) waitGatewayStatus(t *testing.T, d time.Duration, enough func(written map[string]bool) bool) map[string]bool {
 	t.Helper()
 	ctx, dyn := context.Background(), r.c.Dynamic()
-	deadline := time.Now().Add(d)
-	for {
-		written := map[string]bool{}
+	var written map[string]bool
+	var failed error
+	_ = testenv.Poll(100*time.Millisecond, d, func() (bool, error) {
+		written = map[string]bool{}
 		for kind, gvr := range gatewayGVR {
 			name, res := "probe", dynamic.ResourceInterface(dyn.Resource(gvr).Namespace(r.ns))
 			if kind == "GatewayClass" {
@@ -310,7 +317,8 @@ func (r *rbacRun) waitGatewayStatus(t *testing.T, d time.Duration) map[string]bo
 			}
 			u, err := res.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
-				t.Fatal(err)
+				failed = err
+				return false, testenv.Permanent(err)
 			}
 			var ok bool
 			switch kind {
@@ -326,36 +334,48 @@ func (r *rbacRun) waitGatewayStatus(t *testing.T, d time.Duration) map[string]bo
 			}
 			written[gvr.Resource+"/status"] = ok
 		}
-		if len(written) == 3 && written["gatewayclasses/status"] && written["gateways/status"] && written["httproutes/status"] || time.Now().After(deadline) {
-			return written
-		}
-		time.Sleep(100 * time.Millisecond)
+		return enough(written), nil
+	})
+	if failed != nil {
+		t.Fatal(failed)
 	}
+	return written
 }
 
-// waitStatus waits until the probe Ingress has the reported address and a Warning Event.
-func (r *rbacRun) waitStatus(t *testing.T, d time.Duration) (addressed, announced bool) {
+// allWritten says whether every Gateway API status is written.
+func allWritten(written map[string]bool) bool {
+	return len(written) == 3 && !slices.Contains(slices.Collect(maps.Values(written)), false)
+}
+
+// waitStatus waits until the probe Ingress's address (addressed) and Warning Event
+// (announced) are as enough needs, or d passed.
+func (r *rbacRun) waitStatus(t *testing.T, d time.Duration, enough func(addressed, announced bool) bool) (addressed, announced bool) {
 	t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(d)
-	for {
+	var failed error
+	_ = testenv.Poll(100*time.Millisecond, d, func() (bool, error) {
 		ing, err := r.c.Client.NetworkingV1().Ingresses(r.ns).Get(ctx, "probe", metav1.GetOptions{})
 		if err != nil {
-			t.Fatal(err)
+			failed = err
+			return false, testenv.Permanent(err)
 		}
 		lb := ing.Status.LoadBalancer.Ingress
 		addressed = len(lb) == 1 && lb[0].IP == probeAddress
 		evs, err := r.c.Client.CoreV1().Events(r.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=probe,reason=ServiceNotFound"})
 		if err != nil {
-			t.Fatal(err)
+			failed = err
+			return false, testenv.Permanent(err)
 		}
 		announced = len(evs.Items) == 1 && evs.Items[0].Type == corev1.EventTypeWarning
-		if addressed && announced || time.Now().After(deadline) {
-			return addressed, announced
-		}
-		time.Sleep(100 * time.Millisecond)
+		return enough(addressed, announced), nil
+	})
+	if failed != nil {
+		t.Fatal(failed)
 	}
+	return addressed, announced
 }
+
+func both(addressed, announced bool) bool { return addressed && announced }
 
 // The watcher, with the token of a ServiceAccount bound only by deploy/'s ClusterRole and
 // lease Role, reaches the marker, takes the Lease and writes what a translator reports: the
@@ -379,13 +399,13 @@ func TestWatcherClusterRoleIsExactlyEnough(t *testing.T) {
 		if !r.synced {
 			t.Fatalf("no marker with deploy/'s ClusterRole:\n%s", r.w.Logs())
 		}
-		if !r.report(t, time.Minute) {
+		if !r.report(t, time.Minute, nil) {
 			t.Fatalf("the watcher never led and accepted the report:\n%s", r.w.LogTail(40))
 		}
-		if addressed, announced := r.waitStatus(t, time.Minute); !addressed || !announced {
+		if addressed, announced := r.waitStatus(t, time.Minute, both); !addressed || !announced {
 			t.Fatalf("address written %v, Event recorded %v:\n%s", addressed, announced, r.w.LogTail(40))
 		}
-		if written := r.waitGatewayStatus(t, time.Minute); len(written) != 3 || slices.Contains(slices.Collect(maps.Values(written)), false) {
+		if written := r.waitGatewayStatus(t, time.Minute, allWritten); !allWritten(written) {
 			t.Fatalf("Gateway API statuses written: %v:\n%s", written, r.w.LogTail(40))
 		}
 		l, err := c.Client.CoordinationV1().Leases(r.ns).Get(context.Background(), "sluice-watcher", metav1.GetOptions{})
@@ -436,18 +456,39 @@ func TestWatcherClusterRoleIsExactlyEnough(t *testing.T) {
 			if !r.synced {
 				t.Fatalf("no marker although only a write rule (%v %v) was removed:\n%s", cs.rule.Verbs, cs.rule.Resources, r.w.Logs())
 			}
-			accepted := r.report(t, 15*time.Second)
-			var addressed, announced bool
-			if accepted {
-				addressed, announced = r.waitStatus(t, 15*time.Second)
-			}
 			// The apiserver's refusal names the verb and the resource ("cannot patch resource
 			// \"ingresses/status\"", "cannot create resource \"leases\"").
-			named, logs := false, r.w.Logs()
-			for _, v := range cs.rule.Verbs {
-				plain := fmt.Sprintf(`cannot %s resource "%s"`, v, resource)
-				named = named || strings.Contains(logs, plain) || strings.Contains(logs, strings.ReplaceAll(plain, `"`, `\"`))
+			refused := func() bool {
+				logs := r.w.Logs()
+				for _, v := range cs.rule.Verbs {
+					plain := fmt.Sprintf(`cannot %s resource "%s"`, v, resource)
+					if strings.Contains(logs, plain) || strings.Contains(logs, strings.ReplaceAll(plain, `"`, `\"`)) {
+						return true
+					}
+				}
+				return false
 			}
+			// Each wait below ends as soon as the outcome is settled: what the missing rule
+			// stops came anyway (the test fails), or the rest came and the refusal was logged
+			// (what it stops can no longer come).
+			var hopeless func() bool
+			if resource == "leases" {
+				hopeless = refused // nobody can lead
+			}
+			accepted := r.report(t, 15*time.Second, hopeless)
+			var addressed, announced bool
+			if accepted {
+				addressed, announced = r.waitStatus(t, 15*time.Second, func(addressed, announced bool) bool {
+					switch resource {
+					case "ingresses/status":
+						return addressed || announced && refused()
+					case "events":
+						return announced || addressed && refused()
+					}
+					return addressed && announced
+				})
+			}
+			named := refused()
 			switch resource {
 			case "ingresses/status":
 				if !announced || addressed || !named {
@@ -465,8 +506,16 @@ func TestWatcherClusterRoleIsExactlyEnough(t *testing.T) {
 				// The other two are written (so the refused one had its turn), this one not.
 				var written map[string]bool
 				if accepted {
-					written = r.waitGatewayStatus(t, 15*time.Second)
-					logs = r.w.Logs() // the refusal may come after the Ingress's write
+					written = r.waitGatewayStatus(t, 15*time.Second, func(written map[string]bool) bool {
+						others := 0
+						for res, ok := range written {
+							if res != resource && ok {
+								others++
+							}
+						}
+						return written[resource] || others == 2 && refused()
+					})
+					logs := r.w.Logs() // the refusal may come after the Ingress's write
 					named = strings.Contains(logs, fmt.Sprintf(`cannot patch resource "%s"`, resource)) ||
 						strings.Contains(logs, fmt.Sprintf(`cannot patch resource \"%s\"`, resource))
 				}
