@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,8 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
-	"google.golang.org/protobuf/encoding/protojson"
+	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-io/sluice/internal/contract"
@@ -22,36 +19,59 @@ import (
 	"github.com/sluice-io/sluice/translator/translate"
 )
 
-// runConfig prints the translator's current config and what each pusher has applied.
-func runConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := pflag.NewFlagSet("config", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+func newConfigCmd(out *outputFlag) *cobra.Command {
 	var cf clientFlags
-	cf.register(fs, "127.0.0.1:18010")
-	output := fs.String("output", "text", "text (summary) or json (the whole status, resources included; with --watch, one message per line)")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the answer (without --watch)")
-	watch := fs.Bool("watch", false, "follow the config stream: print every version, its size on the wire and what changed, until interrupted")
-	count := fs.Int("count", 0, "with --watch: stop after this many versions (0: never)")
-	if err := fs.Parse(args); err != nil {
-		return err
+	var timeout time.Duration
+	var watch bool
+	var count int
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "print the translator's current config and the pushers' ACK state",
+		Long: `config prints the translator's current config (epoch, version, hash, the view of the
+cluster it was built from), its hosts, routes and findings, and what each pusher applied or
+rejected. -o json and -o yaml give the whole status, resources included (private keys are
+never sent to the operator).
+
+With --watch it follows the config stream as a pusher does, checking every state hash,
+without applying anything: one line per version with its size on the wire and what changed
+(-o json: one message per line; -o yaml: one document per message).
+` + connectionHelp,
+		Example: `  sluicectl config --addr 127.0.0.1:18010
+  sluicectl config -o yaml
+  sluicectl config --watch --count 3 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			conn, err := grpcx.Dial(cf.addr, grpcx.ClientConfig{TLS: cf.tls})
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			stdout := cmd.OutOrStdout()
+			if watch {
+				return watchConfig(cmd.Context(), configv1.NewConfigServiceClient(conn), cf.addr, out.format(), count, stdout)
+			}
+			ctx, cancel := timeoutContext(cmd, timeout)
+			defer cancel()
+			st, err := configv1.NewConfigServiceClient(conn).GetStatus(ctx, &configv1.GetStatusRequest{IncludeResources: true})
+			if err != nil {
+				return fmt.Errorf("%s: %w", cf.addr, err)
+			}
+			if f := out.format(); f != formatTable {
+				return writeProto(stdout, f, st)
+			}
+			printStatus(stdout, st)
+			return nil
+		},
 	}
-	conn, err := grpcx.Dial(cf.addr, grpcx.ClientConfig{TLS: cf.tls})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if *watch {
-		return watchConfig(ctx, configv1.NewConfigServiceClient(conn), cf.addr, *output == "json", *count, stdout)
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	st, err := configv1.NewConfigServiceClient(conn).GetStatus(ctx, &configv1.GetStatusRequest{IncludeResources: true})
-	if err != nil {
-		return fmt.Errorf("%s: %w", cf.addr, err)
-	}
-	if *output == "json" {
-		return writeJSON(stdout, st)
-	}
+	cf.register(cmd.Flags(), "127.0.0.1:18010")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for the answer (without --watch)")
+	cmd.Flags().BoolVar(&watch, "watch", false, "follow the config stream: print every version, its size on the wire and what changed, until interrupted")
+	cmd.Flags().IntVar(&count, "count", 0, "with --watch: stop after this many versions (0: never)")
+	return cmd
+}
+
+// printStatus is config's table.
+func printStatus(stdout io.Writer, st *configv1.GetStatusResponse) {
 	cur := st.GetCurrent()
 	fmt.Fprintf(stdout, "synced: %v\n", st.GetSynced())
 	if cur != nil {
@@ -69,56 +89,67 @@ func runConfig(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		fmt.Fprintln(stdout)
 	}
-	return nil
 }
 
-// runTranslate translates manifests offline and prints the config and the findings.
-func runTranslate(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := pflag.NewFlagSet("translate", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	files := fs.StringSliceP("filename", "f", nil, "manifest files or directories (*.yaml, *.yml, *.json)")
-	class := fs.String("ingress-class", "sluice", "the IngressClass name served")
-	controller := fs.String("controller-name", "sluice.io/ingress-controller", "the IngressClass controller served")
-	withoutClass := fs.Bool("watch-ingress-without-class", false, "also serve Ingresses without a class")
-	output := fs.String("output", "text", "text (summary and findings) or json (the whole config)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if len(*files) == 0 {
-		return fmt.Errorf("no manifests: give -f FILE or -f DIR")
-	}
-	var in translate.Input
-	for _, f := range *files {
-		paths, err := manifestPaths(f)
-		if err != nil {
-			return err
-		}
-		for _, p := range paths {
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
+func newTranslateCmd(out *outputFlag) *cobra.Command {
+	var files []string
+	var class, controller string
+	var withoutClass bool
+	cmd := &cobra.Command{
+		Use:   "translate -f FILE|DIR...",
+		Short: "translate manifests offline and print the config and findings",
+		Long: `translate runs the translator on manifests (Ingresses, IngressClasses, Services,
+EndpointSlices, Secrets; *.yaml, *.yml, *.json) without a cluster and prints the hosts,
+routes and findings it would serve (-o json or yaml: the whole config). Other kinds are
+skipped with a line on stderr.`,
+		Example: `  sluicectl translate -f examples/
+  sluicectl translate -f cluster.yaml --ingress-class nginx --controller-name k8s.io/ingress-nginx
+  sluicectl translate -f ingress.yaml -o yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(files) == 0 {
+				return usagef("no manifests: give -f FILE or -f DIR")
 			}
-			got, skipped, err := translate.LoadManifests(p, data)
-			if err != nil {
-				return err
+			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			var in translate.Input
+			for _, f := range files {
+				paths, err := manifestPaths(f)
+				if err != nil {
+					return err
+				}
+				for _, p := range paths {
+					data, err := os.ReadFile(p)
+					if err != nil {
+						return err
+					}
+					got, skipped, err := translate.LoadManifests(p, data)
+					if err != nil {
+						return err
+					}
+					for _, s := range skipped {
+						fmt.Fprintf(stderr, "skipped: %s\n", s)
+					}
+					in.Ingresses = append(in.Ingresses, got.Ingresses...)
+					in.IngressClasses = append(in.IngressClasses, got.IngressClasses...)
+					in.Services = append(in.Services, got.Services...)
+					in.EndpointSlices = append(in.EndpointSlices, got.EndpointSlices...)
+					in.Secrets = append(in.Secrets, got.Secrets...)
+				}
 			}
-			for _, s := range skipped {
-				fmt.Fprintf(stderr, "skipped: %s\n", s)
+			res := translate.Translate(in, translate.Options{IngressClass: class, ControllerName: controller, WatchIngressWithoutClass: withoutClass, Now: time.Now()})
+			if f := out.format(); f != formatTable {
+				return writeProto(stdout, f, res)
 			}
-			in.Ingresses = append(in.Ingresses, got.Ingresses...)
-			in.IngressClasses = append(in.IngressClasses, got.IngressClasses...)
-			in.Services = append(in.Services, got.Services...)
-			in.EndpointSlices = append(in.EndpointSlices, got.EndpointSlices...)
-			in.Secrets = append(in.Secrets, got.Secrets...)
-		}
+			fmt.Fprintf(stdout, "hash %.12s\n", translate.Hash(res))
+			printResources(stdout, res)
+			return nil
+		},
 	}
-	res := translate.Translate(in, translate.Options{IngressClass: *class, ControllerName: *controller, WatchIngressWithoutClass: *withoutClass, Now: time.Now()})
-	if *output == "json" {
-		return writeJSON(stdout, res)
-	}
-	fmt.Fprintf(stdout, "hash %.12s\n", translate.Hash(res))
-	printResources(stdout, res)
-	return nil
+	cmd.Flags().StringSliceVarP(&files, "filename", "f", nil, "manifest files or directories (*.yaml, *.yml, *.json)")
+	cmd.Flags().StringVar(&class, "ingress-class", "sluice", "the IngressClass name served")
+	cmd.Flags().StringVar(&controller, "controller-name", "sluice.io/ingress-controller", "the IngressClass controller served")
+	cmd.Flags().BoolVar(&withoutClass, "watch-ingress-without-class", false, "also serve Ingresses without a class")
+	return cmd
 }
 
 func manifestPaths(f string) ([]string, error) {
@@ -254,23 +285,9 @@ func routeAction(rt *configv1.Route) string {
 	return out
 }
 
-func writeJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.Marshal(m)
-	if err != nil {
-		return err
-	}
-	var out bytes.Buffer
-	if err := json.Indent(&out, b, "", "  "); err != nil {
-		return err
-	}
-	out.WriteByte('\n')
-	_, err = w.Write(out.Bytes())
-	return err
-}
-
 // watchConfig follows the config stream as a pusher does (the chain checked against every
 // state hash) without applying anything, and prints each version and what it changed.
-func watchConfig(ctx context.Context, c configv1.ConfigServiceClient, addr string, asJSON bool, count int, stdout io.Writer) error {
+func watchConfig(ctx context.Context, c configv1.ConfigServiceClient, addr string, f format, count int, stdout io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.StreamConfig(ctx)
@@ -292,8 +309,8 @@ func watchConfig(ctx context.Context, c configv1.ConfigServiceClient, addr strin
 			}
 			return fmt.Errorf("%s: %w", addr, err)
 		}
-		if asJSON {
-			if err := writeJSONLine(stdout, m); err != nil {
+		if f != formatTable {
+			if err := writeStreamProto(stdout, f, m); err != nil {
 				return err
 			}
 		}
@@ -304,7 +321,7 @@ func watchConfig(ctx context.Context, c configv1.ConfigServiceClient, addr strin
 		if v != nil {
 			versions++
 		}
-		if asJSON {
+		if f != formatTable {
 			continue
 		}
 		size := proto.Size(m)
@@ -361,13 +378,4 @@ func describeDelta(d *configv1.ConfigDelta) string {
 	part("certificates", ce, d.GetRemovedCertificates())
 	part("findings", fi, rfi)
 	return strings.TrimSuffix(b.String(), ";")
-}
-
-func writeJSONLine(w io.Writer, m proto.Message) error {
-	b, err := protojson.Marshal(m)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
 }

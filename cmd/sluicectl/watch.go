@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -19,69 +19,80 @@ import (
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
 
-// runWatch consumes a Watch stream, checks every message through a Mirror (framing, epoch,
-// revision continuity, the marker's inventory) and prints the events.
-func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := pflag.NewFlagSet("watch", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+func newWatchCmd(out *outputFlag) *cobra.Command {
 	var cf clientFlags
-	cf.register(fs, "127.0.0.1:18000")
-	output := fs.String("output", "text", "text or json (one JSON object per line)")
-	kindList := fs.StringSlice("kinds", nil, "only these kinds, as group/version/Kind (v1/Service for the core group)")
-	untilSynced := fs.Bool("until-synced", false, "exit 0 once the marker arrived and its inventory verified")
-	quiet := fs.Bool("quiet", false, "print only the marker and errors, not every object")
-	connectTimeout := fs.Duration("connect-timeout", 30*time.Second, "how long to keep trying while the watcher is not serving yet (UNAVAILABLE)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *output != "text" && *output != "json" {
-		return fmt.Errorf("--output %q: want text or json", *output)
-	}
-	req := &watchv1.WatchRequest{ClientName: "sluicectl"}
-	for _, k := range *kindList {
-		parts := strings.Split(k, "/")
-		switch len(parts) {
-		case 2:
-			req.Kinds = append(req.Kinds, &watchv1.GroupVersionKind{Version: parts[0], Kind: parts[1]})
-		case 3:
-			req.Kinds = append(req.Kinds, &watchv1.GroupVersionKind{Group: parts[0], Version: parts[1], Kind: parts[2]})
-		default:
-			return fmt.Errorf("--kinds %q: want group/version/Kind", k)
-		}
-	}
-	conn, err := grpcx.Dial(cf.addr, grpcx.ClientConfig{TLS: cf.tls})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	stream, first, err := openWatch(ctx, watchv1.NewWatchServiceClient(conn), req, *connectTimeout)
-	if err != nil {
-		return err
-	}
-	m := watchstream.NewMirror()
-	m.StartStream()
-	p := &printer{w: stdout, json: *output == "json", quiet: *quiet}
-	for {
-		ev, err := first, error(nil)
-		if ev == nil {
-			ev, err = stream.Recv()
-		}
-		first = nil
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return errors.New("stream ended by the watcher")
+	var kindList []string
+	var untilSynced, quiet bool
+	var connectTimeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "watch",
+		Short: "follow a watcher's stream, verifying revisions and the marker's inventory",
+		Long: `watch consumes a watcher's Watch stream and checks every message as the translator does
+(framing, epoch, revision continuity, the marker's inventory), printing one line per event
+(-o json: one JSON object per line; -o yaml: one document per event). It runs until
+interrupted, the stream breaks (exit 1) or, with --until-synced, the marker is verified
+(exit 0).
+` + connectionHelp,
+		Example: `  sluicectl watch --addr 127.0.0.1:18000 --until-synced --quiet
+  sluicectl watch --kinds networking.k8s.io/v1/Ingress,v1/Service -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req := &watchv1.WatchRequest{ClientName: "sluicectl"}
+			for _, k := range kindList {
+				parts := strings.Split(k, "/")
+				switch len(parts) {
+				case 2:
+					req.Kinds = append(req.Kinds, &watchv1.GroupVersionKind{Version: parts[0], Kind: parts[1]})
+				case 3:
+					req.Kinds = append(req.Kinds, &watchv1.GroupVersionKind{Group: parts[0], Version: parts[1], Kind: parts[2]})
+				default:
+					return usagef("--kinds %q: want group/version/Kind", k)
+				}
 			}
-			return err
-		}
-		change, err := m.Apply(ev)
-		if err != nil {
-			return fmt.Errorf("stream check failed at revision %d: %w", ev.GetRevision(), err)
-		}
-		p.print(ev, m)
-		if change == watchstream.ChangeSynced && *untilSynced {
-			return nil
-		}
+			conn, err := grpcx.Dial(cf.addr, grpcx.ClientConfig{TLS: cf.tls})
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			ctx := cmd.Context()
+			stream, first, err := openWatch(ctx, watchv1.NewWatchServiceClient(conn), req, connectTimeout)
+			if err != nil {
+				return fmt.Errorf("%s: %w", cf.addr, err)
+			}
+			m := watchstream.NewMirror()
+			m.StartStream()
+			p := &printer{w: cmd.OutOrStdout(), format: out.format(), quiet: quiet}
+			for {
+				ev, err := first, error(nil)
+				if ev == nil {
+					ev, err = stream.Recv()
+				}
+				first = nil
+				if err != nil {
+					if errors.Is(err, io.EOF) {
+						return errors.New("stream ended by the watcher")
+					}
+					return err
+				}
+				change, err := m.Apply(ev)
+				if err != nil {
+					return fmt.Errorf("stream check failed at revision %d: %w", ev.GetRevision(), err)
+				}
+				if err := p.print(ev, m); err != nil {
+					return err
+				}
+				if change == watchstream.ChangeSynced && untilSynced {
+					return nil
+				}
+			}
+		},
 	}
+	cf.register(cmd.Flags(), "127.0.0.1:18000")
+	cmd.Flags().StringSliceVar(&kindList, "kinds", nil, "only these kinds, as group/version/Kind (v1/Service for the core group)")
+	cmd.Flags().BoolVar(&untilSynced, "until-synced", false, "exit 0 once the marker arrived and its inventory verified")
+	cmd.Flags().BoolVar(&quiet, "quiet", false, "print only the marker and errors, not every object")
+	cmd.Flags().DurationVar(&connectTimeout, "connect-timeout", 30*time.Second, "how long to keep trying while the watcher is not serving yet (UNAVAILABLE)")
+	return cmd
 }
 
 // openWatch opens a stream and reads its first message, trying again while the watcher is
@@ -108,9 +119,9 @@ func openWatch(ctx context.Context, c watchv1.WatchServiceClient, req *watchv1.W
 }
 
 type printer struct {
-	w     io.Writer
-	json  bool
-	quiet bool
+	w      io.Writer
+	format format
+	quiet  bool
 }
 
 type jsonEvent struct {
@@ -125,7 +136,7 @@ type jsonEvent struct {
 	Inventory map[string]any `json:"inventory,omitempty"`
 }
 
-func (p *printer) print(ev *watchv1.WatchResponse, m *watchstream.Mirror) {
+func (p *printer) print(ev *watchv1.WatchResponse, m *watchstream.Mirror) error {
 	je := jsonEvent{Epoch: ev.GetEpoch(), Revision: ev.GetRevision()}
 	var obj *watchv1.Object
 	switch e := ev.GetEvent().(type) {
@@ -154,12 +165,14 @@ func (p *printer) print(ev *watchv1.WatchResponse, m *watchstream.Mirror) {
 		je.Kind, je.Namespace, je.Name, je.RV = watchstream.KindKey(obj.GetKind()), obj.GetNamespace(), obj.GetName(), obj.GetResourceVersion()
 	}
 	if p.quiet && je.Type != "initial-sync-complete" {
-		return
+		return nil
 	}
-	if p.json {
-		b, _ := json.Marshal(je)
-		fmt.Fprintln(p.w, string(b))
-		return
+	if p.format != formatTable {
+		b, err := json.Marshal(je)
+		if err != nil {
+			return err
+		}
+		return writeStreamItem(p.w, p.format, b)
 	}
 	switch {
 	case obj != nil:
@@ -179,4 +192,5 @@ func (p *printer) print(ev *watchv1.WatchResponse, m *watchstream.Mirror) {
 	default:
 		fmt.Fprintf(p.w, "%d %s\n", je.Revision, je.Type)
 	}
+	return nil
 }
