@@ -510,11 +510,11 @@ func TestRejectedConfigRestartAndShutdown(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the pusher did not close its config stream after SIGTERM")
 	}
+	if e.pusher.Exited() {
+		t.Fatal("the pusher exited while a health Watch held its gRPC server: the stream's end was not seen while it was stopping")
+	}
 	if h := e.caddyHash(t); h != e.fp(t, good) {
 		t.Fatalf("caddy changed after the pusher's SIGTERM, while it was stopping: %s", h)
-	}
-	if e.pusher.Exited() {
-		t.Fatal("the pusher exited while a health Watch held its gRPC server: the checks above did not run while it was stopping")
 	}
 	health.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
