@@ -856,8 +856,13 @@ func (t *Translator) resolveHost(h string) {
 			if host == "" {
 				host = "(any host)"
 			}
-			lose(ingressKey(nsName{ing.Namespace, ing.Name}), finding(ing, c.field, sevError, "ConflictLost", fmt.Sprintf("conflict: host %s, %s path %q is already served by Ingress %s/%s, which is older; this path is not served",
-				host, pathTypeName(c.key.typ), c.key.path, cur.lo.ing.Namespace, cur.lo.ing.Name)))
+			why := "which is older"
+			if c.defaultBackend && !cur.defaultBackend {
+				// Rules come before default backends whatever their age.
+				why = "whose rule takes precedence over a default backend"
+			}
+			lose(ingressKey(nsName{ing.Namespace, ing.Name}), finding(ing, c.field, sevError, "ConflictLost", fmt.Sprintf("conflict: host %s, %s path %q is already served by Ingress %s/%s, %s; this path is not served",
+				host, pathTypeName(c.key.typ), c.key.path, cur.lo.ing.Namespace, cur.lo.ing.Name, why)))
 		}
 	}
 
