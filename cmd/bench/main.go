@@ -73,13 +73,16 @@ type Result struct {
 	ModuleApplyMs  float64            `json:"module_apply_complete_ms"`
 	ColdRatio      float64            `json:"cold_start_ratio"`
 
-	HoldoffMs     float64 `json:"holdoff_ms"`
-	IdleP50Ms     float64 `json:"change_idle_p50_ms"`
-	IdleP99Ms     float64 `json:"change_idle_p99_ms"`
-	ChurnP50Ms    float64 `json:"change_churn_p50_ms"`
-	ChurnP99Ms    float64 `json:"change_churn_p99_ms"`
-	ChurnRate     float64 `json:"churn_updates_per_s"`
-	ChangeCaddyMs float64 `json:"change_limit_caddy_load_ms"`
+	HoldoffMs  float64 `json:"holdoff_ms"`
+	IdleP50Ms  float64 `json:"change_idle_p50_ms"`
+	IdleP99Ms  float64 `json:"change_idle_p99_ms"`
+	ChurnP50Ms float64 `json:"change_churn_p50_ms"`
+	ChurnP99Ms float64 `json:"change_churn_p99_ms"`
+	// Every change-to-served sample, in the order measured, for the CDF chart.
+	IdleSamplesMs  []float64 `json:"change_idle_samples_ms"`
+	ChurnSamplesMs []float64 `json:"change_churn_samples_ms"`
+	ChurnRate      float64   `json:"churn_updates_per_s"`
+	ChangeCaddyMs  float64   `json:"change_limit_caddy_load_ms"`
 	// Change to config received on the config stream (a pusher's receipt), and the mean
 	// translation time of one published build during the idle measure.
 	IdleConfigP50Ms      float64 `json:"change_config_idle_p50_ms"`
@@ -114,6 +117,9 @@ func run(sizeList string, runs, changes int, mdPath, jsPath, profDir string) err
 	ctx := context.Background()
 	e := &env{}
 	var err error
+	stopProgress := prog.run(3 * time.Second)
+	defer stopProgress()
+	prog.step("starting etcd and kube-apiserver, backends, building binaries", 0)
 	fmt.Println("bench: starting etcd and kube-apiserver, backends, building binaries")
 	if e.c, err = testenv.StartCluster(ctx); err != nil {
 		return err
@@ -159,6 +165,10 @@ func run(sizeList string, runs, changes int, mdPath, jsPath, profDir string) err
 	if err := os.WriteFile(jsPath, append(js, '\n'), 0o644); err != nil {
 		return err
 	}
+	prog.step("writing the charts", 0)
+	if err := writeCharts(filepath.Join(filepath.Dir(mdPath), chartsDir), results); err != nil {
+		return err
+	}
 	return os.WriteFile(mdPath, []byte(report(results, base, runs, changes)), 0o644)
 }
 
@@ -189,6 +199,7 @@ func (e *env) populate(ctx context.Context, ns string, size int) error {
 		return err
 	}
 	start := time.Now()
+	prog.step(fmt.Sprintf("%d Ingresses: creating the objects", size), size)
 	work := make(chan int)
 	errc := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -203,6 +214,7 @@ func (e *env) populate(ctx context.Context, ns string, size int) error {
 					default:
 					}
 				}
+				prog.add(1)
 			}
 		}()
 	}
@@ -343,6 +355,7 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	var st *stack.Stack
 	last := host(ns, size-1)
 	for i := 0; i < runs; i++ {
+		prog.step(fmt.Sprintf("%d Ingresses: cold start %d of %d (informer list, then Sluice to first request served)", size, i+1, runs), 0)
 		// The limit first: a bare client-go informer listing the same kinds.
 		start := time.Now()
 		f := informers.NewSharedInformerFactoryWithOptions(e.cs, 0, informers.WithNamespace(ns))
@@ -402,6 +415,7 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	// stock Caddy's POST /load of the rendered config, and the pusher's first apply to a Caddy
 	// with the module (its small constant config, then the complete state).
 	var loads, puts []float64
+	prog.step(fmt.Sprintf("%d Ingresses: Caddy loads of the final config (stock and module)", size), 2*runs)
 	for i := 0; i < runs; i++ {
 		for _, module := range []bool{false, true} {
 			start := testenv.StartStockCaddy
@@ -432,6 +446,7 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 			if err != nil {
 				return r, err
 			}
+			prog.add(1)
 		}
 	}
 	r.ModuleApplyMs = median(puts)
@@ -466,6 +481,7 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	}
 	r.ObjectBytes = objBytes
 	r.IdleP50Ms, r.IdleP99Ms = percentile(idle, 0.5), percentile(idle, 0.99)
+	r.IdleSamplesMs = idle
 	r.IdleConfigP50Ms, r.IdleConfigP99Ms = percentile(idleConfig, 0.5), percentile(idleConfig, 0.99)
 
 	churnCtx, stopChurn := context.WithCancel(ctx)
@@ -498,6 +514,7 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	}
 	r.ChurnRate = float64(n) / time.Since(churnStart).Seconds()
 	r.ChurnP50Ms, r.ChurnP99Ms = percentile(churn, 0.5), percentile(churn, 0.99)
+	r.ChurnSamplesMs = churn
 	r.ChurnConfigP50Ms, r.ChurnConfigP99Ms = percentile(churnConfig, 0.5), percentile(churnConfig, 0.99)
 	if err := <-profDone; err == nil {
 		out, _ := exec.Command("go", "tool", "pprof", "-top", "-nodecount=12", profile).Output()
@@ -506,6 +523,7 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	r.ChangeCaddyMs = median(loads)
 	// Where the bytes go: the in-use heap of each process after the change measures.
 	r.Heap = map[string]string{}
+	prog.step(fmt.Sprintf("%d Ingresses: heap profiles and memory", size), 0)
 	for name, addr := range pprofAddr {
 		path := filepath.Join(profDir, fmt.Sprintf("%s-heap-%d.pprof", name, size))
 		if err := fetch("http://"+addr+"/debug/pprof/heap", path); err == nil {
@@ -640,6 +658,7 @@ const changePause = 100 * time.Millisecond
 func (e *env) changes(ctx context.Context, st *stack.Stack, f *follower, ns, tag string, n int) (config, served []float64, objBytes float64, _ error) {
 	var size float64
 	enc := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	prog.step(fmt.Sprintf("%s: change to served, %s", ns, tag), n)
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("%s%d", tag, i)
 		h := fmt.Sprintf("%s.%s.bench.example.com", name, ns)
@@ -665,6 +684,7 @@ func (e *env) changes(ctx context.Context, st *stack.Stack, f *follower, ns, tag
 		created.SetGroupVersionKind(networkingv1.SchemeGroupVersion.WithKind("Ingress"))
 		_ = enc.Encode(created, &buf)
 		size += float64(buf.Len())
+		prog.add(1)
 	}
 	return config, served, size / float64(n), nil
 }

@@ -51,6 +51,7 @@ state into the module.
 		fmt.Fprintf(&b, "| %d | %d | %s | %.0f | %.0f | **%s** | %.0f |\n", r.Ingresses, r.Objects, was(r.Ingresses, r.ColdStartMs, func(o Result) float64 { return o.ColdStartMs }, "%.0f"),
 			r.InformerListMs, r.CaddyLoadMs, was(r.Ingresses, r.ColdRatio, func(o Result) float64 { return o.ColdRatio }, "%.2f"), r.ModuleApplyMs)
 	}
+	b.WriteString(image(chartColdStart))
 	b.WriteString("\nWhere the time goes (medians, ms; the rest is process start-up and the first request):\n\n| stage |")
 	var stages []string
 	for k := range rs[0].Stages {
@@ -106,6 +107,7 @@ Caddy `+"`/load`"+` of a config of that size: what every change cost before the 
 			was(n, r.ChurnP50Ms, func(o Result) float64 { return o.ChurnP50Ms }, "%.0f ms"), was(n, r.ChurnP99Ms, func(o Result) float64 { return o.ChurnP99Ms }, "%.0f ms"),
 			r.ChurnRate, r.ChangeCaddyMs)
 	}
+	b.WriteString(image(chartChangeCDF))
 	b.WriteString("\n## Memory\n\nResident set size per process after the change measures (steady) and its peak, MiB.\n\n| Ingresses | watcher | translator | pusher | the three | Caddy |\n|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		fmt.Fprintf(&b, "| %d |", r.Ingresses)
@@ -121,6 +123,7 @@ Caddy `+"`/load`"+` of a config of that size: what every change cost before the 
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(image(chartMemory))
 	last := rs[len(rs)-1]
 	fmt.Fprintf(&b, "\nWhere the bytes go at %d Ingresses: the in-use heap of each process after the change measures\n(`go tool pprof -top -sample_index=inuse_space`; RSS is about twice the live heap with Go's default GOGC).\n", last.Ingresses)
 	for _, p := range []string{"watcher", "translator", "pusher"} {
@@ -133,10 +136,16 @@ Caddy `+"`/load`"+` of a config of that size: what every change cost before the 
 		fmt.Fprintf(&b, "| %d | %.0f B | %.0f B | %s | %.1fx |\n", r.Ingresses, r.ObjectBytes, r.WatchBytesPerChange,
 			was(r.Ingresses, r.ConfigBytesPerChange, func(o Result) float64 { return o.ConfigBytesPerChange }, "%.0f B"), r.ConfigBytesPerChange/r.ObjectBytes)
 	}
+	b.WriteString(image(chartBytes))
 	b.WriteString("\n## Profiles\n\nCPU profile of the translator during the churn measure (the files are in `.bench/`, not in\ngit); the top of the largest size:\n\n```\n")
 	b.WriteString(strings.TrimSpace(last.Profile))
 	b.WriteString("\n```\n")
 	return b.String()
+}
+
+// image embeds a chart written by writeCharts, linked relative to the report.
+func image(c chart) string {
+	return fmt.Sprintf("\n![%s](%s/%s)\n", c.title, chartsDir, c.file)
 }
 
 // heapTop keeps the summary and the table of a pprof -top output, without its header of

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// chart is one SVG the report embeds: its file name in the charts directory (fixed, so
+// that each run replaces the last one's) and its title.
+type chart struct {
+	file, title string
+}
+
+// The charts, in the order of the report's sections.
+var (
+	chartColdStart = chart{"cold-start.svg", "Cold start: stages against the limits"}
+	chartChangeCDF = chart{"change-to-served-cdf.svg", "Change to served: CDF, idle and under churn"}
+	chartMemory    = chart{"memory.svg", "Memory: resident set size per process"}
+	chartBytes     = chart{"bytes-per-change.svg", "Bytes per change"}
+)
+
+// chartsDir is where the charts go, relative to the report: next to it, in a directory
+// named after it (docs/benchmarks/ for docs/benchmarks.md).
+const chartsDir = "benchmarks"
+
+// writeCharts renders the results as SVG files in dir (created if missing).
+func writeCharts(dir string, rs []Result) error {
+	if len(rs) == 0 {
+		return fmt.Errorf("no results to chart")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("charts directory: %w", err)
+	}
+	for _, c := range []struct {
+		chart
+		build func([]Result) (*plot.Plot, error)
+	}{{chartColdStart, coldStartPlot}, {chartChangeCDF, changeCDFPlot}, {chartMemory, memoryPlot}, {chartBytes, bytesPlot}} {
+		p, err := c.build(rs)
+		if err != nil {
+			return fmt.Errorf("chart %s: %w", c.file, err)
+		}
+		p.Title.Text = c.title
+		p.Legend.TextStyle.Font.Size = vg.Points(9)
+		if err := p.Save(18*vg.Centimeter, 11*vg.Centimeter, filepath.Join(dir, c.file)); err != nil {
+			return fmt.Errorf("chart %s: %w", c.file, err)
+		}
+	}
+	return nil
+}
+
+func sizeNames(rs []Result) []string {
+	var names []string
+	for _, r := range rs {
+		names = append(names, fmt.Sprintf("%d Ingresses", r.Ingresses))
+	}
+	return names
+}
+
+// coldStartPlot stacks, per size, Sluice's cold-start stages (and the rest: process start-up
+// and the first request) in one bar, and the two limits (informer list, Caddy load) in the
+// bar beside it.
+func coldStartPlot(rs []Result) (*plot.Plot, error) {
+	p := plot.New()
+	p.Y.Label.Text = "ms"
+	p.NominalX(sizeNames(rs)...)
+	// The legend goes right of the bars, in room made by widening the x axis.
+	p.Legend.Top = true
+	p.X.Min, p.X.Max = -0.6, float64(len(rs)-1)+0.6+0.9*float64(len(rs))
+	w := vg.Points(40)
+	var stages []string
+	for k := range rs[0].Stages {
+		stages = append(stages, k)
+	}
+	sort.Strings(stages)
+	type segment struct {
+		name  string
+		value func(Result) float64
+	}
+	var sluice []segment
+	for _, s := range stages {
+		sluice = append(sluice, segment{"Sluice: " + s[2:], func(r Result) float64 { return math.Max(0, r.Stages[s]) }})
+	}
+	sluice = append(sluice, segment{"Sluice: start-up, first request", func(r Result) float64 {
+		rest := r.ColdStartMs
+		for _, s := range stages {
+			rest -= math.Max(0, r.Stages[s])
+		}
+		return math.Max(0, rest)
+	}})
+	limits := []segment{
+		{"limit: informer list", func(r Result) float64 { return r.InformerListMs }},
+		{"limit: Caddy load", func(r Result) float64 { return r.CaddyLoadMs }},
+	}
+	next := 0
+	for i, stack := range [][]segment{sluice, limits} {
+		var below *plotter.BarChart
+		for _, seg := range stack {
+			vs := make(plotter.Values, len(rs))
+			for j, r := range rs {
+				vs[j] = seg.value(r)
+			}
+			b, err := plotter.NewBarChart(vs, w)
+			if err != nil {
+				return nil, err
+			}
+			b.LineStyle.Width = vg.Length(0)
+			if i == 0 {
+				b.Color = plotutil.Color(next)
+				next++
+			} else {
+				b.Color = color.Gray{Y: uint8(0x60 + 0x40*next)} // the limits in greys
+				next++
+			}
+			if below == nil {
+				b.Offset = w * vg.Length(2*i-1) / 2 // Sluice left, the limits right
+			} else {
+				b.StackOn(below)
+			}
+			below = b
+			p.Add(b)
+			p.Legend.Add(seg.name, b)
+		}
+		next = 0
+	}
+	return p, nil
+}
+
+// changeCDFPlot draws the share of changes served within a time, idle and under churn, one
+// line per size.
+func changeCDFPlot(rs []Result) (*plot.Plot, error) {
+	p := plot.New()
+	p.X.Label.Text = "change to served (ms, log scale)"
+	p.Y.Label.Text = "share of changes"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Min, p.Y.Max = 0, 1
+	p.Legend.Top, p.Legend.Left = false, false
+	p.Add(plotter.NewGrid())
+	i := 0
+	for _, r := range rs {
+		for _, m := range []struct {
+			name    string
+			samples []float64
+			dashed  bool
+		}{{"idle", r.IdleSamplesMs, false}, {"churn", r.ChurnSamplesMs, true}} {
+			if len(m.samples) == 0 {
+				continue
+			}
+			l, err := plotter.NewLine(cdf(m.samples))
+			if err != nil {
+				return nil, err
+			}
+			l.Color = plotutil.Color(i / 2)
+			l.Width = vg.Points(1.5)
+			if m.dashed {
+				l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+			}
+			p.Add(l)
+			p.Legend.Add(fmt.Sprintf("%d Ingresses, %s", r.Ingresses, m.name), l)
+			i++
+		}
+	}
+	if i == 0 {
+		return nil, fmt.Errorf("no change-to-served samples")
+	}
+	return p, nil
+}
+
+// cdf is the empirical distribution of samples as steps: x the sorted samples (at least
+// 0.1 ms, for the log scale), y the share at or below x.
+func cdf(samples []float64) plotter.XYs {
+	s := append([]float64(nil), samples...)
+	sort.Float64s(s)
+	xys := make(plotter.XYs, 0, 2*len(s))
+	prev := 0.0
+	for i, x := range s {
+		x = math.Max(x, 0.1)
+		xys = append(xys, plotter.XY{X: x, Y: prev})
+		prev = float64(i+1) / float64(len(s))
+		xys = append(xys, plotter.XY{X: x, Y: prev})
+	}
+	return xys
+}
+
+// groupedBars draws one bar per category and size, the sizes side by side.
+func groupedBars(rs []Result, categories []string, value func(Result, string) float64) (*plot.Plot, error) {
+	p := plot.New()
+	p.NominalX(categories...)
+	p.Legend.Top = true
+	p.X.Min, p.X.Max = -0.6, float64(len(categories)-1)+0.6
+	w := vg.Points(24)
+	top := 0.0
+	for i, r := range rs {
+		vs := make(plotter.Values, len(categories))
+		for j, c := range categories {
+			vs[j] = value(r, c)
+			top = math.Max(top, vs[j])
+		}
+		b, err := plotter.NewBarChart(vs, w)
+		if err != nil {
+			return nil, err
+		}
+		b.LineStyle.Width = vg.Length(0)
+		b.Color = plotutil.Color(i)
+		b.Offset = w * vg.Length(2*i-len(rs)+1) / 2
+		p.Add(b)
+		p.Legend.Add(fmt.Sprintf("%d Ingresses", r.Ingresses), b)
+	}
+	p.Y.Min, p.Y.Max = 0, 1.25*top // room for the legend above the bars
+	return p, nil
+}
+
+// memoryPlot draws each process's resident set after the change measures, per size.
+func memoryPlot(rs []Result) (*plot.Plot, error) {
+	p, err := groupedBars(rs, []string{"watcher", "translator", "pusher", "caddy"}, func(r Result, proc string) float64 { return r.RSS[proc]["steady"] })
+	if err != nil {
+		return nil, err
+	}
+	p.Y.Label.Text = "RSS (MiB)"
+	return p, nil
+}
+
+// bytesPlot draws the bytes one change costs on each stream against the changed object.
+func bytesPlot(rs []Result) (*plot.Plot, error) {
+	p, err := groupedBars(rs, []string{"changed object", "watch stream", "config stream"}, func(r Result, c string) float64 {
+		switch c {
+		case "changed object":
+			return r.ObjectBytes
+		case "watch stream":
+			return r.WatchBytesPerChange
+		default:
+			return r.ConfigBytesPerChange
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.Y.Label.Text = "bytes per change"
+	return p, nil
+}

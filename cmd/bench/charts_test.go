@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fixedResults is a small result of two sizes, with every figure a chart draws.
+func fixedResults() []Result {
+	r := func(n int, scale float64) Result {
+		return Result{
+			Ingresses: n, ColdStartMs: 400 * scale, InformerListMs: 200 * scale, CaddyLoadMs: 170 * scale,
+			Stages: map[string]float64{"1 watcher sync (start to barrier)": 180 * scale, "2 snapshot to translator": 35 * scale,
+				"3 translation": 50 * scale, "4 transfer to pusher": 30 * scale, "5 Caddy apply": 32 * scale},
+			IdleSamplesMs:  []float64{9, 7, 12, 8, 24, 10},
+			ChurnSamplesMs: []float64{16, 15, 22, 18, 0.05, 17},
+			RSS: map[string]map[string]float64{"watcher": {"steady": 66 * scale}, "translator": {"steady": 59 * scale},
+				"pusher": {"steady": 24 * scale}, "caddy": {"steady": 57 * scale}},
+			WatchBytesPerChange: 400, ConfigBytesPerChange: 344, ObjectBytes: 217,
+		}
+	}
+	return []Result{r(1000, 1), r(10000, 5)}
+}
+
+// TestWriteCharts proves issue 19's "Pictures": make bench writes the four SVG charts the
+// report embeds (cold start against the limits, change-to-served CDF, memory per process,
+// bytes per change), each well-formed and titled, and the report links every one of them.
+func TestWriteCharts(t *testing.T) {
+	dir := t.TempDir()
+	rs := fixedResults()
+	if err := writeCharts(dir, rs); err != nil {
+		t.Fatalf("writeCharts: %v", err)
+	}
+	want := map[chart][]string{
+		chartColdStart: {"1000 Ingresses", "10000 Ingresses", "Sluice: translation", "Sluice: start-up, first request", "limit: informer list", "limit: Caddy load"},
+		chartChangeCDF: {"1000 Ingresses, idle", "10000 Ingresses, churn", "share of changes"},
+		chartMemory:    {"watcher", "translator", "pusher", "caddy", "RSS (MiB)"},
+		chartBytes:     {"changed object", "watch stream", "config stream"},
+	}
+	for c, texts := range want {
+		svg := readSVG(t, filepath.Join(dir, c.file))
+		for _, s := range append([]string{c.title}, texts...) {
+			if !strings.Contains(svg, s) {
+				t.Errorf("%s: no text %q", c.file, s)
+			}
+		}
+	}
+	md := report(rs, nil, 3, 6)
+	for c := range want {
+		if link := "](" + chartsDir + "/" + c.file + ")"; !strings.Contains(md, link) {
+			t.Errorf("the report does not embed %s", c.file)
+		}
+	}
+}
+
+// TestWriteChartsNoSamples proves that a result without change-to-served samples (such as
+// a report from before they were kept) is refused rather than charted as an empty CDF.
+func TestWriteChartsNoSamples(t *testing.T) {
+	rs := fixedResults()
+	for i := range rs {
+		rs[i].IdleSamplesMs, rs[i].ChurnSamplesMs = nil, nil
+	}
+	if err := writeCharts(t.TempDir(), rs); err == nil {
+		t.Fatal("writeCharts charted results without samples")
+	}
+}
+
+// readSVG returns the text of the SVG file at path (the text of its elements), failing
+// the test when it is missing, not well-formed XML, or not an svg document.
+func readSVG(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("chart: %v", err)
+	}
+	defer f.Close()
+	d := xml.NewDecoder(f)
+	var text strings.Builder
+	root := ""
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s is not well-formed XML: %v", path, err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			if root == "" {
+				root = tok.Name.Local
+			}
+		case xml.CharData:
+			text.Write(tok)
+			text.WriteString("\n")
+		}
+	}
+	if root != "svg" {
+		t.Fatalf("%s: root element %q, want svg", path, root)
+	}
+	return text.String()
+}
