@@ -14,19 +14,20 @@ import (
 type progress struct {
 	mu          sync.Mutex
 	out         io.Writer
+	now         func() time.Time
 	stage       string
 	done, total int
 	since       time.Time
 }
 
 // prog is the harness's one progress line; its steps are set where the work is.
-var prog = &progress{out: os.Stderr}
+var prog = &progress{out: os.Stderr, now: time.Now}
 
 // step starts a stage of total items (0: not counted).
 func (p *progress) step(stage string, total int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.stage, p.done, p.total, p.since = stage, 0, total, time.Now()
+	p.stage, p.done, p.total, p.since = stage, 0, total, p.now()
 }
 
 // add counts n items of the stage done.
