@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Builds the pinned tools Sluice's tests and demo run (kube-apiserver, kubectl, etcd, caddy) and
-# its developer tools (buf, protoc plugins, staticcheck) into .tools/, one folder per tool keyed
-# by its pinned version and the hash of its module files, and links the current ones into
-# .tools/bin. A tool whose folder is complete is not built again.
+# Builds the pinned tools Sluice's tests and demo run (kube-apiserver, kubectl, etcd, caddy,
+# helm) and its developer tools (buf, protoc plugins, staticcheck) into .tools/, one folder per
+# tool keyed by its pinned version and the hash of its module files, and links the current ones
+# into .tools/bin. A tool whose folder is complete is not built again.
 #
-# Usage: tools/build.sh [dev|kube|etcd|caddy ...]   (default: all)
+# Usage: tools/build.sh [dev|kube|etcd|caddy|caddy-stock|helm ...]   (default: all)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,6 +15,7 @@ mkdir -p "$cache/bin"
 KUBE_VERSION=v1.37.2
 ETCD_VERSION=v3.6.16
 CADDY_VERSION=v2.11.9
+HELM_VERSION=v4.3.2
 
 key() { # module dir, then source paths it builds from -> short hash of its go.mod, go.sum and those sources
 	local dir=$1
@@ -55,7 +56,7 @@ build() {
 	if $complete; then
 		echo "tools: $name $version is current ($dir)"
 	else
-		echo "tools: building $name $version into $dir (kube-apiserver takes about 10 minutes on 2 cores)"
+		echo "tools: building $name $version into $dir (on 2 cores kube-apiserver takes about 10 minutes, helm 8)"
 		local start=$SECONDS log="$cache/$name-build.log"
 		rm -rf "$dir" && mkdir -p "$dir"
 		: >"$log"
@@ -79,7 +80,7 @@ for kv in gitVersion=$KUBE_VERSION gitMajor=1 gitMinor=37 gitTreeState=clean git
 done
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(dev etcd caddy caddy-stock kube)
+[ ${#targets[@]} -gt 0 ] || targets=(dev etcd caddy caddy-stock helm kube)
 for t in "${targets[@]}"; do
 	case $t in
 	dev) build dev pinned "" "-s -w" \
@@ -96,6 +97,10 @@ for t in "${targets[@]}"; do
 	caddy) SRC=$root/pusher/caddymod SOURCES="$root/pusher/caddymod $root/internal/contract $root/proto/gen/sluice/config $root/go.mod $root/go.sum" \
 		build caddy $CADDY_VERSION github.com/caddyserver/caddy/v2 "-s -w" ./cmd/caddy:caddy ;;
 	caddy-stock) build caddy $CADDY_VERSION github.com/caddyserver/caddy/v2 "-s -w" github.com/caddyserver/caddy/v2/cmd/caddy:caddy-stock ;;
-	*) echo "error: unknown tool '$t' (dev, kube, etcd, caddy, caddy-stock)" >&2; exit 2 ;;
+	# Helm, to lint and render deploy/helm/sluice; its version is stamped as its release build does
+	# (otherwise `helm version` and .Capabilities.HelmVersion say only v4.3).
+	helm) build helm $HELM_VERSION helm.sh/helm/v4 "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
+		helm.sh/helm/v4/cmd/helm:helm ;;
+	*) echo "error: unknown tool '$t' (dev, kube, etcd, caddy, caddy-stock, helm)" >&2; exit 2 ;;
 	esac
 done
