@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -320,12 +321,52 @@ func logAt(logs, msg string) (time.Time, time.Duration) {
 	return time.Time{}, 0
 }
 
-func metric(addr, name string) float64 {
+// metric reads a sample of addr's /metrics written as in the text format (`name` or
+// `name{label="v"}`), summed over the series that carry those labels. A histogram's
+// name_sum and name_count are read from the histogram: Prometheus' parser files them under
+// the histogram's name, so promtext.Sum, which knows counters and gauges, finds nothing.
+// 0 when /metrics cannot be read or has no such sample.
+func metric(addr, sample string) float64 {
+	name, labels, err := promtext.ParseSample(sample)
+	if err != nil {
+		panic(err) // the harness's own literal
+	}
 	fams, err := promtext.Scrape(addr)
 	if err != nil {
 		return 0
 	}
-	return promtext.Sum(fams, name, nil)
+	for _, suffix := range []string{"_sum", "_count"} {
+		base, ok := strings.CutSuffix(name, suffix)
+		if !ok || fams[base].GetType() != dto.MetricType_HISTOGRAM {
+			continue
+		}
+		v := 0.0
+		for _, m := range fams[base].GetMetric() {
+			if !hasLabels(m, labels) {
+				continue
+			}
+			if suffix == "_sum" {
+				v += m.GetHistogram().GetSampleSum()
+			} else {
+				v += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+		return v
+	}
+	return promtext.Sum(fams, name, labels)
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	have := map[string]string{}
+	for _, l := range m.GetLabel() {
+		have[l.GetName()] = l.GetValue()
+	}
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -727,7 +768,11 @@ func machine() map[string]string {
 			}
 		}
 	}
-	return map[string]string{"cpus": strconv.Itoa(runtime.NumCPU()), "cpu": cpu, "go": runtime.Version(),
+	load := ""
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		load = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	return map[string]string{"cpus": strconv.Itoa(runtime.NumCPU()), "cpu": cpu, "go": runtime.Version(), "loadavg": load,
 		"kube-apiserver": "v1.37.2", "etcd": "v3.6.16", "caddy": "v2.11.9", "date": time.Now().UTC().Format(time.RFC3339)}
 }
 

@@ -27,7 +27,7 @@ func report(rs []Result, base map[int]Result, runs, changes int) string {
 	fmt.Fprintf(&b, `# Benchmarks
 
 Measured by `+"`make bench`"+` (`+"`go run ./cmd/bench`"+`) on %s CPUs (%s), %s, kube-apiserver %s,
-etcd %s, Caddy %s, on %s. Every figure is the median of %d runs (cold start) or over %d
+etcd %s, Caddy %s, on %s (load average %s when it finished). Every figure is the median of %d runs (cold start) or over %d
 changes, and stands next to its physical limit measured in the same run. The machine is
 shared and noisy: compare ratios, not absolute times, across runs (`+"`docs/benchmarks.json`"+`
 has every figure for scripts).
@@ -46,7 +46,7 @@ state into the module.
 
 | Ingresses | objects | Sluice (ms) | (a) informer list (ms) | (b) Caddy load (ms) | Sluice / (a + b) | module: complete state (ms) |
 |---|---|---|---|---|---|---|
-`, m["cpus"], m["cpu"], m["go"], m["kube-apiserver"], m["etcd"], m["caddy"], m["date"][:10], runs, changes, baseDate)
+`, m["cpus"], m["cpu"], m["go"], m["kube-apiserver"], m["etcd"], m["caddy"], m["date"][:10], m["loadavg"], runs, changes, baseDate)
 	for _, r := range rs {
 		fmt.Fprintf(&b, "| %d | %d | %s | %.0f | %.0f | **%s** | %.0f |\n", r.Ingresses, r.Objects, was(r.Ingresses, r.ColdStartMs, func(o Result) float64 { return o.ColdStartMs }, "%.0f"),
 			r.InformerListMs, r.CaddyLoadMs, was(r.Ingresses, r.ColdRatio, func(o Result) float64 { return o.ColdRatio }, "%.2f"), r.ModuleApplyMs)
