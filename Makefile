@@ -25,7 +25,7 @@ help:
 	@echo "make proto        regenerate proto/gen;  make proto-check  fail when it is stale or buf lint fails"
 	@echo "make lint         gofmt, go vet, staticcheck"
 	@echo "make fuzz         every fuzz target for FUZZTIME each (default 60s), one after another"
-	@echo "make tools        build the pinned kube-apiserver, etcd, caddy and developer tools into .tools/"
+	@echo "make tools        build the pinned kube-apiserver, etcd, caddy, helm and developer tools into .tools/ (progress every 5s)"
 	@echo "make gateway-crds deploy/gateway-api/standard-install.yaml from the pinned sigs.k8s.io/gateway-api"
 
 # CADDYMOD is Sluice's Caddy module, a Go module of its own (Caddy never enters the main one).

@@ -35,6 +35,17 @@ fail() { # tool, log file
 	exit 1
 }
 
+# progress WHAT LOG PID: while PID runs, every 5 seconds, how long it has run, how many
+# packages it compiled (the lines go build -v wrote to LOG) and the newest one.
+progress() {
+	local what=$1 log=$2 pid=$3 start=$SECONDS
+	while kill -0 "$pid" 2>/dev/null; do
+		sleep 5
+		kill -0 "$pid" 2>/dev/null || break
+		echo "tools: building $what: $((SECONDS - start))s, $(grep -c . "$log") packages compiled, now $(tail -n 1 "$log" | cut -c1-80)"
+	done
+}
+
 # build NAME VERSION MODULE_PATH_TO_CHECK LDFLAGS PKG:BIN ...
 # The module is tools/NAME unless SRC names another; SOURCES are further paths whose content
 # keys the build (a tool built from the repository's own code).
@@ -63,7 +74,12 @@ build() {
 		local spec pkg bin
 		for spec in "$@"; do
 			pkg=${spec%%:*} bin=${spec##*:}
-			(cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$dir/$bin" "$pkg") >>"$log" 2>&1 || fail "$name" "$log"
+			# -v lists each package as it is compiled; the build runs in the background while
+			# progress says what it is doing every few seconds (a first build takes minutes).
+			(cd "$src" && CGO_ENABLED=0 go build -v -trimpath -ldflags "$ldflags" -o "$dir/$bin" "$pkg") >>"$log" 2>&1 &
+			local pid=$!
+			progress "$name/$bin" "$log" "$pid"
+			wait "$pid" || fail "$name" "$log"
 		done
 		touch "$dir/.complete"
 		echo "tools: built $name in $((SECONDS - start))s"
