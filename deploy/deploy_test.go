@@ -141,6 +141,14 @@ func runWatcher(t *testing.T, c *testenv.Cluster, sa string, clusterRules, lease
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "lease"}, Subjects: subjects}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	return startRBACWatcher(t, c, ns, sa)
+}
+
+// startRBACWatcher runs the watcher with the token of ServiceAccount ns/sa and waits for its
+// marker, or, when there is none, for it to give up after its sync timeout.
+func startRBACWatcher(t *testing.T, c *testenv.Cluster, ns, sa string) *rbacRun {
+	t.Helper()
+	ctx := context.Background()
 	cfg, err := c.ServiceAccountConfig(ctx, ns, sa)
 	if err != nil {
 		t.Fatal(err)

@@ -365,30 +365,8 @@ func TestHelmWatcherRBACIsEnough(t *testing.T) {
 	})
 	kubectl(t, c, rbac, "apply", "--server-side", "--field-manager=sluice-test", "-f", "-")
 
-	const sa = "sluice-watcher"
-	cfg, err := c.ServiceAccountConfig(ctx, ns, sa)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := c.WriteKubeconfig(cfg, "helm-"+ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := testenv.Addrs(t, 2)
-	r := &rbacRun{c: c, ns: ns, sa: sa, addr: a[0]}
-	// As runWatcher: --gateway-api=on, so a missing read rule on those kinds stops the marker.
-	r.w = testenv.StartBinary(t, "watcher", "--kubeconfig", kc, "--listen", a[0], "--http-listen", a[1], "--sync-timeout", "8s", "--gateway-api", "on",
-		"--leader-elect", "--id", sa, "--leader-elect-namespace", ns, "--leader-elect-lease-duration", "3s",
-		"--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "500ms")
-	ctl := testenv.StartBinary(t, "sluicectl", "watch", "--addr", a[0], "--until-synced", "--quiet")
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	select {
-	case <-ctl.Done():
-	case <-r.w.Done():
-	case <-wctx.Done():
-	}
-	if !ctl.Exited() || ctl.ExitCode() != 0 || !strings.Contains(ctl.Logs(), "initial-sync-complete") {
+	r := startRBACWatcher(t, c, ns, "sluice-watcher")
+	if !r.synced {
 		t.Fatalf("no marker with the chart's RBAC:\n%s", r.w.LogTail(40))
 	}
 	// A refusal is final (the watcher logs what the apiserver forbade): a wait ends on it once
