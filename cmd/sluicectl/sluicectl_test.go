@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-io/sluice/internal/grpcx"
+	"github.com/sluice-io/sluice/internal/version"
 	"github.com/sluice-io/sluice/internal/watchstream"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
@@ -252,7 +255,7 @@ func TestEveryCommandWithEveryOutput(t *testing.T) {
 		{args: []string{"explain", "httproute", "shop/store", "--addr", addr}, table: "not served"},
 		{args: []string{"translate", "-f", "../../examples"}, table: "shop.sluice.local"},
 		{args: []string{"watch", "--addr", addr, "--until-synced"}, stream: true, table: "initial-sync-complete verified: /v1/Service=1"},
-		{args: []string{"version", "--addr", addr}, table: "server version: unknown"},
+		{args: []string{"version", "--addr", addr}, table: fmt.Sprintf("server version: %s (revision %s)", version.Version, version.Rev())},
 		{args: []string{"version", "--client"}, table: "client: sluicectl "},
 	}
 	for _, c := range cases {

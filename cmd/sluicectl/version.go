@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-io/sluice/internal/grpcx"
@@ -16,9 +18,9 @@ import (
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
-// serverVersionUnknown is what version says of a reachable server: Sluice's gRPC API (health,
-// reflection, GetStatus) does not carry the server's own build version, and sluicectl does
-// not guess one.
+// serverVersionUnknown is what version says of a server that does not name its build (every
+// Sluice process does, in the sluice-version and sluice-revision response headers; an older
+// one or another server does not), and of a pusher that reported none.
 const serverVersionUnknown = "unknown"
 
 // versionInfo is version's answer in JSON and YAML.
@@ -36,9 +38,10 @@ type buildInfo struct {
 type serverInfo struct {
 	Address   string `json:"address"`
 	Reachable bool   `json:"reachable"`
-	// Version is "unknown" when reachable: no RPC reports it.
-	Version string `json:"version,omitempty"`
-	Error   string `json:"error,omitempty"`
+	// Version and Revision are what the server's response headers name ("unknown" if none).
+	Version  string `json:"version,omitempty"`
+	Revision string `json:"revision,omitempty"`
+	Error    string `json:"error,omitempty"`
 	// Pushers are the software versions the translator's pushers said in their Hello.
 	Pushers []pusherVersion `json:"pushers,omitempty"`
 }
@@ -57,10 +60,11 @@ func newVersionCmd(out *outputFlag) *cobra.Command {
 		Short: "print sluicectl's version and, when reachable, the server's",
 		Long: `version prints sluicectl's version, source revision and Go release. Unless --client is
 given it also asks the process at --addr (the translator by default): whether it is
-reachable and, for a translator, the versions its pushers reported. The server's own version
-is printed as "unknown": Sluice's gRPC API does not report it (a process prints it with
---version, logs it at start and exposes it as the sluice_build_info metric). An unreachable
-server is reported, not a failure: the exit code is 0 either way.
+reachable, its version and revision (every Sluice process names its build in the response
+headers of each call; "unknown" for a server that does not) and, for a translator, the
+versions its pushers reported. A process also prints its version with --version, logs it at
+start and exposes it as the sluice_build_info metric. An unreachable server is reported, not
+a failure: the exit code is 0 either way.
 ` + connectionHelp,
 		Example: `  sluicectl version
   sluicectl version --client -o json
@@ -97,10 +101,17 @@ func askServer(ctx context.Context, cf clientFlags, s *serverInfo) error {
 		return err
 	}
 	defer conn.Close()
-	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+	var md metadata.MD
+	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&md)); err != nil {
 		return err
 	}
-	s.Reachable, s.Version = true, serverVersionUnknown
+	s.Reachable, s.Version, s.Revision = true, serverVersionUnknown, serverVersionUnknown
+	if v := md.Get(grpcx.VersionHeader); len(v) > 0 {
+		s.Version = v[0]
+	}
+	if r := md.Get(grpcx.RevisionHeader); len(r) > 0 {
+		s.Revision = r[0]
+	}
 	st, err := configv1.NewConfigServiceClient(conn).GetStatus(ctx, &configv1.GetStatusRequest{})
 	switch {
 	case status.Code(err) == codes.Unimplemented:
@@ -127,7 +138,7 @@ func printVersion(w io.Writer, info versionInfo) {
 	case !s.Reachable:
 		fmt.Fprintf(w, "server %s: unreachable: %s\n", s.Address, s.Error)
 	default:
-		fmt.Fprintf(w, "server %s: reachable, server version: %s (not reported over gRPC)\n", s.Address, s.Version)
+		fmt.Fprintf(w, "server %s: reachable, server version: %s (revision %s)\n", s.Address, s.Version, s.Revision)
 		if s.Error != "" {
 			fmt.Fprintf(w, "  %s\n", s.Error)
 		}

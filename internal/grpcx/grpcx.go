@@ -111,7 +111,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	lim := newLimiter(cfg.StreamLimits)
-	unary, stream := []grpc.UnaryServerInterceptor{guard.Unary()}, []grpc.StreamServerInterceptor{guard.Stream(), lim.stream}
+	unary := []grpc.UnaryServerInterceptor{versionUnary, guard.Unary()}
+	stream := []grpc.StreamServerInterceptor{versionStream, guard.Stream(), lim.stream}
 	var metrics *grpcprom.ServerMetrics
 	if cfg.Metrics != nil {
 		if metrics, err = serverMetrics(cfg.Metrics); err != nil {
