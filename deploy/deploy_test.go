@@ -54,19 +54,26 @@ func kubectl(t *testing.T, c *testenv.Cluster, stdin []byte, args ...string) []b
 	return out
 }
 
-// Every manifest of every overlay is accepted by a server-side dry-run apply.
-func TestEveryOverlayAcceptedByServerSideDryRun(t *testing.T) {
-	c := testenv.SharedCluster(t)
-	ctx := context.Background()
+// installCertManagerCRDs installs the cert-manager CRDs the overlays' and the chart's
+// Certificates and Issuers need (testdata/: their schemas, for the dry-run).
+func installCertManagerCRDs(t *testing.T, c *testenv.Cluster) {
+	t.Helper()
 	for _, f := range []string{"testdata/crd-issuers.yaml", "testdata/crd-certificates.yaml"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.InstallCRD(ctx, b); err != nil {
+		if err := c.InstallCRD(context.Background(), b); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// Every manifest of every overlay is accepted by a server-side dry-run apply.
+func TestEveryOverlayAcceptedByServerSideDryRun(t *testing.T) {
+	c := testenv.SharedCluster(t)
+	ctx := context.Background()
+	installCertManagerCRDs(t, c)
 	// A dry-run does not create the namespace the other objects go into.
 	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sluice-system"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)

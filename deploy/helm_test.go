@@ -312,15 +312,7 @@ func TestHelmValuesTakeEffect(t *testing.T) {
 func TestHelmTemplateAcceptedByServerSideDryRun(t *testing.T) {
 	c := testenv.SharedCluster(t)
 	ctx := context.Background()
-	for _, f := range []string{"testdata/crd-issuers.yaml", "testdata/crd-certificates.yaml"} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.InstallCRD(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	installCertManagerCRDs(t, c)
 	installGatewayCRDs(t, c)
 	for _, tc := range []struct {
 		name, ns string
