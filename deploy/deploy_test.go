@@ -164,14 +164,35 @@ func startRBACWatcher(t *testing.T, c *testenv.Cluster, ns, sa string) *rbacRun 
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := testenv.Addrs(t, 2)
-	r := &rbacRun{c: c, ns: ns, sa: sa, addr: a[0]}
-	// --gateway-api=on: the Gateway API kinds are required, so a missing read rule on them
-	// stops the marker as it does for Ingresses (the test installs their CRDs).
-	r.w = testenv.StartBinary(t, "watcher", "--kubeconfig", kc, "--listen", a[0], "--http-listen", a[1], "--sync-timeout", "8s", "--gateway-api", "on",
-		"--leader-elect", "--id", sa, "--leader-elect-namespace", ns, "--leader-elect-lease-duration", "3s",
-		"--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "500ms")
-	ctl := testenv.StartBinary(t, "sluicectl", "watch", "--addr", a[0], "--until-synced", "--quiet")
+	r := &rbacRun{c: c, ns: ns, sa: sa}
+	// A free port can be taken by another test process before the watcher binds it; then
+	// sluicectl would ask whoever holds it. Only a watcher that said it serves is asked.
+	for attempt := 1; ; attempt++ {
+		a := testenv.Addrs(t, 2)
+		r.addr = a[0]
+		// --gateway-api=on: the Gateway API kinds are required, so a missing read rule on
+		// them stops the marker as it does for Ingresses (the test installs their CRDs).
+		r.w = testenv.StartBinary(t, "watcher", "--kubeconfig", kc, "--listen", a[0], "--http-listen", a[1], "--sync-timeout", "8s", "--gateway-api", "on",
+			"--leader-elect", "--id", sa, "--leader-elect-namespace", ns, "--leader-elect-lease-duration", "3s",
+			"--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "500ms")
+		err := testenv.Poll(50*time.Millisecond, time.Minute, func() (bool, error) {
+			exited := r.w.Exited()
+			if strings.Contains(r.w.Logs(), "serving: grpc="+a[0]) {
+				return true, nil
+			}
+			if exited {
+				return false, testenv.Permanent(fmt.Errorf("the watcher exited before serving:\n%s", r.w.LogTail(10)))
+			}
+			return false, nil
+		})
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !strings.Contains(r.w.Logs(), "address already in use") {
+			t.Fatal(err)
+		}
+	}
+	ctl := testenv.StartBinary(t, "sluicectl", "watch", "--addr", r.addr, "--until-synced", "--quiet")
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	select {
