@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -94,13 +95,30 @@ func Binary(name string) (string, error) {
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago, for processes that
 // must be told their port up front.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	handed.Lock()
+	defer handed.Unlock()
+	// The kernel may give a port it gave before once that listener closed; this process
+	// never hands out one port twice (two parts of one test would both bind it).
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !handed.ports[port] {
+			handed.ports[port] = true
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("testenv: no loopback port that was not handed out already")
 }
+
+// handed is every port FreePort returned in this process.
+var handed = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // FreeAddr returns "127.0.0.1:PORT" with a free port.
 func FreeAddr() (string, error) {
