@@ -51,9 +51,22 @@ func (b *Backoff) Longest() {
 	b.b = wait.Backoff{Duration: b.max, Jitter: Jitter}
 }
 
-// Wait waits for the next delay, or until ctx ends; it returns ctx's error then.
-func (b *Backoff) Wait(ctx context.Context) error {
-	t := time.NewTimer(b.Next())
+// Healthy is how long a stream must have lasted for its end to retry at the shortest delay
+// again: a peer that breaks every stream at once is not hammered.
+const Healthy = 30 * time.Second
+
+// Ended is told that a stream which started at start ended: when it lasted Healthy, the
+// delays start over from the minimum.
+func (b *Backoff) Ended(start time.Time) {
+	if time.Since(start) > Healthy {
+		b.Reset()
+	}
+}
+
+// Sleep waits d, or until ctx ends; it returns ctx's error then. Loops that log the delay
+// before waiting take it from Next or Ended and wait here.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -62,3 +75,6 @@ func (b *Backoff) Wait(ctx context.Context) error {
 		return nil
 	}
 }
+
+// Wait waits for the next delay, or until ctx ends; it returns ctx's error then.
+func (b *Backoff) Wait(ctx context.Context) error { return Sleep(ctx, b.Next()) }

@@ -50,3 +50,30 @@ func TestWaitEndsWithTheContext(t *testing.T) {
 		t.Errorf("Wait on an ended context = %v, want context.Canceled", err)
 	}
 }
+
+// A stream that lasted Healthy starts the delays over; a short one does not.
+func TestEndedResetsOnlyAfterAHealthyStream(t *testing.T) {
+	b := New(100*time.Millisecond, time.Second)
+	for range 4 {
+		b.Next()
+	}
+	b.Ended(time.Now())
+	if d := b.Next(); d < time.Second {
+		t.Errorf("after a short stream the delay is %v, want the cap (1s)", d)
+	}
+	b.Ended(time.Now().Add(-Healthy - time.Second))
+	if d := b.Next(); d > 120*time.Millisecond {
+		t.Errorf("after a healthy stream the delay is %v, want the minimum (100ms, +20%%)", d)
+	}
+}
+
+func TestSleepEndsWithTheContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Sleep(ctx, time.Hour); err != context.Canceled {
+		t.Errorf("Sleep on an ended context = %v, want context.Canceled", err)
+	}
+	if err := Sleep(context.Background(), time.Millisecond); err != nil {
+		t.Errorf("Sleep(1ms) = %v, want nil", err)
+	}
+}

@@ -134,10 +134,6 @@ func New(cfg Config) (*Gate, error) {
 	return &Gate{cfg: cfg, log: cfg.Logger, adm: adm}, nil
 }
 
-// healthyStream is how long a stream must have lasted for its end to retry at the shortest
-// delay again: a translator that breaks every stream at once is not hammered.
-const healthyStream = 30 * time.Second
-
 // Run follows the translator until ctx ends.
 func (g *Gate) Run(ctx context.Context) error {
 	bo := backoff.New(g.cfg.BackoffMin, g.cfg.BackoffMax)
@@ -147,9 +143,7 @@ func (g *Gate) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if time.Since(start) > healthyStream {
-			bo.Reset()
-		}
+		bo.Ended(start)
 		size, limit, tooLarge := messageTooLarge(err)
 		if tooLarge {
 			// The translator would send the same version again: no hot reconnect loop.
@@ -162,10 +156,8 @@ func (g *Gate) Run(ctx context.Context) error {
 		} else {
 			g.log.Warn("config stream ended; the gate is closed and the data plane keeps its config", "error", err, "backoff", delay)
 		}
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, delay) != nil {
 			return nil
-		case <-time.After(delay):
 		}
 	}
 	return nil

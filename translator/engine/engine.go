@@ -157,10 +157,6 @@ func (e *Engine) resetObjects() {
 	e.tr = translate.New(e.cfg.Options)
 }
 
-// healthyStream is how long a stream must have lasted for its end to retry at the shortest
-// delay again: a watcher that breaks every stream at once is not hammered.
-const healthyStream = 30 * time.Second
-
 // Run follows the watcher until ctx ends. Stream failures are retried with backoff forever;
 // only ctx ends Run.
 func (e *Engine) Run(ctx context.Context) error {
@@ -178,15 +174,11 @@ func (e *Engine) Run(ctx context.Context) error {
 			// The objects held cannot be trusted: start over with a fresh snapshot.
 			e.reset()
 		}
-		if time.Since(start) > healthyStream {
-			bo.Reset() // the stream was healthy for a while
-		}
+		bo.Ended(start)
 		delay := bo.Next()
 		e.log.Warn("watch stream ended; reconnecting", "reason", reason, "error", err, "backoff", delay)
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, delay) != nil {
 			return nil
-		case <-time.After(delay):
 		}
 	}
 	return nil

@@ -240,10 +240,6 @@ func (r *Reporter) isReady() bool {
 
 type key struct{ ns, name string }
 
-// healthyStream is how long a stream must have lasted for its end to retry at the shortest
-// delay again.
-const healthyStream = 30 * time.Second
-
 // Run reports until ctx ends. Nothing is sent before the first Replace: a translator
 // without a complete view has no statuses to claim.
 func (r *Reporter) Run(ctx context.Context) error {
@@ -263,12 +259,10 @@ func (r *Reporter) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if time.Since(start) > healthyStream {
-			bo.Reset() // the stream was healthy for a while
-		}
 		if accepted {
 			lastErr = ""
 		}
+		bo.Ended(start)
 		if status.Code(err) == codes.Unimplemented {
 			bo.Longest() // an older watcher: try again now and then
 		}
@@ -279,10 +273,8 @@ func (r *Reporter) Run(ctx context.Context) error {
 		} else {
 			r.log.Debug("status stream ended again; reconnecting", "error", err, "backoff", delay)
 		}
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, delay) != nil {
 			return nil
-		case <-time.After(delay):
 		}
 	}
 	return nil
