@@ -27,6 +27,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
@@ -51,7 +52,7 @@ type gatewayState struct {
 	classes  map[string]*gatewayv1.GatewayClass
 	gateways map[nsName]*gatewayv1.Gateway
 	routes   map[nsName]*gatewayv1.HTTPRoute
-	grants   map[string]map[string]*gatewayv1.ReferenceGrant // namespace -> name -> grant
+	grants   map[string]map[string]contract.Grant // namespace -> name -> grant
 
 	// What depends on what.
 	classUsers  map[string]set[nsName] // GatewayClass -> Gateways naming it
@@ -74,7 +75,7 @@ type gatewayState struct {
 func newGatewayState() gatewayState {
 	return gatewayState{
 		classes: map[string]*gatewayv1.GatewayClass{}, gateways: map[nsName]*gatewayv1.Gateway{},
-		routes: map[nsName]*gatewayv1.HTTPRoute{}, grants: map[string]map[string]*gatewayv1.ReferenceGrant{},
+		routes: map[nsName]*gatewayv1.HTTPRoute{}, grants: map[string]map[string]contract.Grant{},
 		classUsers: map[string]set[nsName]{}, routeUsers: map[nsName]set[nsName]{}, svcUsers: map[nsName]set[nsName]{},
 		secretUsers: map[nsName]set[nsName]{}, grantGws: map[string]set[nsName]{}, grantRoutes: map[string]set[nsName]{},
 		hostUsers: map[string]set[string]{},
@@ -237,9 +238,9 @@ func (t *Translator) setGateway(obj any) {
 		g.dirtyRoutes.add(k)
 	case *gatewayv1.ReferenceGrant:
 		if g.grants[o.Namespace] == nil {
-			g.grants[o.Namespace] = map[string]*gatewayv1.ReferenceGrant{}
+			g.grants[o.Namespace] = map[string]contract.Grant{}
 		}
-		g.grants[o.Namespace][o.Name] = o
+		g.grants[o.Namespace][o.Name] = grantOf(o)
 		t.grantChanged(o.Namespace)
 	case *gatewayv1beta1.ReferenceGrant:
 		t.setGateway((*gatewayv1.ReferenceGrant)(o)) // the same schema in both versions
@@ -293,23 +294,28 @@ func (t *Translator) grantChanged(ns string) {
 // object toKind/toName.
 func (t *Translator) granted(fromNs, fromKind, toNs, toKind, toName string) bool {
 	for _, g := range t.gw.grants[toNs] {
-		from := false
-		for _, f := range g.Spec.From {
-			if string(f.Group) == GatewayGroup && string(f.Kind) == fromKind && string(f.Namespace) == fromNs {
-				from = true
-				break
-			}
-		}
-		if !from {
-			continue
-		}
-		for _, to := range g.Spec.To {
-			if string(to.Group) == "" && string(to.Kind) == toKind && (to.Name == nil || string(*to.Name) == toName) {
-				return true
-			}
+		if g.Allows(fromNs, fromKind, toKind, toName) {
+			return true
 		}
 	}
 	return false
+}
+
+// grantOf is a ReferenceGrant's spec as the contract reads it: the watcher serves a Secret
+// across namespaces under the same rule (contract.Grant.Allows).
+func grantOf(g *gatewayv1.ReferenceGrant) contract.Grant {
+	var out contract.Grant
+	for _, f := range g.Spec.From {
+		out.From = append(out.From, contract.GrantFrom{Group: string(f.Group), Kind: string(f.Kind), Namespace: string(f.Namespace)})
+	}
+	for _, to := range g.Spec.To {
+		c := contract.GrantTo{Group: string(to.Group), Kind: string(to.Kind)}
+		if to.Name != nil {
+			c.Name = string(*to.Name)
+		}
+		out.To = append(out.To, c)
+	}
+	return out
 }
 
 // ours reports whether the GatewayClass name is served by this translator.

@@ -21,7 +21,9 @@ import (
 
 	"github.com/sluice-io/sluice/internal/fifo"
 	"github.com/sluice-io/sluice/internal/watchstream"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 	"github.com/sluice-io/sluice/watcher/kinds"
+	"github.com/sluice-io/sluice/watcher/refs"
 	"github.com/sluice-io/sluice/watcher/store"
 )
 
@@ -72,6 +74,15 @@ type Controller struct {
 	q      *fifo.Queue[item]
 	synced chan struct{}
 	causes *kinds.Causes
+
+	// The Secrets the stream may carry are those a watched route object references
+	// (package refs). held are all the Secrets the informers delivered; the store holds only
+	// the referenced ones, so the snapshot, the marker's inventory, resumes and the
+	// redacted view all count exactly the Secrets served.
+	secretKind int // index in cfg.Kinds of the Secrets, -1 when none are watched
+	tracked    []bool
+	held       map[refs.SecretKey]*watchv1.Object
+	refs       *refs.Index
 }
 
 // New returns a controller; Run starts it.
@@ -108,7 +119,16 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Controller{cfg: cfg, log: cfg.Logger, store: st, synced: make(chan struct{}), causes: cfg.Causes, q: fifo.New[item]()}, nil
+	c := &Controller{cfg: cfg, log: cfg.Logger, store: st, synced: make(chan struct{}), causes: cfg.Causes, q: fifo.New[item](),
+		secretKind: -1, tracked: make([]bool, len(cfg.Kinds)), held: map[refs.SecretKey]*watchv1.Object{}, refs: refs.NewIndex()}
+	for i, k := range cfg.Kinds {
+		gk := k.Kind.GVK.GroupKind()
+		if gk.Group == "" && gk.Kind == "Secret" {
+			c.secretKind = i
+		}
+		c.tracked[i] = refs.Tracked(gk)
+	}
+	return c, nil
 }
 
 // Epoch is the store's epoch.
@@ -226,18 +246,21 @@ func (c *Controller) Run(ctx context.Context) error {
 					remaining--
 					name := c.cfg.Kinds[it.kind].Kind.Spec.String()
 					c.causes.Set(name, nil)
-					c.log.Info("kind synced", "kind", name, "objects", c.store.Count(watchstream.KindKey(c.cfg.Kinds[it.kind].Kind.Wire())))
+					kv := []any{"kind", name, "objects", c.store.Count(watchstream.KindKey(c.cfg.Kinds[it.kind].Kind.Wire()))}
+					if it.kind == c.secretKind {
+						// The store holds only the referenced Secrets; say how many were read.
+						kv = append(kv, "read", len(c.held))
+					}
+					c.log.Info("kind synced", kv...)
 				}
 				if remaining == 0 && !c.store.Synced() {
 					c.openBarrier()
 					timeout = nil
 				}
-			case it.deleted:
-				c.store.Delete(it.obj.Wire)
+			case it.kind == c.secretKind:
+				c.secret(it.obj.Wire, it.deleted)
 			default:
-				if _, err := c.store.Upsert(it.obj.Wire); err != nil {
-					c.log.Error("object not stored", "error", err)
-				}
+				c.object(it)
 			}
 		}
 		c.cfg.Metrics.SetRevision(c.store.Revision())
@@ -245,6 +268,62 @@ func (c *Controller) Run(ctx context.Context) error {
 			kk := watchstream.KindKey(wk.Kind.Wire())
 			c.cfg.Metrics.SetObjects(kk, c.store.Count(kk))
 		}
+	}
+}
+
+// secret records a TLS Secret the informers delivered; the store (and so the stream) gets it
+// only while a route object references it.
+func (c *Controller) secret(o *watchv1.Object, deleted bool) {
+	k := refs.SecretKey{Namespace: o.GetNamespace(), Name: o.GetName()}
+	if deleted {
+		delete(c.held, k)
+		c.store.Delete(o)
+		return
+	}
+	c.held[k] = o
+	if c.refs.Served(k) {
+		c.upsert(o)
+	}
+}
+
+// object applies a change of any other object. A change of what a route object references
+// brings the Secrets it now references onto the stream before the change itself, and takes
+// the ones nothing references any more off it after: a receiver never holds a reference
+// whose Secret it was not told about while the Secret exists.
+func (c *Controller) object(it item) {
+	var ch refs.Change
+	if c.tracked[it.kind] {
+		w := it.obj.Wire
+		owner := refs.Owner{Kind: w.GetKind().GetKind(), Namespace: w.GetNamespace(), Name: w.GetName()}
+		if it.deleted {
+			ch = c.refs.Delete(owner)
+		} else {
+			if it.obj.RefsErr != nil {
+				c.log.Warn("references not read; the secrets this object names are not served", "object", owner.String(), "error", it.obj.RefsErr)
+			}
+			ch = c.refs.Set(owner, it.obj.Refs)
+		}
+	}
+	for _, k := range ch.Added {
+		if s, ok := c.held[k]; ok {
+			c.upsert(s)
+		}
+	}
+	if it.deleted {
+		c.store.Delete(it.obj.Wire)
+	} else {
+		c.upsert(it.obj.Wire)
+	}
+	for _, k := range ch.Removed {
+		if s, ok := c.held[k]; ok {
+			c.store.Delete(s)
+		}
+	}
+}
+
+func (c *Controller) upsert(o *watchv1.Object) {
+	if _, err := c.store.Upsert(o); err != nil {
+		c.log.Error("object not stored", "error", err)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/watchstream"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
+	"github.com/sluice-io/sluice/watcher/refs"
 )
 
 // Spec is one configured kind, as given in settings: "group/version/resource" ("v1/services"
@@ -127,6 +128,13 @@ func (k *Kind) Wire() *watchv1.GroupVersionKind {
 type Stored struct {
 	metav1.ObjectMeta
 	Wire *watchv1.Object
+	// Refs are the TLS Secrets the object references, or the references a ReferenceGrant
+	// allows (nil for every other object): read here, once, so that the controller decides
+	// which Secrets the stream may carry without decoding anything again.
+	Refs *refs.Refs
+	// RefsErr is why the references could not be read: the object then references nothing
+	// (its Secrets are withheld, never served by mistake) and the controller says so.
+	RefsErr error
 }
 
 // GetObjectKind is part of runtime.Object; a Stored object carries its kind in Wire.
@@ -166,6 +174,9 @@ func (k *Kind) Transform() func(any) (any, error) {
 			return nil, fmt.Errorf("transform %s: %T has no object metadata", gvk.Kind, obj)
 		}
 		Strip(acc)
+		// A transform error would stall the informer on this one object; an unreadable
+		// reference only withholds its Secrets instead.
+		rs, refsErr := refs.Of(gvk.GroupKind(), ro)
 		raw, contentType, err := encode(ro, gvk)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s %s/%s: %w", gvk.Kind, acc.GetNamespace(), acc.GetName(), err)
@@ -176,6 +187,7 @@ func (k *Kind) Transform() func(any) (any, error) {
 				Kind: wireKind, Namespace: acc.GetNamespace(), Name: acc.GetName(), Uid: string(acc.GetUID()),
 				ResourceVersion: acc.GetResourceVersion(), ContentType: contentType, Raw: raw,
 			},
+			Refs: rs, RefsErr: refsErr,
 		}, nil
 	}
 }
