@@ -28,8 +28,10 @@ type ServingConfig struct {
 	Insecure bool
 	// CountSent counts the bytes the gRPC server sends (see grpcx.ServerConfig).
 	CountSent func(method string, bytes int)
-	// StreamLimits caps concurrent streams per method (see grpcx.ServerConfig).
-	StreamLimits map[string]int
+	// StreamLimits caps concurrent streams per method and role (see grpcx.ServerConfig).
+	StreamLimits map[string]grpcx.StreamLimit
+	// Bounds bound the gRPC server's connections (see ConnectionBounds).
+	Bounds ConnectionBounds
 	// Pprof, when set, is a loopback address to serve /debug/pprof on.
 	Pprof string
 	// MaxMessageSize bounds one gRPC message each way; 0 means grpcx.DefaultMaxMessageSize.
@@ -59,10 +61,16 @@ func NewServing(cfg ServingConfig) (*Serving, error) {
 	denied := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_grpc_denied_total",
 		Help: "gRPC calls refused by authorization, by method and the caller's role (none: a certificate without a Sluice identity)."},
 		[]string{"method", "role"})
-	reg.MustRegister(denied)
+	limited := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_grpc_streams_limited_total",
+		Help: "gRPC streams refused (RESOURCE_EXHAUSTED) because the caller's role already held its cap of concurrent streams of the method, by method and role (anonymous: callers without mutual TLS)."},
+		[]string{"method", "role"})
+	reg.MustRegister(denied, limited)
 	g, err := grpcx.NewServer(grpcx.ServerConfig{Logger: cfg.Logger.Named("grpc-server"), TLS: cfg.TLS, Address: cfg.Listen, CountSent: cfg.CountSent,
 		Insecure: cfg.Insecure, StreamLimits: cfg.StreamLimits, MaxMessageSize: cfg.MaxMessageSize, Metrics: reg,
-		OnDenied: func(method, role string) { denied.WithLabelValues(method, role).Inc() }})
+		MaxConnectionAge: cfg.Bounds.MaxConnectionAge, MaxConnectionAgeGrace: cfg.Bounds.MaxConnectionAgeGrace,
+		MaxConcurrentStreams: cfg.Bounds.MaxStreamsPerConnection,
+		OnDenied:             func(method, role string) { denied.WithLabelValues(method, role).Inc() },
+		OnLimited:            func(method, role string) { limited.WithLabelValues(method, role).Inc() }})
 	if err != nil {
 		if errors.Is(err, grpcx.ErrInsecure) {
 			return nil, &config.Error{Setting: "listen", Value: cfg.Listen, Cause: err}
@@ -123,6 +131,53 @@ func RegisterMaxMessageSize(fs *pflag.FlagSet, size *int) {
 func CheckMaxMessageSize(size int) error {
 	if size < 1<<16 {
 		return config.Errorf("max-message-size", fmt.Sprint(size), "must be at least 65536")
+	}
+	return nil
+}
+
+// ConnectionBounds are the settings every gRPC server has that bound its connections: how
+// long one lives (then a GOAWAY, and the client reconnects with a fresh handshake, so that a
+// revoked or rotated-out certificate stops being served) and how many streams it carries.
+type ConnectionBounds struct {
+	MaxConnectionAge        time.Duration
+	MaxConnectionAgeGrace   time.Duration
+	MaxStreamsPerConnection int
+}
+
+// Register adds --max-connection-age, --max-connection-age-grace and
+// --max-streams-per-connection to fs.
+func (b *ConnectionBounds) Register(fs *pflag.FlagSet) {
+	fs.DurationVar(&b.MaxConnectionAge, "max-connection-age", grpcx.DefaultMaxConnectionAge, "longest a gRPC client connection is kept (with up to 10% jitter): then the server sends a GOAWAY and the client reconnects with a fresh TLS handshake, so that a rotated-out or no longer trusted certificate stops being served")
+	fs.DurationVar(&b.MaxConnectionAgeGrace, "max-connection-age-grace", grpcx.DefaultMaxConnectionAgeGrace, "how long streams still open on a connection past --max-connection-age may go on; then they end with UNAVAILABLE and their clients resume them on a new connection")
+	fs.IntVar(&b.MaxStreamsPerConnection, "max-streams-per-connection", grpcx.DefaultMaxConcurrentStreams, "concurrent gRPC streams one client connection may carry; a client past it waits for one of its streams to end")
+}
+
+// Validate checks the bounds; a bad one names its setting.
+func (b *ConnectionBounds) Validate() error {
+	if b.MaxConnectionAge <= 0 {
+		return config.Errorf("max-connection-age", b.MaxConnectionAge.String(), "must be positive")
+	}
+	if b.MaxConnectionAgeGrace <= 0 {
+		return config.Errorf("max-connection-age-grace", b.MaxConnectionAgeGrace.String(), "must be positive")
+	}
+	if b.MaxStreamsPerConnection <= 0 {
+		return config.Errorf("max-streams-per-connection", fmt.Sprint(b.MaxStreamsPerConnection), "must be positive")
+	}
+	return nil
+}
+
+// DefaultMaxOperatorStreams is --max-operator-streams' default.
+const DefaultMaxOperatorStreams = 8
+
+// RegisterMaxOperatorStreams adds --max-operator-streams to fs; what names the streams.
+func RegisterMaxOperatorStreams(fs *pflag.FlagSet, n *int, what string) {
+	fs.IntVar(n, "max-operator-streams", DefaultMaxOperatorStreams, "concurrent "+what+" streams that read-only callers (sluicectl's operator identity) may hold together, apart from --max-streams; more get RESOURCE_EXHAUSTED")
+}
+
+// CheckMaxOperatorStreams refuses a cap that is not positive.
+func CheckMaxOperatorStreams(n int) error {
+	if n <= 0 {
+		return config.Errorf("max-operator-streams", fmt.Sprint(n), "must be positive")
 	}
 	return nil
 }

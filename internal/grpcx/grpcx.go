@@ -1,8 +1,9 @@
 // Package grpcx builds the gRPC servers and client connections of the three processes with
 // the same policy: health and reflection services, keepalive, message size limits, caps on
-// concurrent streams, TLS or mutual TLS from certificate files that are re-read when they
-// rotate, authorization of every call by the caller's identity (internal/identity), and no
-// plaintext off loopback unless asked for.
+// concurrent streams (per connection, and per method and role of the caller), a bound on a
+// connection's age (so that a revoked certificate is not served for long), TLS or mutual TLS
+// from certificate files that are re-read when they rotate, authorization of every call by
+// the caller's identity (internal/identity), and no plaintext off loopback unless asked for.
 package grpcx
 
 import (
@@ -35,6 +36,24 @@ import (
 // limit leaves room for that and refuses runaway messages.
 const DefaultMaxMessageSize = 64 << 20
 
+// DefaultMaxConnectionAge bounds how long a server keeps one connection: then it sends a
+// GOAWAY and the client reconnects with a fresh TLS handshake, so that a certificate that was
+// rotated out, or whose CA was dropped from the bundle, stops being served within the bound.
+// gRPC adds up to 10% of jitter either way, so that clients do not reconnect in step.
+const DefaultMaxConnectionAge = time.Hour
+
+// DefaultMaxConnectionAgeGrace is how long streams still open on a connection past its age
+// may go on; then the connection is closed and they end with UNAVAILABLE. Sluice's streams
+// (Watch, StreamConfig, ReportStatus) never end on their own, so each is cut here and its
+// client resumes it on a new connection.
+const DefaultMaxConnectionAgeGrace = time.Minute
+
+// DefaultMaxConcurrentStreams bounds the concurrent streams of one connection (HTTP/2's
+// SETTINGS_MAX_CONCURRENT_STREAMS): a client past it waits for one of its streams to end. A
+// process opens a handful per peer; a watcher replica relaying translators' status streams
+// to the leader opens one per translator on one connection.
+const DefaultMaxConcurrentStreams = 100
+
 // ServerConfig configures NewServer.
 type ServerConfig struct {
 	Logger hclog.Logger
@@ -55,9 +74,20 @@ type ServerConfig struct {
 	Policy identity.Policy
 	// OnDenied counts a denied call (method, role).
 	OnDenied func(method, role string)
-	// StreamLimits caps the concurrent streams of a method (full method name); a stream over
-	// the cap gets RESOURCE_EXHAUSTED.
-	StreamLimits map[string]int
+	// StreamLimits caps the concurrent streams of a method (full method name) per role of the
+	// caller; a stream over its role's cap gets RESOURCE_EXHAUSTED. Health.Watch has
+	// HealthWatchStreams per role unless this names it.
+	StreamLimits map[string]StreamLimit
+	// OnLimited counts a stream refused by StreamLimits (method, role).
+	OnLimited func(method, role string)
+	// MaxConnectionAge bounds a connection's age (then GOAWAY), and MaxConnectionAgeGrace
+	// how long its open streams may go on after; 0 means DefaultMaxConnectionAge and
+	// DefaultMaxConnectionAgeGrace.
+	MaxConnectionAge      time.Duration
+	MaxConnectionAgeGrace time.Duration
+	// MaxConcurrentStreams bounds the concurrent streams of one connection; 0 means
+	// DefaultMaxConcurrentStreams.
+	MaxConcurrentStreams int
 	// Metrics, when set, receives the server's RPC metrics (grpc_server_*).
 	Metrics prometheus.Registerer
 }
@@ -79,10 +109,25 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if size == 0 {
 		size = DefaultMaxMessageSize
 	}
+	age, grace, streams := cfg.MaxConnectionAge, cfg.MaxConnectionAgeGrace, cfg.MaxConcurrentStreams
+	if age == 0 {
+		age = DefaultMaxConnectionAge
+	}
+	if grace == 0 {
+		grace = DefaultMaxConnectionAgeGrace
+	}
+	if streams == 0 {
+		streams = DefaultMaxConcurrentStreams
+	}
+	if age < 0 || grace < 0 || streams < 0 {
+		return nil, fmt.Errorf("grpcx: negative connection bound (age %s, grace %s, streams %d)", age, grace, streams)
+	}
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(size),
 		grpc.MaxSendMsgSize(size),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.MaxConcurrentStreams(uint32(streams)),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second,
+			MaxConnectionAge: age, MaxConnectionAgeGrace: grace}),
 		// Clients ping every 20s at most; a client that pings more often is misbehaving.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
@@ -110,7 +155,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	lim := newLimiter(cfg.StreamLimits)
+	limits := map[string]StreamLimit{identity.HealthWatch: {Default: HealthWatchStreams}}
+	for m, l := range cfg.StreamLimits {
+		limits[m] = l
+	}
+	lim := newLimiter(limits, cfg.OnLimited)
 	unary := []grpc.UnaryServerInterceptor{versionUnary, guard.Unary()}
 	stream := []grpc.StreamServerInterceptor{versionStream, guard.Stream(), lim.stream}
 	var metrics *grpcprom.ServerMetrics

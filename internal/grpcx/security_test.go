@@ -302,9 +302,9 @@ func TestRotationMidStreamNewConnectionsUseTheNewCertificates(t *testing.T) {
 }
 
 // Stream caps: past the limit of a method, a stream gets RESOURCE_EXHAUSTED; when one
-// ends, another may open.
+// ends, another may open. Without mutual TLS every caller counts as one role, anonymous.
 func TestStreamLimitRefusesStreamsOverTheCap(t *testing.T) {
-	_, addr := serve(t, ServerConfig{StreamLimits: map[string]int{identity.HealthWatch: 1}})
+	_, addr := serve(t, ServerConfig{StreamLimits: map[string]StreamLimit{identity.HealthWatch: {Default: 1}}})
 	conn, err := Dial(addr, ClientConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -324,8 +324,8 @@ func TestStreamLimitRefusesStreamsOverTheCap(t *testing.T) {
 	}
 	_, cancel2, err := open()
 	defer cancel2()
-	if status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("second stream: %v, want RESOURCE_EXHAUSTED", err)
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "role anonymous") {
+		t.Fatalf("second stream: %v, want RESOURCE_EXHAUSTED naming the role anonymous (no mutual TLS)", err)
 	}
 	cancel1()
 	// Polling the server's count of open streams.

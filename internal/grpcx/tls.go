@@ -79,7 +79,11 @@ func (t TLSFiles) ServerConfig() (*tls.Config, error) {
 		// Every handshake gets the current files.
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			cur := src.current()
-			cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cur.cert}, NextProtos: []string{"h2"}}
+			// No session tickets: every connection (a new one at least every
+			// --max-connection-age) makes a full handshake, verifying the client's certificate
+			// against the CA bundle of the moment, rather than resuming a session whose
+			// certificate was verified once.
+			cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cur.cert}, NextProtos: []string{"h2"}, SessionTicketsDisabled: true}
 			if cur.pool != nil {
 				cfg.ClientCAs, cfg.ClientAuth = cur.pool, tls.RequireAndVerifyClientCert
 			}

@@ -40,6 +40,7 @@ type Settings struct {
 	TLS                cli.TLSSettings
 	Pprof              string
 	MaxMessageSize     int
+	Bounds             cli.ConnectionBounds
 }
 
 // Register adds the settings to fs.
@@ -59,6 +60,7 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	s.TLS.Register(fs, true)
 	cli.RegisterPprof(fs, &s.Pprof)
 	cli.RegisterMaxMessageSize(fs, &s.MaxMessageSize)
+	s.Bounds.Register(fs)
 }
 
 // Validate checks the settings.
@@ -88,6 +90,9 @@ func (s *Settings) Validate() error {
 		return err
 	}
 	if err := cli.CheckMaxMessageSize(s.MaxMessageSize); err != nil {
+		return err
+	}
+	if err := s.Bounds.Validate(); err != nil {
 		return err
 	}
 	if err := s.TLS.CheckServing("listen", s.Listen); err != nil {
@@ -165,7 +170,7 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 		return err
 	}
 	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files(),
-		Insecure: s.TLS.Insecure, Pprof: s.Pprof, MaxMessageSize: s.MaxMessageSize})
+		Insecure: s.TLS.Insecure, Pprof: s.Pprof, MaxMessageSize: s.MaxMessageSize, Bounds: s.Bounds})
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,8 @@ type Settings struct {
 	SendTimeout              time.Duration
 	TLS                      cli.TLSSettings
 	MaxStreams               int
+	MaxOperatorStreams       int
+	Bounds                   cli.ConnectionBounds
 	Pprof                    string
 	MaxMessageSize           int
 	GatewayControllerName    string
@@ -67,7 +69,9 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.Int32Var(&s.GatewayHTTPPort, "gateway-http-port", translate.DefaultGatewayHTTPPort, "Gateway listener port served on the proxy's HTTP listener: the port clients see, whatever the proxy binds; HTTP listeners on other ports are refused (PortUnavailable)")
 	fs.Int32Var(&s.GatewayHTTPSPort, "gateway-https-port", translate.DefaultGatewayHTTPSPort, "Gateway listener port served on the proxy's HTTPS listener: the port clients see, whatever the proxy binds; HTTPS listeners on other ports are refused (PortUnavailable)")
 	s.TLS.Register(fs, true)
-	fs.IntVar(&s.MaxStreams, "max-streams", 64, "concurrent Config streams this translator serves; more get RESOURCE_EXHAUSTED")
+	fs.IntVar(&s.MaxStreams, "max-streams", 64, "concurrent Config streams that pushers may hold together; more get RESOURCE_EXHAUSTED")
+	cli.RegisterMaxOperatorStreams(fs, &s.MaxOperatorStreams, "Config")
+	s.Bounds.Register(fs)
 	cli.RegisterPprof(fs, &s.Pprof)
 	cli.RegisterMaxMessageSize(fs, &s.MaxMessageSize)
 }
@@ -133,6 +137,12 @@ func (s *Settings) Validate() error {
 	if err := cli.CheckMaxMessageSize(s.MaxMessageSize); err != nil {
 		return err
 	}
+	if err := cli.CheckMaxOperatorStreams(s.MaxOperatorStreams); err != nil {
+		return err
+	}
+	if err := s.Bounds.Validate(); err != nil {
+		return err
+	}
 	if err := s.TLS.CheckServing("listen", s.Listen); err != nil {
 		return err
 	}
@@ -154,7 +164,9 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 	}
 	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files(),
 		Insecure: s.TLS.Insecure, Pprof: s.Pprof, MaxMessageSize: s.MaxMessageSize,
-		StreamLimits: map[string]int{configv1.ConfigService_StreamConfig_FullMethodName: s.MaxStreams},
+		Bounds: s.Bounds, StreamLimits: map[string]grpcx.StreamLimit{
+			configv1.ConfigService_StreamConfig_FullMethodName: grpcx.LimitByAccess(identity.DefaultPolicy(), configv1.ConfigService_StreamConfig_FullMethodName, s.MaxStreams, s.MaxOperatorStreams),
+		},
 		CountSent: func(method string, n int) {
 			if method == configv1.ConfigService_StreamConfig_FullMethodName {
 				m.sentBytes.Add(float64(n))

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sluice-io/sluice/internal/cli"
+	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/identity"
 	"github.com/sluice-io/sluice/internal/run"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
@@ -48,7 +49,10 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 	}
 	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files(),
 		Insecure: s.TLS.Insecure, Pprof: s.Pprof, MaxMessageSize: s.MaxMessageSize,
-		StreamLimits: map[string]int{watchv1.WatchService_Watch_FullMethodName: s.MaxStreams, watchv1.StatusService_ReportStatus_FullMethodName: s.MaxStreams},
+		Bounds: s.Bounds, StreamLimits: map[string]grpcx.StreamLimit{
+			watchv1.WatchService_Watch_FullMethodName:         grpcx.LimitByAccess(identity.DefaultPolicy(), watchv1.WatchService_Watch_FullMethodName, s.MaxStreams, s.MaxOperatorStreams),
+			watchv1.StatusService_ReportStatus_FullMethodName: grpcx.LimitByAccess(identity.DefaultPolicy(), watchv1.StatusService_ReportStatus_FullMethodName, s.MaxStreams, s.MaxOperatorStreams),
+		},
 		CountSent: func(method string, n int) {
 			if method == watchv1.WatchService_Watch_FullMethodName {
 				m.sentBytes.Add(float64(n))

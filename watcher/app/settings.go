@@ -40,6 +40,11 @@ type Settings struct {
 	SendTimeout       time.Duration
 	MaxMessageSize    int
 
+	// MaxOperatorStreams caps read-only callers' Watch streams, apart from MaxStreams; Bounds
+	// bound the gRPC server's connections.
+	MaxOperatorStreams int
+	Bounds             cli.ConnectionBounds
+
 	StatusWrites       bool
 	StatusQPS          float32
 	StatusBurst        int
@@ -97,7 +102,9 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.Float32Var(&s.KubeQPS, "kube-qps", 50, "client-side queries per second to the apiserver")
 	fs.IntVar(&s.KubeBurst, "kube-burst", 100, "client-side burst to the apiserver")
 	s.TLS.Register(fs, false)
-	fs.IntVar(&s.MaxStreams, "max-streams", 64, "concurrent Watch streams, and concurrent status streams, this watcher serves; more get RESOURCE_EXHAUSTED")
+	fs.IntVar(&s.MaxStreams, "max-streams", 64, "concurrent Watch streams, and concurrent status streams, that the callers of one role with full access (translators; watcher replicas relaying status) may hold together; more get RESOURCE_EXHAUSTED")
+	cli.RegisterMaxOperatorStreams(fs, &s.MaxOperatorStreams, "Watch")
+	s.Bounds.Register(fs)
 	cli.RegisterPprof(fs, &s.Pprof)
 	cli.RegisterMaxMessageSize(fs, &s.MaxMessageSize)
 	fs.DurationVar(&s.SendTimeout, "send-timeout", 30*time.Second, "longest one send on a Watch stream may take; a client that stopped reading for longer is dropped (RESOURCE_EXHAUSTED) and must reconnect")
@@ -196,6 +203,12 @@ func (s *Settings) Validate() error {
 		return err
 	}
 	if err := cli.CheckMaxMessageSize(s.MaxMessageSize); err != nil {
+		return err
+	}
+	if err := cli.CheckMaxOperatorStreams(s.MaxOperatorStreams); err != nil {
+		return err
+	}
+	if err := s.Bounds.Validate(); err != nil {
 		return err
 	}
 	if err := s.TLS.CheckServing("listen", s.Listen); err != nil {
