@@ -42,6 +42,8 @@ func TestValidateNamesTheSettingAtFault(t *testing.T) {
 		{"gateway kind in --kinds", []string{"--kinds", "gateway.networking.k8s.io/v1/httproutes"}, "kinds"},
 		{"gateway kind in --optional-kinds", []string{"--optional-kinds", "gateway.networking.k8s.io/v1/gateways"}, "optional-kinds"},
 		{"gateway-api unknown", []string{"--gateway-api", "maybe"}, "gateway-api"},
+		{"gateway-translator-class empty", []string{"--gateway-translator-class", ""}, "gateway-translator-class"},
+		{"gateway-translator-class with a slash", []string{"--gateway-translator-class", "a/b"}, "gateway-translator-class"},
 		{"discovery-interval zero", []string{"--discovery-interval", "0s"}, "discovery-interval"},
 		{"history-size zero", []string{"--history-size", "0"}, "history-size"},
 		{"client-buffer zero", []string{"--client-buffer", "0"}, "client-buffer"},
@@ -90,6 +92,8 @@ func TestValidateAcceptsGoodSettings(t *testing.T) {
 		{"leader election on loopback", Env{Hostname: "w-0"}, []string{"--leader-elect"}},
 		{"leader election on 0.0.0.0 with the Pod's IP", Env{Hostname: "w-0", PodIP: "10.0.0.7"}, []string{"--leader-elect", "--listen", "0.0.0.0:18000", "--insecure"}},
 		{"gateway api off, optional kinds", Env{}, []string{"--gateway-api", "off", "--optional-kinds", "example.com/v1/widgets"}},
+		{"gateway translator class of another name", Env{}, []string{"--gateway-translator-class", "sluice-gateway"}},
+		{"no gateway translator class while gateway statuses are off", Env{}, []string{"--gateway-controller-name", "", "--gateway-translator-class", ""}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := settingsFrom(t, tc.env, tc.args...).Validate(); err != nil {
@@ -135,5 +139,18 @@ func TestSettingsReadNoEnvironment(t *testing.T) {
 	}
 	if env := EnvFromOS(); env.PodIP != "10.9.9.9" || env.PodNamespace != "from-environment" {
 		t.Fatalf("EnvFromOS() = %+v, want the Pod's variables", env)
+	}
+}
+
+// --gateway-translator-class defaults to the class the deploy manifests' translator serves
+// (its --ingress-class default, and the class its certificate names), so that the shipped
+// translator's Gateway API statuses are written.
+func TestGatewayTranslatorClassDefaultsToTheShippedTranslatorsClass(t *testing.T) {
+	s := settingsFrom(t, Env{})
+	if s.GatewayTranslatorClass != "sluice" {
+		t.Fatalf("--gateway-translator-class defaults to %q, want sluice", s.GatewayTranslatorClass)
+	}
+	if got := settingsFrom(t, Env{}, "--gateway-translator-class", "edge").GatewayTranslatorClass; got != "edge" {
+		t.Fatalf("--gateway-translator-class edge gives %q", got)
 	}
 }

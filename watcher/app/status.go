@@ -101,7 +101,7 @@ func (sw *statusWriter) writeEpoch(ctx context.Context, e *epoch) error {
 		classKind = class.Wire()
 	}
 	w, err := status.New(status.Config{Logger: log, Source: e.src, Client: statusCS, Ingress: ingress.Wire(), IngressClass: classKind,
-		Dynamic: statusDyn, GatewayControllerName: s.GatewayControllerName,
+		Dynamic: statusDyn, GatewayControllerName: s.GatewayControllerName, GatewayTranslatorClass: s.GatewayTranslatorClass,
 		Workers: s.StatusWorkers, Component: "sluice-watcher", Metrics: m})
 	if err != nil {
 		return err

@@ -102,9 +102,14 @@ type gatewayInput struct {
 	// classController is, for a Gateway, the spec.controllerName of its GatewayClass (empty
 	// when the class is unknown).
 	classController string
-	// report is the report that decides the object; nil when no source reports it.
-	report *watchv1.GatewayAPIStatus
-	// released says that a source reported the object and then let go of it.
+	// reports are the reports about it, by source, with who sent each.
+	reports map[string]gatewaySourceReport
+	// translatorClass is the IngressClass of the translator whose identity serves this
+	// watcher's Gateway controller (--gateway-translator-class): a checked origin of another
+	// class may not decide Gateway API statuses.
+	translatorClass string
+	// released says that a source reported the object and then let go of it (only a source
+	// that may decide releases; a report that decides outweighs it).
 	released bool
 }
 
@@ -112,6 +117,8 @@ type gatewayInput struct {
 // status as a merge patch: the fields this controller owns, whole (a merge patch replaces
 // lists whole), and nothing else, so every field of others is kept.
 type gatewayDecision struct {
+	// report is the report that decides; nil when no source may.
+	report *watchv1.GatewayAPIStatus
 	write  bool
 	status map[string]any
 	// why names, when nothing is written, the rule that decided so (for tests and debug logs).
@@ -122,6 +129,7 @@ type gatewayDecision struct {
 const (
 	whyAbsent      = "absent"       // the object is not in the store
 	whyNoReport    = "no report"    // no source reports it (and it was not released)
+	whyNotServed   = "not served"   // every report is from a translator that does not serve our controller
 	whyRefused     = "refused"      // the report names another controller
 	whyUIDMismatch = "uid mismatch" // the report is about an earlier object of that name
 	whyNotOurs     = "not ours"     // a GatewayClass of another controller, a Gateway of its class
@@ -129,9 +137,52 @@ const (
 	whyLeftAsIs    = "left as is"   // a released GatewayClass or Gateway keeps its status
 )
 
+// gatewaySourceReport is one source's report about a Gateway API object, with who sent it.
+type gatewaySourceReport struct {
+	from   Origin
+	status *watchv1.GatewayAPIStatus
+}
+
+// gatewayRefusal says why a report from from may not decide Gateway API statuses; empty
+// when it may. An origin that is not checked (authorization off) always may; a checked one
+// only when its identity serves translatorClass, the IngressClass of the translator that
+// serves this watcher's Gateway controller. (The watcher cannot tell which Gateway
+// controller a translator serves: its identity names only its IngressClass.)
+func gatewayRefusal(from Origin, translatorClass string) string {
+	switch {
+	case !from.Checked:
+		return ""
+	case translatorClass == "":
+		return "no translator class serves this watcher's Gateway controller (--gateway-translator-class is empty)"
+	case from.Class != translatorClass:
+		return fmt.Sprintf("the reporter's identity serves IngressClass %q, and only the translator of --gateway-translator-class %q serves this watcher's Gateway controller",
+			from.Class, translatorClass)
+	}
+	return ""
+}
+
+// chooseGatewayReport is the report of the smallest source name that may decide Gateway API
+// statuses (gatewayRefusal); refused says a report was passed over for its reporter.
+func chooseGatewayReport(reports map[string]gatewaySourceReport, translatorClass string) (best *watchv1.GatewayAPIStatus, refused bool) {
+	bestSrc := ""
+	for src, r := range reports {
+		if gatewayRefusal(r.from, translatorClass) != "" {
+			refused = true
+			continue
+		}
+		if best == nil || src < bestSrc {
+			best, bestSrc = r.status, src
+		}
+	}
+	return best, refused
+}
+
 // decideGateway decides one Gateway API object's status. It is pure: the same input gives the
 // same decision (the time is in the input).
 //
+//   - The report that decides is the one of the smallest source name among those that may
+//     (gatewayRefusal: a checked translator only when its class is --gateway-translator-class);
+//     the others are kept but never acted on.
 //   - A report naming another controller than ours is refused.
 //   - A GatewayClass is written only when its spec.controllerName is ours, a Gateway only when
 //     its class's is; the report's uid must be the object's (a recreated object waits for a
@@ -147,10 +198,18 @@ const (
 //     change; else it is now. observedGeneration is as reported.
 //   - Nothing is written when the result equals what the object shows.
 func decideGateway(in gatewayInput) gatewayDecision {
+	r, refused := chooseGatewayReport(in.reports, in.translatorClass)
+	dec := decideGatewayReport(in, r, refused)
+	dec.report = r
+	return dec
+}
+
+// decideGatewayReport is decideGateway once the report that decides (r, nil when none may) is
+// chosen; refused says a report was passed over for its reporter.
+func decideGatewayReport(in gatewayInput, r *watchv1.GatewayAPIStatus, refused bool) gatewayDecision {
 	if in.obj == nil {
 		return gatewayDecision{why: whyAbsent}
 	}
-	r := in.report
 	if r == nil {
 		if in.released && in.kind == KindHTTPRoute {
 			cur := in.obj.route.Status.Parents
@@ -162,6 +221,9 @@ func decideGateway(in gatewayInput) gatewayDecision {
 		}
 		if in.released {
 			return gatewayDecision{why: whyLeftAsIs}
+		}
+		if refused {
+			return gatewayDecision{why: whyNotServed}
 		}
 		return gatewayDecision{why: whyNoReport}
 	}

@@ -269,3 +269,74 @@ func TestWriterWritesGatewayAPIStatusesToTheAPIServer(t *testing.T) {
 		t.Fatalf("%d writes failed", n)
 	}
 }
+
+// Against the real apiserver: a Gateway's status is not written from a translator of another
+// IngressClass than --gateway-translator-class (its report is refused and counted), and is
+// written from the configured class's translator.
+func TestWriterWritesGatewayStatusOnlyFromTheGatewayTranslator(t *testing.T) {
+	c := testenv.SharedCluster(t)
+	installGatewayCRDs(t, c)
+	ns := c.Namespace(t)
+	st, err := store.New(store.Config{Kinds: []*watchv1.GroupVersionKind{ingressKind, gatewayKinds[KindGatewayClass], gatewayKinds[KindGateway]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &apiObjects{t: t, dyn: c.Dynamic(), src: storetest.New(st)}
+	ourClass := "sluice-bound-" + ns
+	a.create(KindGatewayClass, "", &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: ourClass}, Spec: gwv1.GatewayClassSpec{ControllerName: ours}})
+	a.create(KindGateway, ns, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "gw"}, Spec: gwv1.GatewaySpec{GatewayClassName: gwv1.ObjectName(ourClass),
+		Listeners: []gwv1.Listener{{Name: "http", Protocol: gwv1.HTTPProtocolType, Port: 80}}}})
+	a.sync(KindGatewayClass, "", ourClass)
+	a.sync(KindGateway, ns, "gw")
+
+	cs, err := kubernetes.NewForConfig(c.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newFakeMetrics()
+	w, err := New(Config{Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testWriter{t}}), Source: a.src, Client: cs, Dynamic: a.dyn,
+		Ingress: ingressKind, GatewayControllerName: ours, GatewayTranslatorClass: "sluice", Now: func() time.Time { return now.Time }, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	w.BeginTerm(ctx)
+
+	gwReport := func(reason string) *watchv1.GatewayAPIStatus {
+		r := report(KindGateway, ns, "gw", string(a.get(KindGateway, ns, "gw", nil).GetUID()))
+		r.Conditions = []*watchv1.Condition{wcond("Programmed", "True", reason, 1)}
+		return r
+	}
+	programmed := func() []metav1.Condition {
+		var g gwv1.Gateway
+		a.get(KindGateway, ns, "gw", &g)
+		var out []metav1.Condition
+		for _, c := range g.Status.Conditions {
+			if c.Type == "Programmed" {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+
+	nginx := translatorOrigin("nginx")
+	w.Report(nginx, &watchv1.ReportStatusRequest{Source: nginx.Source, Full: true, GatewayStatuses: []*watchv1.GatewayAPIStatus{gwReport("FromNginx")}})
+	m.eventually(t, "the other class's report refused", func() bool { return m.write("refused") == 1 })
+	if p := programmed(); len(p) != 1 || p[0].Reason != "Pending" {
+		t.Fatalf("after the refused report the Gateway's Programmed conditions are %+v; want the CRD's Pending", p)
+	}
+	// The refused report queued nothing; a report from the configured class now writes, and
+	// what it writes is its own.
+	sluice := translatorOrigin("sluice")
+	w.Report(sluice, &watchv1.ReportStatusRequest{Source: sluice.Source, Full: true, GatewayStatuses: []*watchv1.GatewayAPIStatus{gwReport("FromSluice")}})
+	m.eventually(t, "the configured class's report written", func() bool { return m.write("done") == 1 })
+	if p := programmed(); len(p) != 1 || p[0].Reason != "FromSluice" {
+		t.Fatalf("the Gateway's Programmed conditions are %+v; want the one the sluice translator reported", p)
+	}
+	if n, f := m.write("done"), m.write("failed"); n != 1 || f != 0 {
+		t.Fatalf("%d writes done, %d failed; want the configured class's only", n, f)
+	}
+}

@@ -8,14 +8,17 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc/metadata"
 	"k8s.io/apimachinery/pkg/runtime"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/sluice-io/sluice/internal/identity"
 	"github.com/sluice-io/sluice/internal/watchstream"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 	"github.com/sluice-io/sluice/watcher/store"
@@ -209,7 +212,7 @@ func TestDecideGatewayStatus(t *testing.T) {
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			in := gatewayInput{kind: tc.kind, controller: ours, now: now, classController: tc.class, report: tc.report, released: tc.released}
+			in := gatewayInput{kind: tc.kind, controller: ours, now: now, classController: tc.class, reports: reportedBy("s", Origin{}, tc.report), released: tc.released}
 			if tc.obj != nil {
 				in.obj = gwObject(t, tc.kind, tc.obj)
 			}
@@ -321,6 +324,193 @@ func TestWriterRefusesAnotherGatewayControllerName(t *testing.T) {
 	for _, a := range dyn.Actions() {
 		if a.GetVerb() == "patch" {
 			t.Fatalf("a refused report was written: %v", a)
+		}
+	}
+}
+
+// reportedBy is the reports of an object when src (sent by from) reports r; none when r is nil.
+func reportedBy(src string, from Origin, r *watchv1.GatewayAPIStatus) map[string]gatewaySourceReport {
+	if r == nil {
+		return nil
+	}
+	return map[string]gatewaySourceReport{src: {from: from, status: r}}
+}
+
+// translatorOrigin is the Origin the Service establishes for a translator of class over mTLS.
+func translatorOrigin(class string) Origin {
+	return Origin{Source: "spiffe://cluster.local/sluice/translator/" + class, Class: class, Checked: true}
+}
+
+// relayedOrigin is the Origin the leader establishes for a stream a watcher replica relays
+// for a translator of class.
+func relayedOrigin(t *testing.T, class string) Origin {
+	t.Helper()
+	ctx := identity.WithCaller(context.Background(), identity.Caller{Name: "spiffe://cluster.local/sluice/watcher",
+		Identity: identity.Identity{TrustDomain: "cluster.local", Role: identity.Watcher}})
+	from, err := originOf(ctx, metadata.Pairs(relayedForKey, "spiffe://cluster.local/sluice/translator/"+class))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return from
+}
+
+// A translator may decide Gateway API statuses only when its identity serves the IngressClass
+// whose translator serves this watcher's Gateway controller (--gateway-translator-class):
+// another class's translator, reporting directly or through a relaying replica, has its
+// report kept and passed over; an origin that is not checked (no mTLS) keeps deciding.
+func TestDecideGatewayBindsReportsToTheTranslatorClass(t *testing.T) {
+	const served = "sluice"
+	classReport := func(status string) *watchv1.GatewayAPIStatus {
+		r := report(KindGatewayClass, "", "gc", "u-gc")
+		r.Conditions = []*watchv1.Condition{wcond("Accepted", status, "Accepted", 1)}
+		return r
+	}
+	gwReport := report(KindGateway, "ns", "gw", "u-gw")
+	gwReport.Conditions = []*watchv1.Condition{wcond("Programmed", "True", "Programmed", 1)}
+	routeReport := report(KindHTTPRoute, "ns", "r", "u-r")
+	routeReport.Parents = []*watchv1.RouteParentStatus{{ParentRef: &watchv1.ParentReference{Name: "gw"},
+		Conditions: []*watchv1.Condition{wcond("Accepted", "True", "Accepted", 1)}}}
+	ourParent := parent(ours, "gw", "", cond("Accepted", "False", "NotAllowedByListeners", 1, then))
+	accepted := `{"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"Accepted","message":"Accepted"}]}`
+
+	cases := []struct {
+		name            string
+		kind            string
+		obj             any
+		reports         map[string]gatewaySourceReport
+		classController string
+		translatorClass string
+		released        bool
+		wantWhy         string
+		wantStatus      string
+	}{{
+		name: "RefusedForAnotherClassTranslator", kind: KindGatewayClass, obj: gatewayClass(ours), translatorClass: served,
+		reports: reportedBy("n", translatorOrigin("nginx"), classReport("True")), wantWhy: whyNotServed,
+	}, {
+		name: "AcceptedForTheConfiguredClass", kind: KindGatewayClass, obj: gatewayClass(ours), translatorClass: served,
+		reports: reportedBy("s", translatorOrigin(served), classReport("True")), wantStatus: accepted,
+	}, {
+		name: "AcceptedForAnUncheckedOrigin", kind: KindGatewayClass, obj: gatewayClass(ours), translatorClass: served,
+		reports: reportedBy("s", Origin{}, classReport("True")), wantStatus: accepted,
+	}, {
+		name: "AcceptedForAnUncheckedOriginWithoutATranslatorClass", kind: KindGatewayClass, obj: gatewayClass(ours),
+		reports: reportedBy("s", Origin{}, classReport("True")), wantStatus: accepted,
+	}, {
+		name: "RefusedForEveryCheckedOriginWithoutATranslatorClass", kind: KindGatewayClass, obj: gatewayClass(ours),
+		reports: reportedBy("s", translatorOrigin(served), classReport("True")), wantWhy: whyNotServed,
+	}, {
+		name: "RelayedForAnotherClassRefused", kind: KindGatewayClass, obj: gatewayClass(ours), translatorClass: served,
+		reports: reportedBy("n", relayedOrigin(t, "nginx"), classReport("True")), wantWhy: whyNotServed,
+	}, {
+		name: "RelayedForTheConfiguredClassAccepted", kind: KindGatewayClass, obj: gatewayClass(ours), translatorClass: served,
+		reports: reportedBy("s", relayedOrigin(t, served), classReport("True")), wantStatus: accepted,
+	}, {
+		name: "GatewayRefusedForAnotherClassTranslator", kind: KindGateway, classController: ours, obj: gateway(gwv1.GatewayStatus{}), translatorClass: served,
+		reports: reportedBy("n", translatorOrigin("nginx"), gwReport), wantWhy: whyNotServed,
+	}, {
+		name: "RouteParentsRefusedForAnotherClassTranslator", kind: KindHTTPRoute, obj: route(ourParent), translatorClass: served,
+		reports: reportedBy("n", translatorOrigin("nginx"), routeReport), wantWhy: whyNotServed,
+	}, {
+		// The refused report is passed over even with the smaller source name.
+		name: "TheConfiguredClassDecidesOverASmallerRefusedSource", kind: KindGatewayClass, obj: gatewayClass(ours), translatorClass: served,
+		reports: map[string]gatewaySourceReport{
+			"a": {from: translatorOrigin("nginx"), status: classReport("False")},
+			"z": {from: translatorOrigin(served), status: classReport("True")},
+		}, wantStatus: accepted,
+	}, {
+		// A released route loses our entries: a refused report does not keep them.
+		name: "ARefusedReportDoesNotHoldAReleasedRoute", kind: KindHTTPRoute, obj: route(ourParent), translatorClass: served, released: true,
+		reports: reportedBy("n", translatorOrigin("nginx"), routeReport), wantStatus: `{"parents":[]}`,
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := gatewayInput{kind: tc.kind, controller: ours, now: now, classController: tc.classController, obj: gwObject(t, tc.kind, tc.obj),
+				reports: tc.reports, translatorClass: tc.translatorClass, released: tc.released}
+			d := decideGateway(in)
+			if tc.wantStatus == "" {
+				if d.write || d.why != tc.wantWhy || d.report != nil {
+					t.Fatalf("decision: write %v (%q), report %v; want no write, no report, because %q", d.write, d.why, d.report, tc.wantWhy)
+				}
+				return
+			}
+			if !d.write {
+				t.Fatalf("no write (%s); want status %s", d.why, tc.wantStatus)
+			}
+			if got, err := json.Marshal(d.status); err != nil || string(got) != tc.wantStatus {
+				t.Fatalf("status patch\n got %s (%v)\nwant %s", got, err, tc.wantStatus)
+			}
+		})
+	}
+}
+
+// A translator of another class than --gateway-translator-class reports a GatewayClass
+// status: it is refused (counted once per object, logged once per source naming the
+// source, its class and why) and nothing is written; the same status from the configured
+// class's translator is written.
+func TestWriterBindsGatewayReportsToTheTranslatorClass(t *testing.T) {
+	gcKind := &watchv1.GroupVersionKind{Group: GatewayGroup, Version: "v1", Kind: KindGatewayClass}
+	st, err := store.New(store.Config{Kinds: []*watchv1.GroupVersionKind{ingressKind, gcKind}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := storetest.New(st)
+	raw, err := json.Marshal(gatewayClass(ours))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Do(func(st *store.Store) {
+		if _, err := st.Upsert(&watchv1.Object{Kind: gcKind, Name: "gc", Uid: "u-gc", ResourceVersion: "1", ContentType: watchstream.ContentTypeJSON, Raw: raw}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+	logs := &statusLog{}
+	m := newFakeMetrics()
+	w, err := New(Config{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}), Source: src, Client: fake.NewClientset(), Dynamic: dyn,
+		Ingress: ingressKind, GatewayControllerName: ours, GatewayTranslatorClass: "sluice", Now: func() time.Time { return now.Time }, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	w.BeginTerm(ctx)
+	classReport := func(status string) *watchv1.GatewayAPIStatus {
+		r := report(KindGatewayClass, "", "gc", "u-gc")
+		r.Conditions = []*watchv1.Condition{wcond("Accepted", status, "Accepted", 1)}
+		return r
+	}
+	patches := func() []string {
+		var out []string
+		for _, a := range dyn.Actions() {
+			if p, ok := a.(clienttesting.PatchAction); ok {
+				out = append(out, string(p.GetPatch()))
+			}
+		}
+		return out
+	}
+
+	nginx := translatorOrigin("nginx")
+	w.Report(nginx, &watchv1.ReportStatusRequest{Source: nginx.Source, Full: true, GatewayStatuses: []*watchv1.GatewayAPIStatus{classReport("False")}})
+	w.Report(nginx, &watchv1.ReportStatusRequest{Source: nginx.Source, GatewayStatuses: []*watchv1.GatewayAPIStatus{classReport("False")}})
+	m.eventually(t, "the refusal counted", func() bool { return m.write("refused") == 1 })
+	sluice := translatorOrigin("sluice")
+	w.Report(sluice, &watchv1.ReportStatusRequest{Source: sluice.Source, Full: true, GatewayStatuses: []*watchv1.GatewayAPIStatus{classReport("True")}})
+	m.eventually(t, "the configured class's report written", func() bool { return len(patches()) == 1 })
+	if p := patches(); !strings.Contains(p[0], `"status":"True"`) {
+		t.Fatalf("patch %s; want the configured class's Accepted=True", p[0])
+	}
+	if n := m.write("refused"); n != 1 {
+		t.Fatalf("%d refusals counted, want one (one object, one source)", n)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "gateway api status report refused"); n != 1 {
+		t.Fatalf("the refusal was logged %d times, want once:\n%s", n, out)
+	}
+	for _, want := range []string{nginx.Source, "class=nginx", "--gateway-translator-class"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the refusal log does not say %q:\n%s", want, out)
 		}
 	}
 }

@@ -25,11 +25,15 @@ type gatewayState struct {
 	said     map[objKey]announced
 	// refusedNames are the source and controller name pairs already logged as refused.
 	refusedNames map[string]bool
+	// refusedSources are, by source whose reporter may not decide Gateway API statuses
+	// (gatewayRefusal), the objects already counted as refused; a source is logged once.
+	refusedSources map[string]map[objKey]bool
 }
 
 func newGatewayState() gatewayState {
 	return gatewayState{objects: map[objKey]*gatewayObject{}, sources: map[string]map[objKey]*watchv1.GatewayAPIStatus{},
-		released: map[objKey]bool{}, said: map[objKey]announced{}, refusedNames: map[string]bool{}}
+		released: map[objKey]bool{}, said: map[objKey]announced{}, refusedNames: map[string]bool{},
+		refusedSources: map[string]map[objKey]bool{}}
 }
 
 // resetTerm forgets the reports: translators report in full again to whichever replica leads.
@@ -124,8 +128,10 @@ func (w *Writer) gatewayStoreEvent(ev store.Event) {
 
 // gatewayReport applies the Gateway API part of a report. A status naming another
 // controller is refused (counted, logged once per source and name) and taken as if the
-// source had not reported it.
-func (w *Writer) gatewayReport(src string, req *watchv1.ReportStatusRequest) {
+// source had not reported it. A report from an origin that may not decide Gateway API
+// statuses (gatewayRefusal) is kept but never acted on: nothing is evaluated, released or
+// written for it (decideGateway passes it over).
+func (w *Writer) gatewayReport(src string, from Origin, req *watchv1.ReportStatusRequest) {
 	var valid []*watchv1.GatewayAPIStatus
 	var refused []objKey
 	for _, st := range req.GetGatewayStatuses() {
@@ -141,6 +147,10 @@ func (w *Writer) gatewayReport(src string, req *watchv1.ReportStatusRequest) {
 				"source", src, "controller", st.GetControllerName(), "want", w.cfg.GatewayControllerName, "object", gatewayKeyOf(st.GetKey()).String())
 		}
 	}
+	why := gatewayRefusal(from, w.cfg.GatewayTranslatorClass)
+	if why != "" {
+		w.refuseGatewaySource(src, from, why, valid)
+	}
 	cur := w.gw.sources[src]
 	if cur == nil || req.GetFull() {
 		next := make(map[objKey]*watchv1.GatewayAPIStatus, len(valid))
@@ -148,6 +158,9 @@ func (w *Writer) gatewayReport(src string, req *watchv1.ReportStatusRequest) {
 			next[gatewayKeyOf(st.GetKey())] = st
 		}
 		w.gw.sources[src] = next
+		if why != "" {
+			return
+		}
 		for k := range cur {
 			if _, ok := next[k]; !ok {
 				w.gatewayRelease(k)
@@ -160,19 +173,42 @@ func (w *Writer) gatewayReport(src string, req *watchv1.ReportStatusRequest) {
 		}
 		return
 	}
-	for _, st := range valid {
-		k := gatewayKeyOf(st.GetKey())
-		cur[k] = st
-		w.gatewayEvaluate(k, true)
-	}
 	gone := refused
 	for _, r := range req.GetRemovedGateway() {
 		gone = append(gone, gatewayKeyOf(r))
 	}
+	for _, st := range valid {
+		k := gatewayKeyOf(st.GetKey())
+		cur[k] = st
+		if why == "" {
+			w.gatewayEvaluate(k, true)
+		}
+	}
 	for _, k := range gone {
 		if _, ok := cur[k]; ok {
 			delete(cur, k)
-			w.gatewayRelease(k)
+			if why == "" {
+				w.gatewayRelease(k)
+			}
+		}
+	}
+}
+
+// refuseGatewaySource counts each Gateway API status of a source that may not decide them
+// once per object (as a report about an Ingress of another class is), and logs the source
+// once.
+func (w *Writer) refuseGatewaySource(src string, from Origin, why string, sts []*watchv1.GatewayAPIStatus) {
+	seen := w.gw.refusedSources[src]
+	if seen == nil {
+		seen = map[objKey]bool{}
+		w.gw.refusedSources[src] = seen
+		w.log.Warn("gateway api status report refused: its Gateway API statuses are kept but never written",
+			"source", src, "class", from.Class, "why", why)
+	}
+	for _, st := range sts {
+		if k := gatewayKeyOf(st.GetKey()); !seen[k] {
+			seen[k] = true
+			w.cfg.Metrics.StatusWrite("refused")
 		}
 	}
 }
@@ -186,17 +222,19 @@ func (w *Writer) gatewayRelease(k objKey) {
 	w.gatewayEvaluate(k, true)
 }
 
-// gatewayDesired is the report that decides an object: the smallest source name that
-// serves it.
-func (w *Writer) gatewayDesired(k objKey) *watchv1.GatewayAPIStatus {
-	var best *watchv1.GatewayAPIStatus
-	bestSrc := ""
+// gatewayReports are the reports about an object, by source, with their origins
+// (decideGateway chooses among them). The map is new: an intent holds it.
+func (w *Writer) gatewayReports(k objKey) map[string]gatewaySourceReport {
+	var out map[string]gatewaySourceReport
 	for src, m := range w.gw.sources {
-		if st, ok := m[k]; ok && (best == nil || src < bestSrc) {
-			best, bestSrc = st, src
+		if st, ok := m[k]; ok {
+			if out == nil {
+				out = map[string]gatewaySourceReport{}
+			}
+			out[src] = gatewaySourceReport{from: w.origins[src], status: st}
 		}
 	}
-	return best
+	return out
 }
 
 // classController is the controllerName of a Gateway's GatewayClass, empty when the store
@@ -219,13 +257,14 @@ func (w *Writer) gatewayEvaluate(k objKey, fromReport bool) {
 		return // beginTerm evaluates every object again
 	}
 	obj := w.gw.objects[k]
-	d := w.gatewayDesired(k)
-	if d != nil {
-		delete(w.gw.released, k)
-	}
 	in := gatewayInput{kind: k.kind, controller: w.cfg.GatewayControllerName, now: metav1.NewTime(w.cfg.Now()).Rfc3339Copy(), obj: obj,
-		classController: w.classController(obj), report: d, released: w.gw.released[k]}
+		classController: w.classController(obj), reports: w.gatewayReports(k), translatorClass: w.cfg.GatewayTranslatorClass,
+		released: w.gw.released[k]}
 	dec := decideGateway(in)
+	d := dec.report
+	if d != nil {
+		delete(w.gw.released, k) // a source that may decide serves it again
+	}
 	w.log.Trace("gateway api status decided", "object", k.String(), "write", dec.write, "why", dec.why)
 	acted := dec.write || dec.why == whyEqual
 	if d != nil && acted {

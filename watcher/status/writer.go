@@ -75,6 +75,10 @@ type Config struct {
 	// statuses must name it, and only objects of GatewayClasses with it are written. Empty:
 	// Gateway API statuses are not written (and their reports refused).
 	GatewayControllerName string
+	// GatewayTranslatorClass is the IngressClass of the translator whose identity serves
+	// GatewayControllerName: a report from a checked origin (mTLS) of another class has its
+	// Gateway API statuses kept but never written. Empty: no checked origin may report them.
+	GatewayTranslatorClass string
 	// Now is the clock of conditions' lastTransitionTime (default time.Now).
 	Now func() time.Time
 	// Workers write concurrently (the client's rate limit still applies).
@@ -351,7 +355,7 @@ func (w *Writer) checkClasses(src string, sts []*watchv1.IngressStatus) {
 func (w *Writer) report(from Origin, req *watchv1.ReportStatusRequest) {
 	src := req.GetSource()
 	w.origins[src] = from
-	w.gatewayReport(src, req)
+	w.gatewayReport(src, from, req)
 	w.checkClasses(src, req.GetStatuses())
 	cur := w.sources[src]
 	if cur == nil || req.GetFull() {
