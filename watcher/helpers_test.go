@@ -56,7 +56,14 @@ type follower struct {
 // follow opens a stream (retrying while the watcher is not serving yet) and follows it.
 func follow(t *testing.T, addr string, req *watchv1.WatchRequest) *follower {
 	t.Helper()
-	conn, err := grpcx.Dial(addr, grpcx.ClientConfig{})
+	return followAs(t, addr, grpcx.TLSFiles{}, req)
+}
+
+// followAs is follow with a client certificate (mTLS): the identity it names decides what
+// the stream carries.
+func followAs(t *testing.T, addr string, tls grpcx.TLSFiles, req *watchv1.WatchRequest) *follower {
+	t.Helper()
+	conn, err := grpcx.Dial(addr, grpcx.ClientConfig{TLS: tls})
 	if err != nil {
 		t.Fatal(err)
 	}
