@@ -169,16 +169,8 @@ func TestWriterWritesGatewayAPIStatusesToTheAPIServer(t *testing.T) {
 	m := newFakeMetrics()
 	var clock atomic.Int64 // the injected clock, in Unix seconds
 	clock.Store(now.Unix())
-	w, err := New(Config{Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testWriter{t}}), Source: a.src, Client: cs, Dynamic: a.dyn,
+	w := runWriter(t, Config{Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testWriter{t}}), Source: a.src, Client: cs, Dynamic: a.dyn,
 		Ingress: ingressKind, GatewayControllerName: ours, Now: func() time.Time { return time.Unix(clock.Load(), 0).UTC() }, Workers: 2, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	w.BeginTerm(ctx)
 
 	uid := func(kind, ns, name string) string { return string(a.get(kind, ns, name, nil).GetUID()) }
 	classReport := report(KindGatewayClass, "", ourClass, uid(KindGatewayClass, "", ourClass))
@@ -294,16 +286,8 @@ func TestWriterWritesGatewayStatusOnlyFromTheGatewayTranslator(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newFakeMetrics()
-	w, err := New(Config{Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testWriter{t}}), Source: a.src, Client: cs, Dynamic: a.dyn,
+	w := runWriter(t, Config{Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testWriter{t}}), Source: a.src, Client: cs, Dynamic: a.dyn,
 		Ingress: ingressKind, GatewayControllerName: ours, GatewayTranslatorClass: "sluice", Now: func() time.Time { return now.Time }, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	w.BeginTerm(ctx)
 
 	gwReport := func(reason string) *watchv1.GatewayAPIStatus {
 		r := report(KindGateway, ns, "gw", string(a.get(KindGateway, ns, "gw", nil).GetUID()))

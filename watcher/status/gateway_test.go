@@ -302,16 +302,8 @@ func TestWriterRefusesAnotherGatewayControllerName(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
 	logs := &statusLog{}
 	m := newFakeMetrics()
-	w, err := New(Config{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}), Source: src, Client: fake.NewClientset(), Dynamic: dyn,
+	w := runWriter(t, Config{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}), Source: src, Client: fake.NewClientset(), Dynamic: dyn,
 		Ingress: ingressKind, GatewayControllerName: ours, Now: func() time.Time { return now.Time }, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	w.BeginTerm(ctx)
 	lie := report(KindGatewayClass, "", "gc", "u-gc")
 	lie.ControllerName = theirs
 	lie.Conditions = []*watchv1.Condition{wcond("Accepted", "True", "Accepted", 1)}
@@ -466,16 +458,8 @@ func TestWriterBindsGatewayReportsToTheTranslatorClass(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
 	logs := &statusLog{}
 	m := newFakeMetrics()
-	w, err := New(Config{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}), Source: src, Client: fake.NewClientset(), Dynamic: dyn,
+	w := runWriter(t, Config{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}), Source: src, Client: fake.NewClientset(), Dynamic: dyn,
 		Ingress: ingressKind, GatewayControllerName: ours, GatewayTranslatorClass: "sluice", Now: func() time.Time { return now.Time }, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	w.BeginTerm(ctx)
 	classReport := func(status string) *watchv1.GatewayAPIStatus {
 		r := report(KindGatewayClass, "", "gc", "u-gc")
 		r.Conditions = []*watchv1.Condition{wcond("Accepted", status, "Accepted", 1)}
@@ -513,4 +497,20 @@ func TestWriterBindsGatewayReportsToTheTranslatorClass(t *testing.T) {
 			t.Fatalf("the refusal log does not say %q:\n%s", want, out)
 		}
 	}
+}
+
+// runWriter runs a Writer of cfg until the test ends and opens its term, as the leader
+// does: each Gateway status test starts one this way.
+func runWriter(t *testing.T, cfg Config) *Writer {
+	t.Helper()
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	w.BeginTerm(ctx)
+	return w
 }
