@@ -1,6 +1,7 @@
 // Package deploy_test proves the manifests under deploy/ against the real test apiserver:
-// every overlay is accepted, the watcher's ClusterRole is exactly enough, and the components
-// talk mTLS with the certificates `make certs` writes.
+// every overlay is accepted, the watcher's RBAC (a ClusterRole, or Roles per watched
+// namespace) is exactly enough, and the components talk mTLS with the certificates
+// `make certs` writes.
 package deploy_test
 
 import (
@@ -9,10 +10,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -69,21 +72,50 @@ func installCertManagerCRDs(t *testing.T, c *testenv.Cluster) {
 	}
 }
 
+// createNamespaces creates every namespace an object of rendered is in (and extra): a
+// dry-run does not create the namespace the other objects go into.
+func createNamespaces(t *testing.T, c *testenv.Cluster, rendered []byte, extra ...string) {
+	t.Helper()
+	names := slices.Clone(extra)
+	r := utilyaml.NewYAMLReader(bufioReader(rendered))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta metav1.PartialObjectMetadata
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			t.Fatalf("%v in\n%s", err, doc)
+		}
+		if meta.Namespace != "" {
+			names = append(names, meta.Namespace)
+		}
+	}
+	slices.Sort(names)
+	for _, ns := range slices.Compact(names) {
+		if _, err := c.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Every manifest of every overlay is accepted by a server-side dry-run apply.
 func TestEveryOverlayAcceptedByServerSideDryRun(t *testing.T) {
 	c := testenv.SharedCluster(t)
-	ctx := context.Background()
 	installCertManagerCRDs(t, c)
-	// A dry-run does not create the namespace the other objects go into.
-	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sluice-system"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
 	dirs := []string{"base"}
 	overlays, _ := filepath.Glob("overlays/*")
 	dirs = append(dirs, overlays...)
+	if !slices.Contains(dirs, "overlays/namespaced") {
+		t.Fatalf("overlays/namespaced missing from %v", dirs)
+	}
 	for _, d := range dirs {
 		t.Run(d, func(t *testing.T) {
 			rendered := kubectl(t, c, nil, "kustomize", d)
+			createNamespaces(t, c, rendered)
 			out := kubectl(t, c, rendered, "apply", "--server-side", "--dry-run=server", "--field-manager=sluice-test", "-f", "-")
 			n := strings.Count(string(rendered), "\nkind: ") // every document's top-level kind follows a newline
 			if got := strings.Count(string(out), "serverside-applied (server dry run)"); got != n {
@@ -93,46 +125,78 @@ func TestEveryOverlayAcceptedByServerSideDryRun(t *testing.T) {
 	}
 }
 
-// rbacObject is the object of deploy/base/rbac.yaml with that kind and name.
-func rbacObject[T any](t *testing.T, kind, name string) *T {
+// rbacShape is the watcher's RBAC as one of deploy/'s shapes grants it: cluster rules through
+// a ClusterRole, lease rules through a Role in its own namespace (where its Lease is), and,
+// for a watcher that watches only some namespaces (--namespaces), watched rules through a
+// Role in each of them.
+type rbacShape struct {
+	cluster, lease []rbacv1.PolicyRule
+	// watched is nil for a watcher of every namespace.
+	watched []rbacv1.PolicyRule
+	// unboundLast leaves the last watched namespace without its Role.
+	unboundLast bool
+}
+
+// watcherRBAC is the watcher's RBAC in a rendered manifest (kubectl kustomize): the rules of
+// the ClusterRole sluice-watcher, of the Lease Role sluice-watcher-leader-election and of the
+// Roles sluice-watcher, which must be the same in every namespace that has one.
+func watcherRBAC(t *testing.T, rendered []byte) rbacShape {
 	t.Helper()
-	data, err := os.ReadFile("base/rbac.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := utilyaml.NewYAMLReader(bufioReader(data))
+	var s rbacShape
+	r := utilyaml.NewYAMLReader(bufioReader(rendered))
 	for {
 		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
 		if err != nil {
-			t.Fatalf("no %s %s in base/rbac.yaml: %v", kind, name, err)
+			t.Fatal(err)
 		}
 		var meta metav1.PartialObjectMetadata
-		if err := yaml.Unmarshal(doc, &meta); err != nil || meta.Kind != kind || meta.Name != name {
+		if err := yaml.Unmarshal(doc, &meta); err != nil || (meta.Kind != "ClusterRole" && meta.Kind != "Role") {
 			continue
 		}
-		var obj T
-		if err := yaml.Unmarshal(doc, &obj); err != nil {
-			t.Fatalf("%s %s in base/rbac.yaml: %v", kind, name, err)
+		var role rbacv1.Role // a ClusterRole's rules read the same
+		if err := yaml.Unmarshal(doc, &role); err != nil {
+			t.Fatalf("%s %s: %v", meta.Kind, meta.Name, err)
 		}
-		return &obj
+		switch {
+		case meta.Kind == "ClusterRole" && meta.Name == "sluice-watcher":
+			s.cluster = role.Rules
+		case meta.Kind == "Role" && meta.Name == "sluice-watcher-leader-election":
+			s.lease = role.Rules
+		case meta.Kind == "Role" && meta.Name == "sluice-watcher":
+			if s.watched != nil && !reflect.DeepEqual(s.watched, role.Rules) {
+				t.Fatalf("the Role sluice-watcher in %s differs from the one before it: %v", meta.Namespace, role.Rules)
+			}
+			s.watched = role.Rules
+		}
 	}
+	if s.cluster == nil || s.lease == nil {
+		t.Fatalf("no ClusterRole sluice-watcher or no Role sluice-watcher-leader-election")
+	}
+	return s
 }
 
-// rbacRun is one watcher, with --leader-elect, run with a ServiceAccount bound to exactly
-// clusterRules (cluster-wide) and leaseRules (in its namespace, where its Lease is).
+// rbacRun is one watcher, with --leader-elect, run with a ServiceAccount bound as an
+// rbacShape says.
 type rbacRun struct {
 	c      *testenv.Cluster
-	ns, sa string
-	addr   string
-	w      *testenv.Process
-	synced bool
+	ns, sa string // the watcher's ServiceAccount, in the namespace of its Lease
+	// watched is its --namespaces (empty: all); probe is the namespace of the status probe's
+	// objects: the first watched one, or ns.
+	watched []string
+	probe   string
+	addr    string
+	w       *testenv.Process
+	synced  bool
 }
 
-func runWatcher(t *testing.T, c *testenv.Cluster, sa string, clusterRules, leaseRules []rbacv1.PolicyRule) *rbacRun {
+func runWatcher(t *testing.T, c *testenv.Cluster, sa string, s rbacShape) *rbacRun {
 	t.Helper()
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "deploy-test-" + ns}, Rules: clusterRules}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "deploy-test-" + ns}, Rules: s.cluster}
 	if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -141,19 +205,33 @@ func runWatcher(t *testing.T, c *testenv.Cluster, sa string, clusterRules, lease
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}, Subjects: subjects}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "lease"}, Rules: leaseRules}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	bind := func(in, name string, rules []rbacv1.PolicyRule) {
+		if _, err := c.Client.RbacV1().Roles(in).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Client.RbacV1().RoleBindings(in).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}, Subjects: subjects}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := c.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "lease"},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "lease"}, Subjects: subjects}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	bind(ns, "lease", s.lease)
+	var watched []string
+	if s.watched != nil {
+		// Two watched namespaces, neither the Lease's: the Roles there are all it reads by.
+		for i := range 2 {
+			watched = append(watched, c.Namespace(t))
+			if !(s.unboundLast && i == 1) {
+				bind(watched[i], "watched", s.watched)
+			}
+		}
 	}
-	return startRBACWatcher(t, c, ns, sa)
+	return startRBACWatcher(t, c, ns, sa, watched)
 }
 
-// startRBACWatcher runs the watcher with the token of ServiceAccount ns/sa and waits for its
-// marker, or, when there is none, for it to give up after its sync timeout.
-func startRBACWatcher(t *testing.T, c *testenv.Cluster, ns, sa string) *rbacRun {
+// startRBACWatcher runs the watcher with the token of ServiceAccount ns/sa, its Lease in ns,
+// watching the namespaces watched (empty: all), and waits for its marker, or, when there is
+// none, for it to give up after its sync timeout.
+func startRBACWatcher(t *testing.T, c *testenv.Cluster, ns, sa string, watched []string) *rbacRun {
 	t.Helper()
 	ctx := context.Background()
 	cfg, err := c.ServiceAccountConfig(ctx, ns, sa)
@@ -164,7 +242,12 @@ func startRBACWatcher(t *testing.T, c *testenv.Cluster, ns, sa string) *rbacRun 
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rbacRun{c: c, ns: ns, sa: sa}
+	r := &rbacRun{c: c, ns: ns, sa: sa, watched: watched, probe: ns}
+	var namespaces []string
+	if len(watched) > 0 {
+		r.probe = watched[0]
+		namespaces = []string{"--namespaces", strings.Join(watched, ",")}
+	}
 	// A free port can be taken by another test process before the watcher binds it; then
 	// sluicectl would ask whoever holds it. Only a watcher that said it serves is asked.
 	for attempt := 1; ; attempt++ {
@@ -172,9 +255,9 @@ func startRBACWatcher(t *testing.T, c *testenv.Cluster, ns, sa string) *rbacRun 
 		r.addr = a[0]
 		// --gateway-api=on: the Gateway API kinds are required, so a missing read rule on
 		// them stops the marker as it does for Ingresses (the test installs their CRDs).
-		r.w = testenv.StartBinary(t, "watcher", "--kubeconfig", kc, "--listen", a[0], "--http-listen", a[1], "--sync-timeout", "8s", "--gateway-api", "on",
+		r.w = testenv.StartBinary(t, "watcher", append([]string{"--kubeconfig", kc, "--listen", a[0], "--http-listen", a[1], "--sync-timeout", "8s", "--gateway-api", "on",
 			"--leader-elect", "--id", sa, "--leader-elect-namespace", ns, "--leader-elect-lease-duration", "3s",
-			"--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "500ms")
+			"--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "500ms"}, namespaces...)...)
 		err := testenv.Poll(50*time.Millisecond, time.Minute, func() (bool, error) {
 			exited := r.w.Exited()
 			if strings.Contains(r.w.Logs(), "serving: grpc="+a[0]) {
@@ -218,7 +301,7 @@ const probeAddress = "192.0.2.44"
 func (r *rbacRun) report(t *testing.T, d time.Duration, hopeless func() bool) (accepted bool) {
 	t.Helper()
 	ctx := context.Background()
-	ing, err := r.c.Client.NetworkingV1().Ingresses(r.ns).Create(ctx, &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+	ing, err := r.c.Client.NetworkingV1().Ingresses(r.probe).Create(ctx, &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
 		Spec: networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
 			Name: "missing", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}, metav1.CreateOptions{})
 	if err != nil {
@@ -232,9 +315,9 @@ func (r *rbacRun) report(t *testing.T, d time.Duration, hopeless func() bool) (a
 	// the connection at once could drop the report unread.
 	t.Cleanup(func() { _ = conn.Close() })
 	req := &watchv1.ReportStatusRequest{Source: "deploy-test", Full: true, Statuses: []*watchv1.IngressStatus{{
-		Key: &watchv1.IngressKey{Namespace: r.ns, Name: "probe"}, Uid: string(ing.UID), ManageLoadBalancer: true,
+		Key: &watchv1.IngressKey{Namespace: r.probe, Name: "probe"}, Uid: string(ing.UID), ManageLoadBalancer: true,
 		LoadBalancer: []*watchv1.LoadBalancerIngress{{Ip: probeAddress}},
-		Findings:     []*watchv1.StatusFinding{{Reason: "ServiceNotFound", Field: "spec.defaultBackend", Message: "Service " + r.ns + "/missing not found", Warning: true}},
+		Findings:     []*watchv1.StatusFinding{{Reason: "ServiceNotFound", Field: "spec.defaultBackend", Message: "Service " + r.probe + "/missing not found", Warning: true}},
 	}}, GatewayStatuses: r.gatewayStatuses(t)}
 	deadline := time.Now().Add(d)
 	// A replica that does not lead refuses: it campaigns; ask again.
@@ -303,9 +386,9 @@ func (r *rbacRun) gatewayStatuses(t *testing.T) []*watchv1.GatewayAPIStatus {
 		obj      map[string]any
 	}{
 		{"GatewayClass", "", map[string]any{"metadata": map[string]any{"name": class}, "spec": map[string]any{"controllerName": gatewayController}}},
-		{"Gateway", r.ns, map[string]any{"metadata": map[string]any{"name": "probe"}, "spec": map[string]any{"gatewayClassName": class,
+		{"Gateway", r.probe, map[string]any{"metadata": map[string]any{"name": "probe"}, "spec": map[string]any{"gatewayClassName": class,
 			"listeners": []any{map[string]any{"name": "http", "protocol": "HTTP", "port": int64(80)}}}}},
-		{"HTTPRoute", r.ns, map[string]any{"metadata": map[string]any{"name": "probe"}, "spec": map[string]any{"parentRefs": []any{map[string]any{"name": "probe"}}}}},
+		{"HTTPRoute", r.probe, map[string]any{"metadata": map[string]any{"name": "probe"}, "spec": map[string]any{"parentRefs": []any{map[string]any{"name": "probe"}}}}},
 	}
 	accepted := []*watchv1.Condition{{Type: "Accepted", Status: "True", Reason: "Accepted", Message: "probe", ObservedGeneration: 1}}
 	var out []*watchv1.GatewayAPIStatus
@@ -347,7 +430,7 @@ func (r *rbacRun) waitGatewayStatus(t *testing.T, d time.Duration, enough func(w
 	_ = testenv.Poll(100*time.Millisecond, d, func() (bool, error) {
 		written = map[string]bool{}
 		for kind, gvr := range gatewayGVR {
-			name, res := "probe", dynamic.ResourceInterface(dyn.Resource(gvr).Namespace(r.ns))
+			name, res := "probe", dynamic.ResourceInterface(dyn.Resource(gvr).Namespace(r.probe))
 			if kind == "GatewayClass" {
 				name, res = "probe-"+r.ns, dyn.Resource(gvr)
 			}
@@ -390,14 +473,14 @@ func (r *rbacRun) waitStatus(t *testing.T, d time.Duration, enough func(addresse
 	ctx := context.Background()
 	var failed error
 	_ = testenv.Poll(100*time.Millisecond, d, func() (bool, error) {
-		ing, err := r.c.Client.NetworkingV1().Ingresses(r.ns).Get(ctx, "probe", metav1.GetOptions{})
+		ing, err := r.c.Client.NetworkingV1().Ingresses(r.probe).Get(ctx, "probe", metav1.GetOptions{})
 		if err != nil {
 			failed = err
 			return false, testenv.Permanent(err)
 		}
 		lb := ing.Status.LoadBalancer.Ingress
 		addressed = len(lb) == 1 && lb[0].IP == probeAddress
-		evs, err := r.c.Client.CoreV1().Events(r.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=probe,reason=ServiceNotFound"})
+		evs, err := r.c.Client.CoreV1().Events(r.probe).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=probe,reason=ServiceNotFound"})
 		if err != nil {
 			failed = err
 			return false, testenv.Permanent(err)
@@ -413,27 +496,102 @@ func (r *rbacRun) waitStatus(t *testing.T, d time.Duration, enough func(addresse
 
 func both(addressed, announced bool) bool { return addressed && announced }
 
-// The watcher, with the token of a ServiceAccount bound only by deploy/'s ClusterRole and
-// lease Role, reaches the marker, takes the Lease and writes what a translator reports: the
-// Ingress's status.loadBalancer and a Warning Event. With any one rule removed, what needs
-// it fails and the watcher's log says which resource was refused: a read rule stops the
-// marker (the Gateway API kinds' too: the watcher runs with --gateway-api=on); ingresses/status
-// stops the address, events the Event, a lease rule the election.
-// The Gateway API's status rule is taken apart: without any one of gatewayclasses/status,
-// gateways/status and httproutes/status, that object's status alone is not written.
-// The rules come from the manifest, so the two cannot drift.
+// The watcher, with the token of a ServiceAccount bound only as deploy/ binds it, reaches
+// the marker, takes the Lease and writes what a translator reports: the Ingress's
+// status.loadBalancer, a Warning Event and the Gateway API statuses. That holds for both
+// shapes: deploy/base's one ClusterRole (the watcher watches every namespace), and
+// overlays/namespaced's ClusterRole of cluster-scoped kinds with a Role in each watched
+// namespace (the watcher runs with --namespaces, two of them, neither its Lease's). With any
+// one resource of any one rule removed, what needs it fails and the watcher's log says which
+// resource was refused: a read rule stops the marker (the Gateway API kinds' too: the
+// watcher runs with --gateway-api=on); ingresses/status stops the address, events the
+// Event, a lease rule the election, each Gateway API status resource that object's status
+// alone. A watched namespace without its Role stops the marker.
+// The namespaced shape grants what the base grants, split by scope, and the rules come from
+// the manifests (kubectl kustomize), so none of them can drift.
 func TestWatcherClusterRoleIsExactlyEnough(t *testing.T) {
 	c := testenv.SharedCluster(t)
 	installGatewayCRDs(t, c)
-	role, lease := rbacObject[rbacv1.ClusterRole](t, "ClusterRole", "sluice-watcher"), rbacObject[rbacv1.Role](t, "Role", "sluice-watcher-leader-election")
-	if len(role.Rules) < 7 || len(lease.Rules) < 2 {
-		t.Fatalf("the ClusterRole has %d rules and the Role %d", len(role.Rules), len(lease.Rules))
+	base, namespaced := watcherRBAC(t, kustomize(t, "base")), watcherRBAC(t, kustomize(t, "overlays/namespaced"))
+	if len(base.cluster) < 9 || base.watched != nil || len(base.lease) < 2 {
+		t.Fatalf("base: the ClusterRole has %d rules, the Lease Role %d, and Roles per namespace %v", len(base.cluster), len(base.lease), base.watched)
 	}
+	if !reflect.DeepEqual(append(slices.Clone(namespaced.cluster), namespaced.watched...), base.cluster) || !reflect.DeepEqual(namespaced.lease, base.lease) {
+		t.Fatalf("overlays/namespaced's ClusterRole %v and Role %v are not base's ClusterRole %v split in two", namespaced.cluster, namespaced.watched, base.cluster)
+	}
+	// Only cluster-scoped resources stay in the namespaced shape's ClusterRole.
+	scope := servedScopes(t, c)
+	for _, part := range []struct {
+		rules      []rbacv1.PolicyRule
+		namespaced bool
+	}{{namespaced.cluster, false}, {namespaced.watched, true}} {
+		for _, rule := range part.rules {
+			for _, res := range rule.Resources {
+				if ns, ok := scope[rule.APIGroups[0]+"/"+res]; !ok || ns != part.namespaced {
+					t.Errorf("overlays/namespaced: %s/%s is served %v, namespaced %v, granted namespaced %v", rule.APIGroups[0], res, ok, ns, part.namespaced)
+				}
+			}
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	for _, shape := range []struct {
+		name string
+		s    rbacShape
+	}{{"base", base}, {"namespaced", namespaced}} {
+		t.Run(shape.name, func(t *testing.T) {
+			t.Parallel()
+			testWatcherRBAC(t, c, shape.s)
+		})
+	}
+}
+
+// servedScopes says, for every resource the apiserver serves ("group/resource", subresources
+// too), whether it is namespaced.
+func servedScopes(t *testing.T, c *testenv.Cluster) map[string]bool {
+	t.Helper()
+	_, lists, err := c.Client.Discovery().ServerGroupsAndResources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range l.APIResources {
+			out[gv.Group+"/"+r.Name] = r.Namespaced
+		}
+	}
+	return out
+}
+
+// withoutResource is rules without resource j of rule i (without rule i when that was its
+// only resource).
+func withoutResource(rules []rbacv1.PolicyRule, i, j int) []rbacv1.PolicyRule {
+	out := make([]rbacv1.PolicyRule, 0, len(rules))
+	for k, r := range rules {
+		if k == i {
+			if len(r.Resources) == 1 {
+				continue
+			}
+			r = *r.DeepCopy()
+			r.Resources = slices.Delete(r.Resources, j, j+1)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// testWatcherRBAC runs TestWatcherClusterRoleIsExactlyEnough's cases for one shape.
+func testWatcherRBAC(t *testing.T, c *testenv.Cluster, s rbacShape) {
 	t.Run("all-rules", func(t *testing.T) {
 		t.Parallel()
-		r := runWatcher(t, c, "sluice-watcher", role.Rules, lease.Rules)
+		r := runWatcher(t, c, "sluice-watcher", s)
 		if !r.synced {
-			t.Fatalf("no marker with deploy/'s ClusterRole:\n%s", r.w.Logs())
+			t.Fatalf("no marker with deploy/'s RBAC:\n%s", r.w.Logs())
 		}
 		if !r.report(t, time.Minute, nil) {
 			t.Fatalf("the watcher never led and accepted the report:\n%s", r.w.LogTail(40))
@@ -450,35 +608,52 @@ func TestWatcherClusterRoleIsExactlyEnough(t *testing.T) {
 		}
 	})
 	type without struct {
-		name           string
-		cluster, lease []rbacv1.PolicyRule
-		rule           rbacv1.PolicyRule
+		name  string
+		shape rbacShape
+		rule  rbacv1.PolicyRule // what is missing: one resource of one rule; none for a missing Role
 	}
+	// One case per resource of every rule: each must be needed on its own.
 	var cases []without
-	for i, rule := range role.Rules {
-		if rule.APIGroups[0] == "gateway.networking.k8s.io" && strings.HasSuffix(rule.Resources[0], "/status") {
-			// One case per status resource of the rule: each must be needed on its own.
+	for _, part := range []struct {
+		rules []rbacv1.PolicyRule
+		set   func(s rbacShape, rules []rbacv1.PolicyRule) rbacShape
+	}{
+		{s.cluster, func(s rbacShape, rules []rbacv1.PolicyRule) rbacShape { s.cluster = rules; return s }},
+		{s.watched, func(s rbacShape, rules []rbacv1.PolicyRule) rbacShape { s.watched = rules; return s }},
+		{s.lease, func(s rbacShape, rules []rbacv1.PolicyRule) rbacShape { s.lease = rules; return s }},
+	} {
+		for i, rule := range part.rules {
 			for j, res := range rule.Resources {
-				less := *rule.DeepCopy()
-				less.Resources = append(append([]string{}, rule.Resources[:j]...), rule.Resources[j+1:]...)
-				cluster := append([]rbacv1.PolicyRule{}, role.Rules...)
-				cluster[i] = less
-				cases = append(cases, without{name: res, rule: rbacv1.PolicyRule{APIGroups: rule.APIGroups, Resources: []string{res}, Verbs: rule.Verbs},
-					cluster: cluster, lease: lease.Rules})
+				name := res
+				if res == "leases" { // two rules on leases: named by their verbs
+					name += "-" + strings.Join(rule.Verbs, ",")
+				}
+				one := *rule.DeepCopy()
+				one.Resources = []string{res}
+				cases = append(cases, without{name: name, shape: part.set(s, withoutResource(part.rules, i, j)), rule: one})
 			}
-			continue
 		}
-		cases = append(cases, without{name: strings.Join(rule.Resources, ","), rule: rule,
-			cluster: append(append([]rbacv1.PolicyRule{}, role.Rules[:i]...), role.Rules[i+1:]...), lease: lease.Rules})
 	}
-	for i, rule := range lease.Rules {
-		cases = append(cases, without{name: "leases-" + strings.Join(rule.Verbs, ","), rule: rule, cluster: role.Rules,
-			lease: append(append([]rbacv1.PolicyRule{}, lease.Rules[:i]...), lease.Rules[i+1:]...)})
+	if s.watched != nil {
+		less := s
+		less.unboundLast = true
+		cases = append(cases, without{name: "role-in-one-namespace", shape: less})
 	}
 	for i, cs := range cases {
 		t.Run("without-"+cs.name, func(t *testing.T) {
 			t.Parallel()
-			r := runWatcher(t, c, fmt.Sprintf("without-%d", i), cs.cluster, cs.lease)
+			r := runWatcher(t, c, fmt.Sprintf("without-%d", i), cs.shape)
+			if cs.rule.Resources == nil {
+				// The apiserver refuses the lists in the namespace without a Role, and says where
+				// ("cannot list resource \"secrets\" ... in the namespace \"NS\"").
+				unbound := r.watched[len(r.watched)-1]
+				logs := r.w.Logs()
+				named := strings.Contains(logs, `in the namespace "`+unbound+`"`) || strings.Contains(logs, `in the namespace \"`+unbound+`\"`)
+				if r.synced || !named || !strings.Contains(logs, "forbidden (403)") {
+					t.Fatalf("marker %v (want false) without the Role in %s, 403 there logged %v:\n%s", r.synced, unbound, named, logs)
+				}
+				return
+			}
 			resource := cs.rule.Resources[0]
 			if slices.Contains(cs.rule.Verbs, "watch") {
 				if r.synced {

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -28,6 +26,7 @@ import (
 const (
 	chart            = "helm/sluice"
 	singleNodeValues = "helm/values-single-node.yaml" // as overlays/single-node
+	namespacedValues = "helm/values-namespaced.yaml"  // as overlays/namespaced
 	customValues     = "helm/testdata/custom.yaml"    // every value away from its default
 )
 
@@ -59,12 +58,15 @@ func helmTemplate(t *testing.T, ns string, args ...string) []byte {
 	return helmCmd(t, append([]string{"template", "sluice", chart, "--namespace", ns}, args...)...)
 }
 
-// manifest is a rendered set of objects by "Kind/name" (namespaces are the same throughout).
+// manifest is a rendered set of objects by "Kind/name", or "Kind/namespace/name" for an
+// object in another namespace than the release's (the watcher's Roles in the namespaces it
+// watches).
 type manifest map[string]map[string]any
 
-// parseManifest reads a multi-document YAML stream; the labels Helm adds to every object
-// (managed-by, instance, chart) are dropped, so a render compares with kustomize's.
-func parseManifest(t *testing.T, b []byte) manifest {
+// parseManifest reads a multi-document YAML stream rendered for namespace ns; the labels Helm
+// adds to every object (managed-by, instance, chart) are dropped, so a render compares with
+// kustomize's.
+func parseManifest(t *testing.T, b []byte, ns string) manifest {
 	t.Helper()
 	m := manifest{}
 	r := utilyaml.NewYAMLReader(bufioReader(b))
@@ -90,6 +92,9 @@ func parseManifest(t *testing.T, b []byte) manifest {
 			}
 		}
 		key := fmt.Sprintf("%s/%s", obj["kind"], meta["name"])
+		if in, _ := meta["namespace"].(string); in != "" && in != ns {
+			key = fmt.Sprintf("%s/%s/%s", obj["kind"], in, meta["name"])
+		}
 		if _, dup := m[key]; dup {
 			t.Fatalf("%s rendered twice", key)
 		}
@@ -165,7 +170,7 @@ func kustomize(t *testing.T, dir string) []byte {
 
 // Issue 19: helm lint passes on the chart with its defaults and with each value set.
 func TestHelmLint(t *testing.T) {
-	for _, values := range []string{"", singleNodeValues, customValues} {
+	for _, values := range []string{"", singleNodeValues, namespacedValues, customValues} {
 		args := []string{"lint", "--strict", chart}
 		if values != "" {
 			args = append(args, "-f", values)
@@ -179,7 +184,9 @@ func TestHelmLint(t *testing.T) {
 
 // The chart is the Kustomize manifests: with its defaults it renders every object of
 // deploy/base (names, args, probes, ports, annotations, NetworkPolicies, PDBs, the RBAC)
-// field for field, and with values-single-node.yaml every object of overlays/single-node.
+// field for field, with values-single-node.yaml every object of overlays/single-node, and
+// with values-namespaced.yaml every object of overlays/namespaced (the watcher's Roles in the
+// namespaces it watches).
 // Only the Namespace is left out (Helm's is made by --create-namespace; namespace.create
 // renders it), and Helm's own labels are added (and part-of sluice to the cert-manager
 // objects). So a change to one that the other lacks fails here.
@@ -190,10 +197,11 @@ func TestHelmChartIsTheKustomizeBase(t *testing.T) {
 	}{
 		{"base", nil},
 		{"overlays/single-node", []string{"-f", singleNodeValues}},
+		{"overlays/namespaced", []string{"-f", namespacedValues}},
 		{"base", []string{"--set", "namespace.create=true"}},
 	} {
 		t.Run(tc.kustomize+" "+strings.Join(tc.args, " "), func(t *testing.T) {
-			want := parseManifest(t, kustomize(t, tc.kustomize))
+			want := parseManifest(t, kustomize(t, tc.kustomize), "sluice-system")
 			// The chart labels every object part-of sluice; the overlay's cert-manager objects,
 			// added outside deploy/base's labels, are not.
 			for _, obj := range want {
@@ -208,7 +216,7 @@ func TestHelmChartIsTheKustomizeBase(t *testing.T) {
 			if !slices.Contains(tc.args, "namespace.create=true") {
 				delete(want, "Namespace/sluice-system")
 			}
-			got := parseManifest(t, helmTemplate(t, "sluice-system", tc.args...))
+			got := parseManifest(t, helmTemplate(t, "sluice-system", tc.args...), "sluice-system")
 			if d := want.diff(got); d != "" {
 				t.Fatalf("helm template %v differs from kubectl kustomize %s:\n%s", tc.args, tc.kustomize, d)
 			}
@@ -219,7 +227,7 @@ func TestHelmChartIsTheKustomizeBase(t *testing.T) {
 // Issue 19: each value of helm/testdata/custom.yaml reaches the objects it is for; and
 // gatewayClass.create=auto renders the GatewayClass only where the Gateway API is served.
 func TestHelmValuesTakeEffect(t *testing.T) {
-	m := parseManifest(t, helmTemplate(t, "sluice-custom", "-f", customValues))
+	m := parseManifest(t, helmTemplate(t, "sluice-custom", "-f", customValues), "sluice-custom")
 	args := func(kind string) []string {
 		var out []string
 		cs, _ := field(m[kind], "spec", "template", "spec", "containers").([]any)
@@ -268,6 +276,10 @@ func TestHelmValuesTakeEffect(t *testing.T) {
 		{"GatewayClass/sluice-custom", []any{"spec", "controllerName"}, "sluice.io/gateway-controller"},
 		{"ClusterRoleBinding/sluice-watcher", []any{"subjects", 0, "namespace"}, "sluice-custom"},
 		{"RoleBinding/sluice-watcher-leader-election", []any{"subjects", 0, "namespace"}, "sluice-custom"},
+		{"RoleBinding/shop/sluice-watcher", []any{"subjects", 0, "namespace"}, "sluice-custom"},
+		{"RoleBinding/blog/sluice-watcher", []any{"roleRef", "name"}, "sluice-watcher"},
+		{"Role/shop/sluice-watcher", []any{"rules", 0, "resources", 0}, "ingresses"},
+		{"Role/blog/sluice-watcher", []any{"rules", 3, "resources", 0}, "secrets"},
 	} {
 		if got := field(m[tc.object], tc.path...); got != tc.want {
 			t.Errorf("%s %v = %v (%T), want %v", tc.object, tc.path, got, got, tc.want)
@@ -294,24 +306,38 @@ func TestHelmValuesTakeEffect(t *testing.T) {
 		if strings.HasPrefix(k, "NetworkPolicy/") || strings.HasPrefix(k, "Issuer/") || k == "Certificate/sluice-ca" {
 			t.Errorf("%s rendered although custom.yaml turns it off", k)
 		}
+		if ns, ok := strings.CutPrefix(k, "Role/"); ok && strings.Count(ns, "/") == 1 && ns != "shop/sluice-watcher" && ns != "blog/sluice-watcher" {
+			t.Errorf("%s rendered although custom.yaml watches only shop and blog", k)
+		}
+	}
+	// With watcher.namespaces the ClusterRole grants only cluster-scoped kinds.
+	rules, _ := field(m["ClusterRole/sluice-watcher"], "rules").([]any)
+	for _, r := range rules {
+		for _, res := range field(r.(map[string]any), "resources").([]any) {
+			if !slices.Contains([]any{"ingressclasses", "gatewayclasses", "gatewayclasses/status"}, res) {
+				t.Errorf("ClusterRole/sluice-watcher grants %s although custom.yaml sets watcher.namespaces", res)
+			}
+		}
+	}
+	if len(rules) == 0 {
+		t.Error("no ClusterRole/sluice-watcher rules with watcher.namespaces")
 	}
 
 	// gatewayClass.create=auto (the default): only when the cluster serves the Gateway API.
-	if _, ok := parseManifest(t, helmTemplate(t, "sluice-system"))["GatewayClass/sluice"]; ok {
+	if _, ok := parseManifest(t, helmTemplate(t, "sluice-system"), "sluice-system")["GatewayClass/sluice"]; ok {
 		t.Error("a GatewayClass rendered for a cluster without the Gateway API")
 	}
-	gc, ok := parseManifest(t, helmTemplate(t, "sluice-system", "--api-versions", "gateway.networking.k8s.io/v1"))["GatewayClass/sluice"]
+	gc, ok := parseManifest(t, helmTemplate(t, "sluice-system", "--api-versions", "gateway.networking.k8s.io/v1"), "sluice-system")["GatewayClass/sluice"]
 	if !ok || field(gc, "spec", "controllerName") != "sluice.io/gateway-controller" {
 		t.Errorf("GatewayClass with the Gateway API served: %v", gc)
 	}
 }
 
 // Issue 19: helm template's output for the defaults (with the Gateway API served, so the
-// GatewayClass too) and for both other value sets is accepted object for object by the real
+// GatewayClass too) and for each other value set is accepted object for object by the real
 // apiserver's server-side dry-run apply (cert-manager's and the Gateway API's CRDs installed).
 func TestHelmTemplateAcceptedByServerSideDryRun(t *testing.T) {
 	c := testenv.SharedCluster(t)
-	ctx := context.Background()
 	installCertManagerCRDs(t, c)
 	installGatewayCRDs(t, c)
 	for _, tc := range []struct {
@@ -320,15 +346,14 @@ func TestHelmTemplateAcceptedByServerSideDryRun(t *testing.T) {
 	}{
 		{"default", "sluice-system", []string{"--api-versions", "gateway.networking.k8s.io/v1"}},
 		{"single-node", "sluice-system", []string{"-f", singleNodeValues}},
+		{"namespaced", "sluice-system", []string{"-f", namespacedValues}},
 		{"custom", "sluice-custom", []string{"-f", customValues}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// A dry-run does not create the namespace the other objects go into.
-			if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tc.ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatal(err)
-			}
 			rendered := helmTemplate(t, tc.ns, tc.args...)
-			n := len(parseManifest(t, rendered))
+			// The release's namespace, and those the watcher's Roles go into.
+			createNamespaces(t, c, rendered, tc.ns)
+			n := len(parseManifest(t, rendered, tc.ns))
 			out := kubectl(t, c, rendered, "apply", "--server-side", "--dry-run=server", "--field-manager=sluice-test", "-f", "-")
 			if got := strings.Count(string(out), "serverside-applied (server dry run)"); got != n || n < 20 {
 				t.Fatalf("%d of %d objects accepted:\n%s", got, n, out)
@@ -338,47 +363,70 @@ func TestHelmTemplateAcceptedByServerSideDryRun(t *testing.T) {
 }
 
 // DESIGN.md: only the watcher holds Kubernetes credentials, and they are enough.
-// As TestWatcherClusterRoleIsExactlyEnough's all-rules case, with the chart's own RBAC
+// As TestWatcherClusterRoleIsExactlyEnough's all-rules cases, with the chart's own RBAC
 // objects installed (helm template --show-only templates/rbac.yaml, applied for real in a
 // fresh namespace): the watcher, with the token of the chart's ServiceAccount, reaches the
 // marker, takes the Lease the chart's Role names, and writes what a translator reports (the
-// Ingress's address, its Warning Event, the Gateway API statuses). A rule the chart lacks
-// fails what needs it.
+// Ingress's address, its Warning Event, the Gateway API statuses). Both shapes: the defaults
+// (one ClusterRole), and watcher.namespaces set to two fresh namespaces (the watcher runs
+// with --namespaces; the chart's Roles and RoleBindings there and its ClusterRole of
+// cluster-scoped kinds are all it has). A rule the chart lacks fails what needs it; that
+// each of its rules is needed follows from TestHelmChartIsTheKustomizeBase (the chart's RBAC
+// is deploy/base's and overlays/namespaced's) and TestWatcherClusterRoleIsExactlyEnough.
 func TestHelmWatcherRBACIsEnough(t *testing.T) {
 	c := testenv.SharedCluster(t)
-	ctx := context.Background()
 	installGatewayCRDs(t, c)
-	ns := c.Namespace(t)
-	rbac := helmTemplate(t, ns, "--show-only", "templates/rbac.yaml")
-	// The ClusterRole and its binding are cluster-wide with fixed names: remove them after.
-	t.Cleanup(func() {
-		_ = c.Client.RbacV1().ClusterRoleBindings().Delete(ctx, "sluice-watcher", metav1.DeleteOptions{})
-		_ = c.Client.RbacV1().ClusterRoles().Delete(ctx, "sluice-watcher", metav1.DeleteOptions{})
-	})
-	kubectl(t, c, rbac, "apply", "--server-side", "--field-manager=sluice-test", "-f", "-")
+	// One after the other: both install the ClusterRole sluice-watcher.
+	for _, namespaced := range []bool{false, true} {
+		name := "defaults"
+		if namespaced {
+			name = "watcher.namespaces"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			ns := c.Namespace(t)
+			args := []string{"--show-only", "templates/rbac.yaml"}
+			var watched []string
+			if namespaced {
+				watched = []string{c.Namespace(t), c.Namespace(t)}
+				args = append(args, "--set", "watcher.namespaces={"+strings.Join(watched, ",")+"}")
+			}
+			rbac := helmTemplate(t, ns, args...)
+			if roles := len(parseManifest(t, rbac, ns)) - 7; roles != 2*len(watched) { // 3 ServiceAccounts, the Cluster and Lease Roles and bindings
+				t.Fatalf("%d Roles and RoleBindings for the watched namespaces %v:\n%s", roles, watched, rbac)
+			}
+			// The ClusterRole and its binding are cluster-wide with fixed names: remove them after.
+			t.Cleanup(func() {
+				_ = c.Client.RbacV1().ClusterRoleBindings().Delete(ctx, "sluice-watcher", metav1.DeleteOptions{})
+				_ = c.Client.RbacV1().ClusterRoles().Delete(ctx, "sluice-watcher", metav1.DeleteOptions{})
+			})
+			kubectl(t, c, rbac, "apply", "--server-side", "--field-manager=sluice-test", "-f", "-")
 
-	r := startRBACWatcher(t, c, ns, "sluice-watcher")
-	if !r.synced {
-		t.Fatalf("no marker with the chart's RBAC:\n%s", r.w.LogTail(40))
-	}
-	// A refusal is final (the watcher logs what the apiserver forbade): a wait ends on it once
-	// what was allowed came, so that a missing rule fails in seconds and names what it refused.
-	forbidden := func() bool { return strings.Contains(r.w.Logs(), "forbidden") }
-	if !r.report(t, time.Minute, forbidden) {
-		t.Fatalf("the watcher never led and accepted the report:\n%s", r.w.LogTail(40))
-	}
-	if addressed, announced := r.waitStatus(t, time.Minute, func(addressed, announced bool) bool {
-		return both(addressed, announced) || (addressed || announced) && forbidden()
-	}); !addressed || !announced {
-		t.Fatalf("address written %v, Event recorded %v:\n%s", addressed, announced, r.w.LogTail(40))
-	}
-	if written := r.waitGatewayStatus(t, time.Minute, func(written map[string]bool) bool {
-		return allWritten(written) || slices.Contains(slices.Collect(maps.Values(written)), true) && forbidden()
-	}); !allWritten(written) {
-		t.Fatalf("Gateway API statuses written: %v:\n%s", written, r.w.LogTail(40))
-	}
-	l, err := c.Client.CoordinationV1().Leases(ns).Get(ctx, "sluice-watcher", metav1.GetOptions{})
-	if err != nil || l.Spec.HolderIdentity == nil || !strings.HasPrefix(*l.Spec.HolderIdentity, "sluice-watcher@") {
-		t.Fatalf("the Lease is not held by the watcher: %v %v", l, err)
+			r := startRBACWatcher(t, c, ns, "sluice-watcher", watched)
+			if !r.synced {
+				t.Fatalf("no marker with the chart's RBAC:\n%s", r.w.LogTail(40))
+			}
+			// A refusal is final (the watcher logs what the apiserver forbade): a wait ends on it
+			// once what was allowed came, so that a missing rule fails in seconds and names what
+			// it refused.
+			forbidden := func() bool { return strings.Contains(r.w.Logs(), "forbidden") }
+			if !r.report(t, time.Minute, forbidden) {
+				t.Fatalf("the watcher never led and accepted the report:\n%s", r.w.LogTail(40))
+			}
+			if addressed, announced := r.waitStatus(t, time.Minute, func(addressed, announced bool) bool {
+				return both(addressed, announced) || (addressed || announced) && forbidden()
+			}); !addressed || !announced {
+				t.Fatalf("address written %v, Event recorded %v:\n%s", addressed, announced, r.w.LogTail(40))
+			}
+			if written := r.waitGatewayStatus(t, time.Minute, func(written map[string]bool) bool {
+				return allWritten(written) || slices.Contains(slices.Collect(maps.Values(written)), true) && forbidden()
+			}); !allWritten(written) {
+				t.Fatalf("Gateway API statuses written: %v:\n%s", written, r.w.LogTail(40))
+			}
+			l, err := c.Client.CoordinationV1().Leases(ns).Get(ctx, "sluice-watcher", metav1.GetOptions{})
+			if err != nil || l.Spec.HolderIdentity == nil || !strings.HasPrefix(*l.Spec.HolderIdentity, "sluice-watcher@") {
+				t.Fatalf("the Lease is not held by the watcher: %v %v", l, err)
+			}
+		})
 	}
 }
