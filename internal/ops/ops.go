@@ -1,4 +1,5 @@
-// Package ops serves a process's operational HTTP endpoint: /healthz (the process is alive),
+// Package ops serves a process's operational HTTP endpoint: /healthz (the process is alive
+// and, where it sets a health check, that check passes),
 // /readyz (the process has reached its ready condition: the watcher's barrier, the
 // translator's first complete config, the pusher's first apply) and /metrics (Prometheus).
 // Profiling (/debug/pprof) is served apart, only when asked for and only on loopback
@@ -35,6 +36,7 @@ type Server struct {
 	log      hclog.Logger
 	registry *prometheus.Registry
 	ready    atomic.Pointer[string] // nil when ready, else the reason it is not
+	health   atomic.Pointer[func() error]
 	mux      *http.ServeMux
 }
 
@@ -46,6 +48,12 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{log: cfg.Logger, registry: cfg.Registry, mux: http.NewServeMux()}
 	s.SetNotReady("starting")
 	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if check := s.health.Load(); check != nil {
+			if err := (*check)(); err != nil {
+				http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
 		fmt.Fprintln(w, "ok")
 	})
 	s.mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -95,6 +103,11 @@ func (s *Server) SetReady() { s.ready.Store(nil) }
 
 // SetNotReady marks the process not ready, with the reason /readyz reports.
 func (s *Server) SetNotReady(reason string) { s.ready.Store(&reason) }
+
+// SetHealthCheck makes /healthz answer 503 with check's error whenever check fails; without
+// one, /healthz only says the process is alive. check must be quick and safe to call from
+// any goroutine.
+func (s *Server) SetHealthCheck(check func() error) { s.health.Store(&check) }
 
 // Ready reports whether the process is ready.
 func (s *Server) Ready() bool { return s.ready.Load() == nil }

@@ -68,6 +68,7 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 		return err
 	}
 	watchv1.RegisterWatchServiceServer(srv.GRPC.Server, watchSrv)
+	srv.Ops.SetHealthCheck(servingHealth(watchSrv.Unserved, s.healthBound(), time.Now))
 	peers := newPeers(log, s.TLS, s.PeerTLSServerName)
 	defer peers.close()
 	statusSrv, err := status.NewService(status.ServiceConfig{Logger: log.Named("status"), Dial: peers.dial, Stopping: ctx.Done()})

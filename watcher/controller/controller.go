@@ -75,6 +75,11 @@ type Controller struct {
 	synced chan struct{}
 	causes *kinds.Causes
 
+	// stopped is closed when Run returned: nobody drains q any more, so Subscribe answers
+	// stopErr (set before the close) instead of waiting for the owner.
+	stopped chan struct{}
+	stopErr error
+
 	// The Secrets the stream may carry are those a watched route object references
 	// (package refs). held are all the Secrets the informers delivered; the store holds only
 	// the referenced ones, so the snapshot, the marker's inventory, resumes and the
@@ -120,6 +125,7 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{cfg: cfg, log: cfg.Logger, store: st, synced: make(chan struct{}), causes: cfg.Causes, q: fifo.New[item](),
+		stopped: make(chan struct{}), stopErr: ErrShutdown,
 		secretKind: -1, tracked: make([]bool, len(cfg.Kinds)), held: map[refs.SecretKey]*watchv1.Object{}, refs: refs.NewIndex()}
 	for i, k := range cfg.Kinds {
 		gk := k.Kind.GVK.GroupKind()
@@ -173,8 +179,12 @@ var ErrShutdown = errors.New("watcher is shutting down")
 
 // Run starts the informers and owns the store until ctx ends (nil) or the initial sync times
 // out (*SyncTimeoutError). It never opens the barrier after ctx ended. When ctx ends with the
-// cause store.ErrEpochEnded, every subscription ends with that error, else with ErrShutdown.
+// cause store.ErrEpochEnded, every subscription ends with that error, else with ErrShutdown;
+// a Subscribe still waiting when Run returns, or made after, gets the same error at once.
+// Run is called once.
 func (c *Controller) Run(ctx context.Context) error {
+	// Registered first, so it runs last: after the store ended every subscription.
+	defer close(c.stopped)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
@@ -220,6 +230,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		if cause := context.Cause(ctx); errors.Is(cause, store.ErrEpochEnded) {
 			why = cause
 		}
+		c.stopErr = why // read only after stopped is closed
 		c.store.Close(why)
 	}()
 	for {
@@ -372,26 +383,53 @@ func (c *Controller) handler(i int) cache.ResourceEventHandler {
 	}
 }
 
-// Subscribe asks the owner for a subscription at the current revision.
+// Subscribe asks the owner for a subscription at the current revision. Once Run returned
+// (the epoch retired or the watcher is stopping), nobody will answer the request: Subscribe
+// then returns the error that ended the store's subscriptions (store.ErrEpochEnded or
+// ErrShutdown) at once, whether the request was made before Run returned or after.
 func (c *Controller) Subscribe(ctx context.Context, req store.Request) (*store.Subscription, error) {
+	select {
+	case <-c.stopped:
+		return nil, c.stopErr
+	default:
+	}
 	r := &subscribeReq{req: req, reply: make(chan subscribeReply, 1)}
 	c.q.Push(item{sub: r})
 	select {
 	case rep := <-r.reply:
 		return rep.sub, rep.err
+	case <-c.stopped:
+		// Run answers before it returns or never: an answer not here now will not come.
+		select {
+		case rep := <-r.reply:
+			return rep.sub, rep.err
+		default:
+			return nil, c.stopErr
+		}
 	case <-ctx.Done():
 		// The owner may still answer; release the subscription if it does.
 		go func() {
-			if rep := <-r.reply; rep.sub != nil {
-				c.Unsubscribe(rep.sub)
+			select {
+			case rep := <-r.reply:
+				if rep.sub != nil {
+					c.Unsubscribe(rep.sub)
+				}
+			case <-c.stopped:
 			}
 		}()
 		return nil, ctx.Err()
 	}
 }
 
-// Unsubscribe releases a subscription.
-func (c *Controller) Unsubscribe(sub *store.Subscription) { c.q.Push(item{unsub: sub}) }
+// Unsubscribe releases a subscription. Once Run returned there is nothing to release: the
+// store ended every subscription.
+func (c *Controller) Unsubscribe(sub *store.Subscription) {
+	select {
+	case <-c.stopped:
+	default:
+		c.q.Push(item{unsub: sub})
+	}
+}
 
 type nopMetrics struct{}
 

@@ -52,6 +52,9 @@ type Config struct {
 	senderDone func(client string)
 	// streamDone, when set (tests), is called when a stream's handler is about to return.
 	streamDone func(client string)
+	// subscribing, when set (tests), is called between taking the current source and
+	// subscribing to it: the window in which the source's epoch may retire.
+	subscribing func(client string)
 }
 
 // Server is the WatchService.
@@ -62,9 +65,10 @@ type Server struct {
 
 	mu sync.Mutex
 	// cur is the source new streams subscribe to; nil while there is none (starting, or
-	// between two epochs), when paused says why.
-	cur    *served
-	paused string
+	// between two epochs), when paused says why and idleSince since when.
+	cur       *served
+	paused    string
+	idleSince time.Time
 }
 
 // served is one source and the streams it serves: a retired source's streams must all have
@@ -89,7 +93,18 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = 30 * time.Second
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, paused: "watcher is starting: kinds not yet resolved through discovery"}, nil
+	return &Server{cfg: cfg, log: cfg.Logger, paused: "watcher is starting: kinds not yet resolved through discovery", idleSince: time.Now()}, nil
+}
+
+// Unserved says since when no source has served new streams, and why; the zero time while
+// one does. The watcher's /healthz rule reads it.
+func (s *Server) Unserved() (since time.Time, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur != nil {
+		return time.Time{}, ""
+	}
+	return s.idleSince, s.paused
 }
 
 // SetSource makes the server serve new streams from src. The watcher calls it once per
@@ -97,7 +112,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) SetSource(src Source) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.cur = &served{src: src}
+	s.cur, s.idleSince = &served{src: src}, time.Time{}
 }
 
 // Pause stops serving new streams from the current source: they are refused UNAVAILABLE
@@ -107,6 +122,9 @@ func (s *Server) SetSource(src Source) {
 func (s *Server) Pause(reason string) <-chan struct{} {
 	s.mu.Lock()
 	old := s.cur
+	if old != nil {
+		s.idleSince = time.Now()
+	}
 	s.cur, s.paused = nil, reason
 	s.mu.Unlock()
 	drained := make(chan struct{})
@@ -157,12 +175,26 @@ func (s *Server) Watch(req *watchv1.WatchRequest, stream watchv1.WatchService_Wa
 	src := cur.src
 	ctx := stream.Context()
 	log := s.log.With("client", req.GetClientName())
+	if s.cfg.subscribing != nil {
+		s.cfg.subscribing(req.GetClientName())
+	}
+	// The source's epoch may have retired since it was taken: its Subscribe then answers at
+	// once with why, and the client reconnects. Waiting here for the next epoch instead would
+	// hold up the very drain (Pause) that lets the next epoch serve.
 	sub, err := src.Subscribe(ctx, store.Request{Kinds: req.GetKinds(), ResumeEpoch: req.GetResumeEpoch(), ResumeRevision: req.GetResumeRevision()})
 	switch {
+	case err == nil:
 	case errors.Is(err, store.ErrUnknownKind):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case err != nil:
+	case errors.Is(err, store.ErrEpochEnded):
+		log.Debug("stream refused: its epoch ended before it subscribed")
+		return status.Errorf(codes.Unavailable, "%v; reconnect for the new epoch's snapshot", err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
+	case s.stopping():
+		return errStopping
+	default:
+		return status.Errorf(codes.Unavailable, "watcher cannot serve this stream: %v; reconnect", err)
 	}
 	defer src.Unsubscribe(sub)
 	s.cfg.Metrics.StreamOpened()
@@ -179,9 +211,29 @@ func (s *Server) Watch(req *watchv1.WatchRequest, stream watchv1.WatchService_Wa
 	send, stopSender := grpcx.NewSender(grpcx.SenderConfig[*watchv1.WatchResponse]{Send: stream.Send,
 		Timeout: s.cfg.SendTimeout, Stopping: s.cfg.Stopping, StoppingErr: errStopping, Done: done})
 	defer stopSender()
+	f := &framer{sub: sub}
+	ended := func() error {
+		switch err := sub.Err(); {
+		case errors.Is(err, store.ErrSlowSubscriber):
+			s.cfg.Metrics.ClientDropped()
+			log.Warn("dropping a client that fell behind; it must reconnect", "revision", f.last)
+			return status.Error(codes.ResourceExhausted, "client fell too far behind the watcher; reconnect for a fresh snapshot")
+		case errors.Is(err, store.ErrEpochEnded):
+			log.Debug("stream ended with its epoch", "epoch", sub.Epoch, "revision", f.last)
+			return status.Errorf(codes.Unavailable, "epoch %s ended: %v; reconnect for the new epoch's snapshot", sub.Epoch, err)
+		}
+		return errStopping
+	}
+	// Nothing of a subscription the store ended is sent, not even the rest of its snapshot:
+	// a retired epoch's stream ends within one send.
 	emit := func(m *watchv1.WatchResponse) error {
 		if s.stopping() {
 			return errStopping
+		}
+		select {
+		case <-sub.Done():
+			return ended()
+		default:
 		}
 		if redacted {
 			var err error
@@ -198,24 +250,11 @@ func (s *Server) Watch(req *watchv1.WatchRequest, stream watchv1.WatchService_Wa
 		}
 		return err
 	}
-	f := &framer{sub: sub}
 	if err := f.start(emit); err != nil {
 		return err
 	}
 	hb := time.NewTicker(s.cfg.Heartbeat)
 	defer hb.Stop()
-	ended := func() error {
-		switch err := sub.Err(); {
-		case errors.Is(err, store.ErrSlowSubscriber):
-			s.cfg.Metrics.ClientDropped()
-			log.Warn("dropping a client that fell behind; it must reconnect", "revision", f.last)
-			return status.Error(codes.ResourceExhausted, "client fell too far behind the watcher; reconnect for a fresh snapshot")
-		case errors.Is(err, store.ErrEpochEnded):
-			log.Debug("stream ended with its epoch", "epoch", sub.Epoch, "revision", f.last)
-			return status.Errorf(codes.Unavailable, "epoch %s ended: %v; reconnect for the new epoch's snapshot", sub.Epoch, err)
-		}
-		return errStopping
-	}
 	for {
 		select {
 		case ev := <-sub.Events():
