@@ -56,7 +56,7 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.Listen, "listen", "127.0.0.1:18020", "gRPC address of the pusher's health service")
 	fs.StringVar(&s.HTTPListen, "http-listen", "127.0.0.1:18021", "address of /healthz, /readyz and /metrics")
 	fs.Float64Var(&s.GuardMaxDeletes, "guard-max-delete-ratio", 0, "deletion guard: hold back a config that removes more than this share (0..1) of the served routes; 0 turns the guard off")
-	fs.DurationVar(&s.GuardHold, "guard-hold", 30*time.Second, "deletion guard: how long a held config must stay the newest before it is applied")
+	fs.DurationVar(&s.GuardHold, "guard-hold", 30*time.Second, "deletion guard: how long a large deletion must stand in the newest config before it is applied; later changes that leave it as it is do not restart the hold")
 	s.TLS.Register(fs, true)
 	cli.RegisterPprof(fs, &s.Pprof)
 	cli.RegisterMaxMessageSize(fs, &s.MaxMessageSize)

@@ -65,8 +65,8 @@ type admissionConfig struct {
 	// Deltas says the data plane takes deltas (a DeltaPlane): a config it follows needs no
 	// complete state.
 	Deltas bool
-	// GuardMaxDeleteRatio turns the deletion guard on when > 0; GuardHold is how long a held
-	// config must stay the newest before it is applied.
+	// GuardMaxDeleteRatio turns the deletion guard on when > 0; GuardHold is how long the
+	// removals of a held config must stand before it is applied.
 	GuardMaxDeleteRatio float64
 	GuardHold           time.Duration
 	// Now is the clock of the deletion guard.
@@ -84,6 +84,10 @@ type admission struct {
 	appliedFP string           // its fingerprint
 	st        streamState
 	judgedFP  string // fingerprint of st.pending as judged for the push under way
+	// served are the routes the data plane serves, for the deletion guard (guard.go).
+	served served
+	// work counts the route keys the deletion guard examined: its cost, for the tests.
+	work int
 }
 
 // streamState is the gate of one stream.
@@ -102,7 +106,8 @@ type streamState struct {
 	pending    *configv1.Config // newest admissible config not yet handled (resources filled when handled)
 	rejectedFP string           // refused by the data plane; not retried for the same fingerprint
 	held       *configv1.Config // held back by the deletion guard
-	heldSince  time.Time
+	// removed are the served routes the chain's newest version removes (guard.go).
+	removed removals
 }
 
 func newAdmission(cfg admissionConfig) *admission {
@@ -144,6 +149,7 @@ func (a *admission) config(c *configv1.Config) decision {
 	}
 	a.st.chain, a.st.chainRef, a.st.broken, a.st.since = chain, contract.RefOf(c), false, nil
 	a.st.pending = c
+	a.trackAll()
 	return decision{act: actNone, config: c}
 }
 
@@ -169,6 +175,7 @@ func (a *admission) delta(d *configv1.ConfigDelta) decision {
 	}
 	a.st.since = append(a.st.since, applied)
 	a.st.chainRef = c
+	a.trackDelta(d)
 	a.st.pending = c // its resources are materialised from the chain when it is handled
 	return decision{act: actNone, config: c}
 }
@@ -204,15 +211,15 @@ func (a *admission) tick() {
 }
 
 // next returns the config to handle now, nil when none: complete when the data plane renders
-// complete states or the deletion guard counts its routes. The loop fingerprints it and
-// passes the fingerprint to judge.
+// complete states (the deletion guard counts from the deltas and needs none). The loop
+// fingerprints it and passes the fingerprint to judge.
 func (a *admission) next() *configv1.Config {
 	c := a.st.pending
 	if c == nil {
 		return nil
 	}
-	if !a.cfg.Deltas || a.cfg.GuardMaxDeleteRatio > 0 {
-		a.complete(c) // fingerprints of a rendering data plane and the deletion guard look at every route
+	if !a.cfg.Deltas {
+		a.complete(c) // a rendering data plane's fingerprint looks at every route
 	}
 	return c
 }
@@ -241,6 +248,7 @@ func (a *admission) judge(fp string, fpErr error) decision {
 	if a.applied != nil && a.appliedFP == fp {
 		// Nothing the data plane runs changed (a not-ready endpoint, a finding): no push.
 		a.applied = c
+		a.settle()
 		a.st.pending, a.st.held, a.st.since = nil, nil, nil
 		return decision{act: actAck, config: c}
 	}
@@ -248,11 +256,12 @@ func (a *admission) judge(fp string, fpErr error) decision {
 		a.st.pending = nil
 		return decision{act: actNack, config: c, reason: "identical to a config the data plane already rejected"}
 	}
-	g := a.guard(c)
+	g := a.guard()
 	if g.why != "" {
-		a.st.pending = nil
+		a.st.pending, a.st.held = nil, c
 		return decision{act: actHold, config: c, reason: g.why, until: g.until}
 	}
+	a.st.held = nil
 	a.judgedFP = fp
 	push := decision{act: actPush, config: c, released: g.released}
 	if a.cfg.Deltas && a.applied != nil && a.applied.GetEpoch() == c.GetEpoch() && len(a.st.since) > 0 && a.st.since[0].Delta.GetBaseVersion() == a.applied.GetVersion() {
@@ -274,6 +283,7 @@ func (a *admission) pushed(err error) decision {
 	switch {
 	case err == nil:
 		a.applied, a.appliedFP = c, a.judgedFP
+		a.settle()
 		a.st.pending, a.st.held, a.st.since = nil, nil, nil
 		return decision{act: actAck, config: c}
 	case errors.As(err, &rej) && rej.Rejected():
@@ -292,49 +302,29 @@ type guardVerdict struct {
 	released *deletion
 }
 
-// guard holds back a config that removes more than the allowed share of the served routes
-// until it has stayed the newest for the hold period: a translator that lost its view of
-// the cluster should not empty the proxy at once.
-func (a *admission) guard(c *configv1.Config) guardVerdict {
-	if a.cfg.GuardMaxDeleteRatio <= 0 || a.applied == nil {
+// guard holds back the chain's newest version when it removes more than the allowed share
+// of the served routes, until the newest of those removals has stood for the hold period: a
+// translator that lost its view of the cluster should not empty the proxy at once. The hold
+// belongs to the deletion, not to a version: versions that leave it as it is (endpoint
+// churn) wait with it, no longer than it waits, and do not restart it.
+func (a *admission) guard() guardVerdict {
+	if !a.guarded() || a.applied == nil || a.served.n == 0 {
 		return guardVerdict{}
 	}
-	served := routeKeys(a.applied)
-	if len(served) == 0 {
-		return guardVerdict{}
-	}
-	next := routeKeys(c)
-	removed := 0
-	for k := range served {
-		if !next[k] {
-			removed++
-		}
-	}
-	ratio := float64(removed) / float64(len(served))
+	removed, total := a.st.removed.count(), a.served.n
+	ratio := float64(removed) / float64(total)
 	if ratio <= a.cfg.GuardMaxDeleteRatio {
 		return guardVerdict{}
 	}
-	if a.st.held == nil || a.st.held.GetHash() != c.GetHash() {
-		a.st.held, a.st.heldSince = c, a.cfg.Now()
-	}
-	if a.cfg.Now().Sub(a.st.heldSince) >= a.cfg.GuardHold {
-		return guardVerdict{released: &deletion{removed: removed, served: len(served)}}
+	until := a.st.removed.newest().Add(a.cfg.GuardHold)
+	if !a.cfg.Now().Before(until) {
+		return guardVerdict{released: &deletion{removed: removed, served: total}}
 	}
 	return guardVerdict{
-		why: fmt.Sprintf("deletion guard: the config removes %d of %d served routes (%.0f%%, limit %.0f%%); held until it has been the newest for %s",
-			removed, len(served), ratio*100, a.cfg.GuardMaxDeleteRatio*100, a.cfg.GuardHold),
-		until: a.st.heldSince.Add(a.cfg.GuardHold),
+		why: fmt.Sprintf("deletion guard: the config removes %d of %d served routes (%.0f%%, limit %.0f%%); held until these removals have stood for %s",
+			removed, total, ratio*100, a.cfg.GuardMaxDeleteRatio*100, a.cfg.GuardHold),
+		until: until,
 	}
-}
-
-func routeKeys(c *configv1.Config) map[string]bool {
-	out := map[string]bool{}
-	for _, vh := range c.GetResources().GetVirtualHosts() {
-		for _, rt := range vh.GetRoutes() {
-			out[vh.GetHostname()+" "+rt.GetPath().String()] = true
-		}
-	}
-	return out
 }
 
 // running returns the fingerprint of the config the data plane should run; false before

@@ -560,7 +560,7 @@ func TestAdmissionLostConfig(t *testing.T) {
 
 // The deletion guard (docs/architecture.md, --guard-max-delete-ratio and --guard-hold): a
 // config that removes more than the allowed share of the served routes is held back until
-// it has stayed the newest for the hold period; DESIGN.md reliability scenario 6 (no route
+// those removals have stood for the hold period; DESIGN.md reliability scenario 6 (no route
 // is removed that still exists) against a translator that lost its view.
 func TestAdmissionDeletionGuard(t *testing.T) {
 	four := full("e1", 1, "a", "b", "c", "d")
@@ -584,7 +584,7 @@ func TestAdmissionDeletionGuard(t *testing.T) {
 		starts: applied(four),
 		steps: []step{
 			{conf(full("e1", 2, "a")), "none"},
-			{handle(), "hold e1/2 until +30s: deletion guard: the config removes 3 of 4 served routes (75%, limit 50%); held until it has been the newest for 30s"},
+			{handle(), "hold e1/2 until +30s: deletion guard: the config removes 3 of 4 served routes (75%, limit 50%); held until these removals have stood for 30s"},
 			{handle(), "idle"},
 			{tickAt(29 * time.Second), "hold e1/2 until +30s"},
 			{tickAt(30 * time.Second), "push e1/2 released 3 of 4"},
@@ -604,8 +604,8 @@ func TestAdmissionDeletionGuard(t *testing.T) {
 			{tickAt(50 * time.Second), "push e1/3 released 4 of 4"},
 		},
 	}, {
-		// The hold follows the hash: a newer version with the held one's routes neither
-		// restarts the hold nor replaces the held version, which is what the tick releases.
+		// The hold follows the deletion: a newer version that removes the same routes does
+		// not restart it, and the newest version is what the tick releases.
 		name: "ANewerVersionWithTheHeldRoutesKeepsTheHold", plane: guard,
 		starts: applied(four),
 		steps: []step{
@@ -614,7 +614,7 @@ func TestAdmissionDeletionGuard(t *testing.T) {
 			{at(20 * time.Second), "none"},
 			{conf(full("e1", 3, "a")), "none"},
 			{handle(), "hold e1/3 until +30s"},
-			{tickAt(30 * time.Second), "push e1/2 released 3 of 4"},
+			{tickAt(30 * time.Second), "push e1/3 released 3 of 4"},
 		},
 	}, {
 		name: "ANewerConfigWithinTheLimitEndsTheHold", plane: guard,
@@ -669,4 +669,261 @@ func TestAdmissionDeletionGuard(t *testing.T) {
 			{handle(), "push e1/2"},
 		},
 	}})
+}
+
+// feed is a translator's state from which the deletion guard's tests cut versions: hosts of
+// one route each and a backend whose endpoints churn.
+type feed struct {
+	t     *testing.T
+	st    *contract.State
+	epoch string
+	v     uint64
+	churn uint32
+}
+
+// newFeed returns a feed holding hosts, and its complete state as version 1.
+func newFeed(t *testing.T, hosts ...string) (*feed, *configv1.Config) {
+	t.Helper()
+	f := &feed{t: t, st: contract.NewState(), epoch: "e1", v: 1}
+	res := &configv1.Resources{Backends: []*configv1.Backend{f.backend()}}
+	for _, h := range hosts {
+		res.VirtualHosts = append(res.VirtualHosts, host(h))
+	}
+	st, err := contract.StateOf(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.st = st
+	return f, &configv1.Config{Epoch: f.epoch, Version: f.v, Hash: st.Hash(), Resources: res}
+}
+
+func (f *feed) backend() *configv1.Backend {
+	return &configv1.Backend{Name: "churn", Endpoints: []*configv1.Endpoint{{Address: "10.0.0.1", Port: 1000 + f.churn, Ready: true}}}
+}
+
+// cut is the delta of what changed since the last version, as the next version.
+func (f *feed) cut() *configv1.ConfigDelta {
+	f.t.Helper()
+	d := f.st.TakeDelta()
+	if d == nil {
+		f.t.Fatal("the feed did not change")
+	}
+	d.Epoch, d.BaseVersion, d.Version, d.Hash = f.epoch, f.v, f.v+1, f.st.Hash()
+	f.v++
+	return d
+}
+
+// endpoints is endpoint churn: the backend's endpoints change, no route does.
+func (f *feed) endpoints() *configv1.ConfigDelta {
+	f.churn++
+	f.st.Put(contract.Backends, "churn", f.backend())
+	return f.cut()
+}
+
+func (f *feed) remove(hosts ...string) *configv1.ConfigDelta {
+	for _, h := range hosts {
+		f.st.Remove(contract.VirtualHosts, h)
+	}
+	return f.cut()
+}
+
+func (f *feed) add(hosts ...string) *configv1.ConfigDelta {
+	for _, h := range hosts {
+		f.st.Put(contract.VirtualHosts, h, host(h))
+	}
+	return f.cut()
+}
+
+// edit changes host h without changing its routes' paths (another route name).
+func (f *feed) edit(h string) *configv1.ConfigDelta {
+	f.churn++
+	vh := host(h)
+	vh.Routes[0].Name = fmt.Sprintf("%s-%d", h, f.churn)
+	f.st.Put(contract.VirtualHosts, h, vh)
+	return f.cut()
+}
+
+// The deletion guard judges a hold by the deletion it holds: endpoint churn after a large
+// deletion neither restarts its hold nor waits longer than it; a different deletion starts
+// its own hold; a deletion reverted lifts it.
+func TestAdmissionDeletionGuardUnderChurn(t *testing.T) {
+	guard := admissionConfig{GuardMaxDeleteRatio: 0.5, GuardHold: 30 * time.Second}
+	deltas := admissionConfig{Deltas: true, GuardMaxDeleteRatio: 0.5, GuardHold: 30 * time.Second}
+
+	// 100 changes of endpoints, 3s apart, after a deletion of 3 of 4 routes at +0: held
+	// until +30s (counted from the deletion, not from the newest change), then applied with
+	// the deletion, and every later one at once.
+	steady := func(plane admissionConfig) row {
+		f, v1 := newFeed(t, "a", "b", "c", "d")
+		rw := row{name: "AHeldDeletionIsReleasedUnderSteadyChurn", plane: plane, starts: applied(v1)}
+		if plane.Deltas {
+			rw.name += "ToADeltaPlane"
+		}
+		rw.steps = []step{
+			{dlt(f.remove("b", "c", "d")), "none"},
+			{handle(), "hold e1/2 until +30s: deletion guard: the config removes 3 of 4 served routes"},
+		}
+		base := uint64(1)
+		for i := 1; i <= 100; i++ {
+			when := time.Duration(i) * 3 * time.Second
+			d := f.endpoints()
+			v := fmt.Sprintf("e1/%d", d.GetVersion())
+			want := "push " + v
+			if plane.Deltas {
+				want += fmt.Sprintf(" delta onto %d", base)
+			}
+			switch {
+			case when < 30*time.Second:
+				want = "hold " + v + " until +30s"
+			case when == 30*time.Second:
+				want += " released 3 of 4"
+			}
+			rw.steps = append(rw.steps, step{at(when), "none"}, step{dlt(d), "none"}, step{handle(), want})
+			if strings.HasPrefix(want, "push") {
+				rw.steps = append(rw.steps, step{outcome(nil), "ack " + v})
+				base = d.GetVersion()
+			}
+		}
+		return rw
+	}
+
+	different := func() row {
+		f, v1 := newFeed(t, "a", "b", "c", "d", "e", "f")
+		return row{name: "ADifferentDeletionStartsItsOwnHold", plane: guard, starts: applied(v1), steps: []step{
+			{dlt(f.remove("b", "c", "d", "e")), "none"},
+			{handle(), "hold e1/2 until +30s: deletion guard: the config removes 4 of 6"},
+			{at(10 * time.Second), "none"},
+			{dlt(f.endpoints()), "none"},
+			{handle(), "hold e1/3 until +30s"},
+			// b and c come back, a and f go: d and e were removed at +0, a and f at +20s.
+			{at(20 * time.Second), "none"},
+			{dlt(f.add("b", "c")), "none"},
+			{dlt(f.remove("a", "f")), "none"},
+			{handle(), "hold e1/5 until +50s: deletion guard: the config removes 4 of 6"},
+			{tickAt(30 * time.Second), "hold e1/5 until +50s"},
+			{at(35 * time.Second), "none"},
+			{dlt(f.endpoints()), "none"},
+			{handle(), "hold e1/6 until +50s"},
+			{tickAt(49 * time.Second), "hold e1/6 until +50s"},
+			{tickAt(50 * time.Second), "push e1/6 released 4 of 6"},
+			{outcome(nil), "ack e1/6"},
+		}}
+	}
+
+	reverted := func() row {
+		f, v1 := newFeed(t, "a", "b", "c", "d")
+		return row{name: "ARevertedDeletionLiftsTheHold", plane: deltas, starts: applied(v1), steps: []step{
+			{dlt(f.remove("b", "c", "d")), "none"},
+			{handle(), "hold e1/2 until +30s"},
+			{at(5 * time.Second), "none"},
+			{dlt(f.endpoints()), "none"},
+			{handle(), "hold e1/3 until +30s"},
+			// The routes come back: the churn goes out at once, without the deletion.
+			{at(10 * time.Second), "none"},
+			{dlt(f.add("b", "c", "d")), "none"},
+			{handle(), "push e1/4 delta onto 1"},
+			{outcome(nil), "ack e1/4"},
+			{tickAt(30 * time.Second), "idle"},
+			// Deleted again, the deletion is new: its hold counts from now.
+			{at(40 * time.Second), "none"},
+			{dlt(f.remove("b", "c", "d")), "none"},
+			{handle(), "hold e1/5 until +1m10s"},
+			{tickAt(69 * time.Second), "hold e1/5 until +1m10s"},
+			{tickAt(70 * time.Second), "push e1/5 delta onto 4 released 3 of 4"},
+			{outcome(nil), "ack e1/5"},
+		}}
+	}
+
+	partly := func() row {
+		f, v1 := newFeed(t, "a", "b", "c", "d", "e", "f", "g", "h", "i", "j")
+		return row{name: "ADeletionPartlyRevertedKeepsItsClock", plane: admissionConfig{GuardMaxDeleteRatio: 0.3, GuardHold: 30 * time.Second}, starts: applied(v1), steps: []step{
+			{dlt(f.remove("a", "b", "c", "d", "e")), "none"},
+			{handle(), "hold e1/2 until +30s: deletion guard: the config removes 5 of 10"},
+			{at(20 * time.Second), "none"},
+			{dlt(f.add("a")), "none"},
+			{dlt(f.edit("j")), "none"}, // an unrelated host changes: no removal
+			{handle(), "hold e1/4 until +30s: deletion guard: the config removes 4 of 10"},
+			{tickAt(30 * time.Second), "push e1/4 released 4 of 10"},
+		}}
+	}
+
+	runRows(t, []row{steady(guard), steady(deltas), different(), reverted(), partly()})
+}
+
+// The deletion guard's cost is the change, not the state: with a deletion held, each change
+// of endpoints and of an unrelated host costs the guard the same work at 1k and at 100k
+// served routes, and the DeltaPlane's config is never materialised to judge it.
+func TestDeletionGuardCostIsTheChange(t *testing.T) {
+	work := func(n int) int {
+		hosts := make([]string, n)
+		for i := range hosts {
+			hosts[i] = fmt.Sprintf("h%06d", i)
+		}
+		f, v1 := newFeed(t, hosts...)
+		now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		a := newAdmission(admissionConfig{Deltas: true, GuardMaxDeleteRatio: 0.5, GuardHold: time.Hour, Now: func() time.Time { return now }})
+		if err := a.marker(&configv1.InitialSyncComplete{Epoch: "e1", Version: 1}); err != nil {
+			t.Fatal(err)
+		}
+		a.config(v1)
+		a.judge(a.next().GetHash(), nil)
+		if d := a.pushed(nil); d.act != actAck {
+			t.Fatalf("%d hosts: the first config: %v", n, d.act)
+		}
+		if d := a.delta(f.remove(hosts[:n*6/10]...)); d.act != actNone {
+			t.Fatalf("%d hosts: the deletion: %v", n, d.act)
+		}
+		if d := a.judge(a.next().GetHash(), nil); d.act != actHold {
+			t.Fatalf("%d hosts: the deletion is not held: %v", n, d.act)
+		}
+		before := a.work
+		for i := 0; i < 100; i++ {
+			now = now.Add(time.Second)
+			a.delta(f.endpoints())
+			a.delta(f.edit(hosts[n-1]))
+			c := a.next()
+			if c.GetResources() != nil {
+				t.Fatalf("%d hosts: change %d: the config was materialised to judge it", n, i)
+			}
+			if d := a.judge(c.GetHash(), nil); d.act != actHold {
+				t.Fatalf("%d hosts: change %d: %v, want hold", n, i, d.act)
+			}
+		}
+		return a.work - before
+	}
+	small, large := work(1000), work(100000)
+	t.Logf("route keys examined for 100 changes: %d at 1k hosts, %d at 100k hosts", small, large)
+	if small == 0 || large != small {
+		t.Fatalf("the guard examined %d route keys at 100k hosts and %d at 1k for the same changes: its cost grows with the state", large, small)
+	}
+}
+
+// BenchmarkDeletionGuardChurn is one change of endpoints, with a deletion held, at 1k and at
+// 100k served routes: the time per change should not depend on the state's size.
+func BenchmarkDeletionGuardChurn(b *testing.B) {
+	for _, n := range []int{1000, 100000} {
+		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
+			t := &testing.T{}
+			hosts := make([]string, n)
+			for i := range hosts {
+				hosts[i] = fmt.Sprintf("h%06d", i)
+			}
+			f, v1 := newFeed(t, hosts...)
+			a := newAdmission(admissionConfig{Deltas: true, GuardMaxDeleteRatio: 0.5, GuardHold: time.Hour})
+			_ = a.marker(&configv1.InitialSyncComplete{Epoch: "e1", Version: 1})
+			a.config(v1)
+			a.judge(a.next().GetHash(), nil)
+			a.pushed(nil)
+			a.delta(f.remove(hosts[:n*6/10]...))
+			ds := make([]*configv1.ConfigDelta, b.N)
+			for i := range ds {
+				ds[i] = f.endpoints()
+			}
+			b.ResetTimer()
+			for _, d := range ds {
+				a.delta(d)
+				a.judge(a.next().GetHash(), nil)
+			}
+		})
+	}
 }

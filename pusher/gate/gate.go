@@ -18,8 +18,8 @@
 // A rejected config leaves the last good one in place, is NACKed, and is not retried until a
 // newer version arrives; a failed push (network) is retried with backoff; a data plane that
 // lost its config gets the last applied one again. An optional deletion guard holds back a
-// config that would remove a large share of the served routes until it has stayed the
-// newest for a while.
+// config that would remove a large share of the served routes until those removals have
+// stood for a while; changes that leave them as they are do not restart the hold.
 package gate
 
 import (
@@ -92,8 +92,8 @@ type Config struct {
 	Metrics         Metrics
 	// CheckInterval is how often the data plane is asked whether it still runs our config.
 	CheckInterval time.Duration
-	// GuardMaxDeleteRatio turns the deletion guard on when > 0; GuardHold is how long a held
-	// config must stay the newest before it is applied.
+	// GuardMaxDeleteRatio turns the deletion guard on when > 0; GuardHold is how long the
+	// removals of a held config must stand before it is applied.
 	GuardMaxDeleteRatio float64
 	GuardHold           time.Duration
 	BackoffMin          time.Duration
@@ -304,7 +304,7 @@ func (g *Gate) handle(ctx context.Context, c *configv1.Config, send func(*config
 		return false
 	}
 	if d.released != nil {
-		g.log.Warn("deletion guard: applying a config that removes many routes after it stayed the newest", "removed", d.released.removed, "served", d.released.served, "held_for", g.cfg.GuardHold)
+		g.log.Warn("deletion guard: applying a config that removes many routes after its removals stood for the hold", "removed", d.released.removed, "served", d.released.served, "held_for", g.cfg.GuardHold)
 	}
 	start := time.Now()
 	var err error
