@@ -207,30 +207,51 @@ func QueryMatchAccepts(q *configv1.QueryMatch, query url.Values) bool {
 }
 
 // CheckRoute returns what makes rt unusable by any data plane, naming the field: a regular
-// expression that does not compile, an empty header or query name, a redirect status or
-// scheme the reference does not know, a path modifier of unknown type.
+// expression that does not compile or is over MaxRegexLength, a path over MaxPathLength or
+// with a control character, a header or query name that is empty (a header name that is
+// not an HTTP token; a modifier's name with '*', which stock Caddy reads as a pattern; a
+// query name with braces, which it reads as a placeholder), a header value with a control
+// character or over MaxHeaderValueLength, a method that is not a token, a redirect status
+// or scheme the reference does not know, a redirect's or rewrite's hostname that is not a
+// hostname, a path modifier of unknown type.
 func CheckRoute(rt *configv1.Route) error {
+	if err := checkPath(rt.GetPath().GetValue()); err != nil {
+		return fmt.Errorf("path: %w", err)
+	}
 	if rt.GetPath().GetType() == configv1.PathMatchType_PATH_MATCH_TYPE_REGEX {
-		if _, err := compile("^(?:" + rt.GetPath().GetValue() + ")$"); err != nil {
+		if err := checkRegex(rt.GetPath().GetValue(), "^(?:"+rt.GetPath().GetValue()+")$"); err != nil {
 			return fmt.Errorf("path: %w", err)
+		}
+	}
+	if m := rt.GetMethod(); m != "" {
+		if err := CheckHeaderName(m); err != nil {
+			return fmt.Errorf("method %q is not a token", m)
 		}
 	}
 	for _, h := range rt.GetHeaders() {
 		if h.GetName() == "" {
 			return fmt.Errorf("header match without a name")
 		}
+		if err := CheckHeaderName(h.GetName()); err != nil {
+			return fmt.Errorf("header match: %w", err)
+		}
 		if h.GetType() == configv1.HeaderMatchType_HEADER_MATCH_TYPE_REGEX {
-			if _, err := compile(h.GetValue()); err != nil {
+			if err := CheckRegex(h.GetValue()); err != nil {
 				return fmt.Errorf("header %s: %w", h.GetName(), err)
 			}
+		} else if err := CheckHeaderValue(h.GetValue()); err != nil {
+			return fmt.Errorf("header %s: %w", h.GetName(), err)
 		}
 	}
 	for _, q := range rt.GetQuery() {
 		if q.GetName() == "" {
 			return fmt.Errorf("query match without a name")
 		}
+		if strings.ContainsAny(q.GetName(), "{}") || controlChar(q.GetName(), false) >= 0 {
+			return fmt.Errorf("query parameter name %q holds braces or a control character", q.GetName())
+		}
 		if q.GetType() == configv1.QueryMatchType_QUERY_MATCH_TYPE_REGEX {
-			if _, err := compile(q.GetValue()); err != nil {
+			if err := CheckRegex(q.GetValue()); err != nil {
 				return fmt.Errorf("query parameter %s: %w", q.GetName(), err)
 			}
 		}
@@ -240,23 +261,35 @@ func CheckRoute(rt *configv1.Route) error {
 			if h.GetName() == "" {
 				return fmt.Errorf("header modifier without a name")
 			}
+			if err := checkModifierName(h.GetName()); err != nil {
+				return err
+			}
+			if err := CheckHeaderValue(h.GetValue()); err != nil {
+				return fmt.Errorf("header modifier %s: %w", h.GetName(), err)
+			}
 		}
 		for _, n := range m.GetRemove() {
 			if n == "" {
 				return fmt.Errorf("header modifier removes an empty name")
 			}
+			if err := checkModifierName(n); err != nil {
+				return err
+			}
 		}
 	}
 	if rd := rt.GetRedirect(); rd != nil {
 		switch rd.GetStatusCode() {
-		case 0, 301, 302:
+		case 0, 301, 302, 303, 307, 308:
 		default:
-			return fmt.Errorf("redirect status code %d (301 or 302)", rd.GetStatusCode())
+			return fmt.Errorf("redirect status code %d (301, 302, 303, 307 or 308)", rd.GetStatusCode())
 		}
 		switch rd.GetScheme() {
 		case "", "http", "https":
 		default:
 			return fmt.Errorf("redirect scheme %q (http or https)", rd.GetScheme())
+		}
+		if err := checkHostname(rd.GetHostname()); err != nil {
+			return fmt.Errorf("redirect: %w", err)
 		}
 		if rd.GetPort() > 65535 {
 			return fmt.Errorf("redirect port %d", rd.GetPort())
@@ -265,8 +298,23 @@ func CheckRoute(rt *configv1.Route) error {
 			return fmt.Errorf("redirect path: %w", err)
 		}
 	}
+	if err := checkHostname(rt.GetRewrite().GetHostname()); err != nil {
+		return fmt.Errorf("rewrite: %w", err)
+	}
 	if err := checkModifier(rt.GetRewrite().GetPath()); err != nil {
 		return fmt.Errorf("rewrite path: %w", err)
+	}
+	return nil
+}
+
+// checkModifierName is CheckHeaderName for a name a header modifier sets, adds or removes,
+// where '*' is refused too: stock Caddy's header operations read it as a pattern.
+func checkModifierName(n string) error {
+	if err := CheckHeaderName(n); err != nil {
+		return fmt.Errorf("header modifier: %w", err)
+	}
+	if strings.Contains(n, "*") {
+		return fmt.Errorf("header modifier: header name %q: '*' is not allowed (it reads as a pattern)", n)
 	}
 	return nil
 }
@@ -278,6 +326,7 @@ func checkModifier(m *configv1.PathModifier) error {
 			return fmt.Errorf("value %q without a type", m.GetValue())
 		}
 	case configv1.PathModifierType_PATH_MODIFIER_TYPE_FULL, configv1.PathModifierType_PATH_MODIFIER_TYPE_PREFIX:
+		return checkPath(m.GetValue())
 	default:
 		return fmt.Errorf("unknown type %v", m.GetType())
 	}

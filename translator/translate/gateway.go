@@ -932,6 +932,11 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 	if tmpl.Redirect != nil && tmpl.Rewrite != nil {
 		return drop("IncompatibleFilters", "RequestRedirect and URLRewrite cannot be combined")
 	}
+	// What the filters ask for, checked as every data plane checks it (the matches are
+	// checked with them below).
+	if err := contract.CheckRoute(tmpl); err != nil {
+		return drop("UnsupportedValue", fmt.Sprintf("filters: %v", err))
+	}
 
 	if tmpl.Redirect == nil {
 		for bi, br := range rule.BackendRefs {
@@ -1020,6 +1025,11 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 			prec.method = true
 		}
 		prec.headers, prec.query = len(route.Headers), len(route.Query)
+		// Every rule a data plane enforces (and the bounds on what a tenant controls), so
+		// that none refuses the config for this rule.
+		if err := contract.CheckRoute(route); err != nil {
+			return drop("UnsupportedValue", fmt.Sprintf("matches[%d]: %v", mi, err))
+		}
 		cr.routes = append(cr.routes, route)
 		cr.precs = append(cr.precs, prec)
 	}

@@ -1,8 +1,6 @@
 package translate
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"sort"
@@ -560,6 +558,11 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 				Timeout: timeout,
 				Source:  ref(ing),
 			}
+			// Every rule a data plane enforces, so that none refuses the config for this path.
+			if err := contract.CheckRoute(route); err != nil {
+				add(pfield+".path", sevError, "InvalidPath", err.Error()+"; the path is not served")
+				continue
+			}
 			if b := t.resolveBackend(lo, p.Backend, pfield+".backend"); b != "" {
 				route.Backends = []*configv1.WeightedBackend{{Backend: b, Weight: 1}}
 			}
@@ -762,15 +765,13 @@ func readCertificate(k nsName, s *corev1.Secret, now time.Time) *certOut {
 	if s.Type != corev1.SecretTypeTLS {
 		return fail("SecretNotFound", fmt.Sprintf("is of type %q, not kubernetes.io/tls", s.Type))
 	}
-	crt, key := s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
-	pair, err := tls.X509KeyPair(crt, key)
+	// The chain is checked whole and only its certificates are emitted: junk beside the
+	// leaf never reaches a data plane.
+	checked, err := contract.CheckCertificate(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
 	if err != nil {
 		return fail("InvalidCertificate", "holds no valid certificate and key: "+err.Error())
 	}
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil {
-		return fail("InvalidCertificate", "holds an unparsable certificate: "+err.Error())
-	}
+	leaf, crt, key := checked.Leaf, checked.CertificatePEM, checked.PrivateKeyPEM
 	if !now.IsZero() && now.After(leaf.NotAfter) {
 		return fail("InvalidCertificate", fmt.Sprintf("holds a certificate that expired at %s", leaf.NotAfter.UTC().Format(time.RFC3339)))
 	}
