@@ -286,7 +286,8 @@ func routeAction(rt *configv1.Route) string {
 }
 
 // watchConfig follows the config stream as a pusher does (the chain checked against every
-// state hash) without applying anything, and prints each version and what it changed.
+// state hash, a chunked complete state taken when whole) without applying anything, and
+// prints each version and what it changed.
 func watchConfig(ctx context.Context, c configv1.ConfigServiceClient, addr string, f format, count int, stdout io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -301,6 +302,7 @@ func watchConfig(ctx context.Context, c configv1.ConfigServiceClient, addr strin
 	}
 	var chain contract.Chain
 	versions := 0
+	parts := 0 // bytes of the chunked complete state being received
 	for count == 0 || versions < count {
 		m, err := stream.Recv()
 		if err != nil {
@@ -329,10 +331,18 @@ func watchConfig(ctx context.Context, c configv1.ConfigServiceClient, addr strin
 		case *configv1.StreamConfigResponse_InitialSyncComplete:
 			mk := msg.InitialSyncComplete
 			fmt.Fprintf(stdout, "marker: epoch %s, complete from version %d (watcher %s revision %d)\n", mk.GetEpoch(), mk.GetVersion(), mk.GetWatcherEpoch(), mk.GetWatcherRevision())
-		case *configv1.StreamConfigResponse_Config:
+		case *configv1.StreamConfigResponse_ConfigStart, *configv1.StreamConfigResponse_ConfigChunk:
+			parts += size
+		case *configv1.StreamConfigResponse_Config, *configv1.StreamConfigResponse_ConfigEnd:
+			chunks := ""
+			if m.GetConfigEnd() != nil {
+				size += parts
+				parts = 0
+				chunks = fmt.Sprintf(" in %d chunks", chain.Assembler.Chunks)
+			}
 			st := chain.State
-			fmt.Fprintf(stdout, "version %d complete, hash %.12s, %d bytes: %d virtual hosts, %d backends, %d certificates, %d objects with findings\n",
-				v.GetVersion(), v.GetHash(), size, st.Len(contract.VirtualHosts), st.Len(contract.Backends), st.Len(contract.Certificates), st.Len(contract.Findings))
+			fmt.Fprintf(stdout, "version %d complete%s, hash %.12s, %d bytes: %d virtual hosts, %d backends, %d certificates, %d objects with findings\n",
+				v.GetVersion(), chunks, v.GetHash(), size, st.Len(contract.VirtualHosts), st.Len(contract.Backends), st.Len(contract.Certificates), st.Len(contract.Findings))
 		case *configv1.StreamConfigResponse_Delta:
 			d := msg.Delta
 			fmt.Fprintf(stdout, "version %d onto %d, hash %.12s, %d bytes:%s\n", d.GetVersion(), d.GetBaseVersion(), d.GetHash(), size, describeDelta(d))

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/version"
 	"github.com/sluice-io/sluice/internal/watchstream"
@@ -93,6 +95,10 @@ func fixtureStatus(t *testing.T) *configv1.GetStatusResponse {
 type fakeTranslator struct {
 	configv1.UnimplementedConfigServiceServer
 	st *configv1.GetStatusResponse
+	// chunkLimit, when set, sends the config as over a stream of that message limit (in
+	// chunks); broken drops its first chunk.
+	chunkLimit int
+	broken     bool
 }
 
 func (f *fakeTranslator) GetStatus(context.Context, *configv1.GetStatusRequest) (*configv1.GetStatusResponse, error) {
@@ -104,10 +110,21 @@ func (f *fakeTranslator) StreamConfig(s grpc.BidiStreamingServer[configv1.Stream
 		return err
 	}
 	cur := f.st.GetCurrent()
-	for _, m := range []*configv1.StreamConfigResponse{
+	msgs := []*configv1.StreamConfigResponse{
 		{Message: &configv1.StreamConfigResponse_InitialSyncComplete{InitialSyncComplete: &configv1.InitialSyncComplete{Epoch: cur.GetEpoch(), Version: cur.GetVersion()}}},
 		{Message: &configv1.StreamConfigResponse_Config{Config: cur}},
-	} {
+	}
+	if f.chunkLimit > 0 {
+		chunks, err := contract.Chunk(cur, f.chunkLimit)
+		if err != nil {
+			return err
+		}
+		if f.broken {
+			chunks = append(chunks[:1], chunks[2:]...)
+		}
+		msgs = append(msgs[:1], chunks...)
+	}
+	for _, m := range msgs {
 		if err := s.Send(m); err != nil {
 			return err
 		}
@@ -144,11 +161,16 @@ func (fakeWatcher) Watch(_ *watchv1.WatchRequest, s grpc.ServerStreamingServer[w
 // startFake serves the fake translator and watcher (and grpcx's health) on 127.0.0.1:0.
 func startFake(t *testing.T, st *configv1.GetStatusResponse) string {
 	t.Helper()
+	return startFakeTranslator(t, &fakeTranslator{st: st})
+}
+
+func startFakeTranslator(t *testing.T, ft *fakeTranslator) string {
+	t.Helper()
 	srv, err := grpcx.NewServer(grpcx.ServerConfig{Logger: hclog.NewNullLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	configv1.RegisterConfigServiceServer(srv, &fakeTranslator{st: st})
+	configv1.RegisterConfigServiceServer(srv, ft)
 	watchv1.RegisterWatchServiceServer(srv, fakeWatcher{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -431,5 +453,25 @@ func TestExplainIngressWithFinding(t *testing.T) {
 	}
 	if theirs.Served || len(theirs.Hosts) != 0 || len(theirs.Findings) != 0 {
 		t.Errorf("an Ingress of another class is explained as %+v, want not served", theirs)
+	}
+}
+
+// config --watch follows a complete state sent in chunks: one version, printed once it is
+// whole and verified, with the number of chunks; a chunk missing is an error, not a version.
+func TestConfigWatchFollowsAChunkedCompleteState(t *testing.T) {
+	st := fixtureStatus(t)
+	addr := startFakeTranslator(t, &fakeTranslator{st: st, chunkLimit: 400})
+	code, out, errs := run(t, "config", "--addr", addr, "--watch", "--count", "1")
+	if code != exitOK || !regexp.MustCompile(`version 7 complete in [2-9][0-9]* chunks, hash `).MatchString(out) {
+		t.Fatalf("exit %d:\n%s%s", code, out, errs)
+	}
+	code, out, _ = run(t, "config", "--addr", addr, "--watch", "--count", "1", "-o", "json")
+	if code != exitOK || !strings.Contains(out, `"configStart"`) || !strings.Contains(out, `"configEnd"`) {
+		t.Fatalf("-o json: exit %d, want every message of the chunked state:\n%s", code, out)
+	}
+	broken := startFakeTranslator(t, &fakeTranslator{st: st, chunkLimit: 400, broken: true})
+	code, out, errs = run(t, "config", "--addr", broken, "--watch", "--count", "1")
+	if code == exitOK || strings.Contains(out, "version 7 complete") || !strings.Contains(out+errs, "chunk 1 of version 7 where chunk 0 is due") {
+		t.Fatalf("a chunk missing: exit %d:\n%s%s", code, out, errs)
 	}
 }

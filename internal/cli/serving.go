@@ -124,7 +124,7 @@ func (s *Serving) Add(g *run.Group) {
 
 // RegisterMaxMessageSize adds --max-message-size to fs.
 func RegisterMaxMessageSize(fs *pflag.FlagSet, size *int) {
-	fs.IntVar(size, "max-message-size", grpcx.DefaultMaxMessageSize, "largest gRPC message, in bytes, this process sends or receives (a complete config must fit; raise it on both ends of a link)")
+	fs.IntVar(size, "max-message-size", grpcx.DefaultMaxMessageSize, "largest gRPC message, in bytes, this process sends or receives (a larger complete config travels in chunks; one resource must fit; set it alike on both ends of a link)")
 }
 
 // CheckMaxMessageSize refuses a limit too small for any useful message.

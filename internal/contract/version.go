@@ -20,19 +20,29 @@ func VersionOf(d *configv1.ConfigDelta) *configv1.Config {
 }
 
 // Chain follows a config stream as every receiver must: the complete state, then each delta
-// onto the version held, checked against its state hash. A marker starts over: the complete
-// state of its epoch comes next. (The pusher's gate follows the same rules and more: what it
-// admits by epoch and version, and a Resync on a break.)
+// onto the version held, checked against its state hash. A complete state sent in chunks
+// counts when its end came (Assembler). A marker starts over: the complete state of its
+// epoch comes next. (The pusher's gate follows the same rules and more: what it admits by
+// epoch and version, and a Resync on a break.)
 type Chain struct {
 	// State is the state held, nil before a complete state; Version names it.
 	State   *State
 	Version *configv1.Config
+	// Assembler puts chunked complete states together; its Chunks says how many chunks the
+	// last one took.
+	Assembler Assembler
 }
 
 // Receive takes one message of a config stream. It returns the version the message brought
-// (nil for a marker or a heartbeat), or an error wrapping ErrBrokenChain when the message
-// does not follow from what is held; on an error nothing changed.
+// (nil for a marker, a heartbeat, or a part of a chunked state before its end), or an error
+// wrapping ErrBrokenChain when the message does not follow from what is held, or
+// ErrBrokenStream when a chunked state was malformed; on an error the state held did not
+// change.
 func (c *Chain) Receive(m *configv1.StreamConfigResponse) (*configv1.Config, error) {
+	m, err := c.Assembler.Take(m)
+	if err != nil || m == nil {
+		return nil, err
+	}
 	switch msg := m.GetMessage().(type) {
 	case *configv1.StreamConfigResponse_InitialSyncComplete:
 		c.State, c.Version = nil, nil

@@ -13,7 +13,9 @@
 // translator's state as received, the complete state first, then each delta applied onto
 // its base version and checked against the resulting hash (contract.State). A delta onto
 // another base, or with another hash, breaks the chain: the gate asks for the complete state
-// (Resync) and applies nothing from the broken chain meanwhile. A broken stream or a new
+// (Resync) and applies nothing from the broken chain meanwhile. A complete state sent in
+// chunks is taken only at its end, whole (contract.Assembler); a malformed one breaks the
+// stream. A broken stream or a new
 // epoch closes the gate and leaves the data plane exactly as it is. A shutdown never pushes.
 // A rejected config leaves the last good one in place, is NACKed, and is not retried until a
 // newer version arrives; a failed push (network) is retried with backoff; a data plane that
@@ -33,6 +35,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluice-io/sluice/internal/backoff"
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
@@ -182,6 +185,7 @@ func (g *Gate) stream(ctx context.Context) error {
 	}
 
 	g.adm.newStream()
+	var asm contract.Assembler // a complete state sent in chunks, taken when whole
 	check := time.NewTicker(g.cfg.CheckInterval)
 	defer check.Stop()
 	var retry <-chan time.Time
@@ -201,7 +205,7 @@ func (g *Gate) stream(ctx context.Context) error {
 					}
 					return r.Err
 				}
-				if err := g.receive(r.Msg, send); err != nil {
+				if err := g.receive(&asm, r.Msg, send); err != nil {
 					return err // a lying stream: nothing more is taken from it
 				}
 				select {
@@ -232,9 +236,21 @@ func (g *Gate) stream(ctx context.Context) error {
 	}
 }
 
-// receive feeds one message to the admission core. An error means the stream lied in a way
-// that no Resync repairs (a second marker of one epoch): the caller drops the stream.
-func (g *Gate) receive(m *configv1.StreamConfigResponse, send func(*configv1.StreamConfigRequest)) error {
+// receive feeds one message to the admission core, a chunked complete state once asm put it
+// together. An error means the stream lied in a way that no Resync repairs (a second marker
+// of one epoch, a malformed chunked state): the caller drops the stream, and nothing of a
+// state being assembled was applied.
+func (g *Gate) receive(asm *contract.Assembler, m *configv1.StreamConfigResponse, send func(*configv1.StreamConfigRequest)) error {
+	m, err := asm.Take(m)
+	if err != nil {
+		return err
+	}
+	if m == nil {
+		return nil // part of a complete state not yet whole
+	}
+	if c := m.GetConfig(); c != nil && asm.Chunks > 0 {
+		g.log.Info("complete state received in chunks", "epoch", c.GetEpoch(), "version", c.GetVersion(), "chunks", asm.Chunks)
+	}
 	switch msg := m.GetMessage().(type) {
 	case *configv1.StreamConfigResponse_InitialSyncComplete:
 		mk := msg.InitialSyncComplete

@@ -221,6 +221,29 @@ func delta(t *testing.T, base *configv1.Config, v uint64, h string) *configv1.Co
 	return d
 }
 
+// manyHosts are n host names, enough to need several chunks under chunked's limit.
+func manyHosts(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("h%03d.example.com", i))
+	}
+	return out
+}
+
+// chunked is c as a translator sends a complete state over a small message limit: a start,
+// chunks and an end.
+func chunked(t *testing.T, c *configv1.Config) []*configv1.StreamConfigResponse {
+	t.Helper()
+	msgs, err := contract.Chunk(c, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) < 4 {
+		t.Fatalf("version %d is %d messages, want a start, several chunks and an end", c.GetVersion(), len(msgs))
+	}
+	return msgs
+}
+
 func markerMsg(epoch string, v uint64) *configv1.StreamConfigResponse {
 	return &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_InitialSyncComplete{InitialSyncComplete: &configv1.InitialSyncComplete{Epoch: epoch, Version: v}}}
 }
@@ -423,6 +446,80 @@ func TestLyingTranslatorNothingReachesTheDataPlane(t *testing.T) {
 			w.resync(t)
 			s.sendAll(t, configMsg(ok2))
 			w.appliedVersion(t, ok2)
+		},
+		wantLog: `config chain broken; asking for the complete state and applying nothing from this chain: version=2`, wantApplied: []string{"e1/1", "e1/2"},
+	}, {
+		name: "ChunkedStateAppliedOnlyWhole",
+		lie: func(t *testing.T, w *world) {
+			s := w.stream(t, 1)
+			big := full("e1", 1, manyHosts(40)...)
+			msgs := chunked(t, big)
+			s.sendAll(t, markerMsg("e1", 1))
+			s.sendAll(t, msgs[:len(msgs)-1]...)
+			s.sendAll(t, heartbeatMsg(), heartbeatMsg())
+			w.mu.Lock()
+			n := len(w.applied)
+			w.mu.Unlock()
+			if n != 0 {
+				t.Fatal("the data plane got a config before the end of a chunked state")
+			}
+			s.sendAll(t, msgs[len(msgs)-1])
+			w.appliedVersion(t, big)
+		},
+		wantLog: `complete state received in chunks: epoch=e1 version=1 chunks=`, wantApplied: []string{"e1/1"},
+	}, {
+		name: "ChunkWithoutAStart",
+		lie: func(t *testing.T, w *world) {
+			s := w.stream(t, 1)
+			msgs := chunked(t, full("e1", 1, append(manyHosts(40), liarHost)...))
+			s.sendAll(t, markerMsg("e1", 1), msgs[1])
+			s2 := w.stream(t, 2)
+			<-s.done
+			s2.sendAll(t, markerMsg("e2", 1), configMsg(full("e2", 1, "ok.example.com")))
+			w.appliedVersion(t, full("e2", 1, "ok.example.com"))
+		},
+		wantLog: `broken config stream: a chunk of version 1 without a start`, wantApplied: []string{"e2/1"},
+	}, {
+		name: "DeltaMidChunkedState",
+		lie: func(t *testing.T, w *world) {
+			s := w.stream(t, 1)
+			s.sendAll(t, markerMsg("e1", 1), configMsg(ok1))
+			w.appliedVersion(t, ok1)
+			msgs := chunked(t, full("e1", 2, append(manyHosts(40), liarHost)...))
+			s.sendAll(t, msgs[:2]...)
+			s.sendAll(t, deltaMsg(delta(t, ok1, 2, "two.example.com")))
+			s2 := w.stream(t, 2)
+			<-s.done
+			s2.sendAll(t, markerMsg("e2", 1), configMsg(full("e2", 1, "ok.example.com", "two.example.com")))
+			w.appliedVersion(t, full("e2", 1, "ok.example.com", "two.example.com"))
+		},
+		wantLog: `broken config stream: a delta while version 2 is being assembled`, wantApplied: []string{"e1/1", "e2/1"},
+	}, {
+		name: "ChunkOfAnotherVersion",
+		lie: func(t *testing.T, w *world) {
+			s := w.stream(t, 1)
+			honest := chunked(t, full("e1", 1, manyHosts(40)...))
+			other := chunked(t, full("e1", 3, append(manyHosts(40), liarHost)...))
+			s.sendAll(t, markerMsg("e1", 1), honest[0], honest[1], other[2])
+			s2 := w.stream(t, 2)
+			<-s.done
+			s2.sendAll(t, markerMsg("e2", 1), configMsg(full("e2", 1, "ok.example.com")))
+			w.appliedVersion(t, full("e2", 1, "ok.example.com"))
+		},
+		wantLog: `broken config stream: a chunk of version e1/3 while version e1/1 is being assembled`, wantApplied: []string{"e2/1"},
+	}, {
+		name: "ChunkedStateWhoseHashDoesNotMatch",
+		lie: func(t *testing.T, w *world) {
+			s := w.stream(t, 1)
+			s.sendAll(t, markerMsg("e1", 1), configMsg(ok1))
+			w.appliedVersion(t, ok1)
+			honest := full("e1", 2, manyHosts(40)...)
+			c := full("e1", 2, append(manyHosts(40), liarHost)...)
+			c.Hash = honest.GetHash() // start and end agree, the chunks carry another state
+			s.sendAll(t, chunked(t, c)...)
+			w.resync(t)
+			s.sendAll(t, chunked(t, honest)...)
+			w.appliedVersion(t, honest)
 		},
 		wantLog: `config chain broken; asking for the complete state and applying nothing from this chain: version=2`, wantApplied: []string{"e1/1", "e1/2"},
 	}, {

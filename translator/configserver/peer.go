@@ -34,12 +34,16 @@ type sentRange struct {
 	lastHash    string
 }
 
-// sent notes that the stream is about to be sent m (before it is: the answer may come
+// sent notes that the stream is about to be sent m, a config, a delta or the start of a
+// chunked config (before it is: the answer may come
 // before Send returns).
 func (p *peer) sent(m *configv1.StreamConfigResponse) {
 	c := m.GetConfig()
 	if d := m.GetDelta(); d != nil {
 		c = contract.VersionOf(d)
+	}
+	if st := m.GetConfigStart(); st != nil {
+		c = &configv1.Config{Epoch: st.GetEpoch(), Version: st.GetVersion(), Hash: st.GetHash()}
 	}
 	if c == nil {
 		return

@@ -35,7 +35,8 @@ type Metrics interface {
 	Published(version uint64)
 	// SlowPusherDropped counts a stream ended because its pusher stopped reading.
 	SlowPusherDropped()
-	// TooLarge counts a version not sent because it exceeds the message limit.
+	// TooLarge counts a version not sent because one of its resources exceeds the message
+	// limit.
 	TooLarge()
 	// Forget removes what is kept per pusher: it has been gone for ForgetAfter.
 	Forget(pusher string)
@@ -54,9 +55,11 @@ type Config struct {
 	// (gRPC flow control), and its stream ends after this instead of holding a goroutine
 	// and the versions queued for it forever.
 	SendTimeout time.Duration
-	// MaxMessageSize is the largest message the gRPC server sends. A version larger than it
-	// is not sent (gRPC would fail the stream, and the pusher would reconnect into the same
-	// failure): the pusher keeps what it applied until a version fits.
+	// MaxMessageSize is the largest message the gRPC server sends. A complete state larger
+	// than it travels in chunks that fit, and a delta larger than it is replaced by the
+	// complete state. A state holding one resource larger than it is not sent (gRPC would
+	// fail the stream, and the pusher would reconnect into the same failure): the pusher
+	// keeps what it applied until a version fits.
 	MaxMessageSize int
 	// ForgetAfter is how long a pusher without a stream stays in GetStatus and the metrics.
 	ForgetAfter time.Duration
@@ -80,7 +83,8 @@ type Server struct {
 	changed  chan struct{}      // closed on every change
 	pushers  map[string]*pusher
 	complete sync.Once
-	// tooLarge is the version last found over MaxMessageSize, so that it is logged once.
+	// tooLarge is the version last found with a resource over MaxMessageSize, so that it is
+	// logged once.
 	tooLarge *configv1.Config
 
 	// senderDone, when set (tests), is called when a stream's sender goroutine ends.
@@ -211,8 +215,17 @@ func (s *Server) fullLocked() *configv1.Config {
 }
 
 // nextLocked is what brings a stream that was sent version from (0: nothing) to the newest:
-// one delta, several merged into one, or the complete state.
+// one delta, several merged into one, or the complete state. A delta larger than one message
+// is replaced by the complete state, which travels in chunks.
 func (s *Server) nextLocked(from uint64) *configv1.StreamConfigResponse {
+	m := s.changeLocked(from)
+	if m.GetDelta() != nil && proto.Size(m) > s.cfg.MaxMessageSize {
+		return &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Config{Config: s.fullLocked()}}
+	}
+	return m
+}
+
+func (s *Server) changeLocked(from uint64) *configv1.StreamConfigResponse {
 	i := len(s.history)
 	for i > 0 && s.history[i-1].Delta.GetBaseVersion() >= from {
 		i--
@@ -342,18 +355,22 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 			}
 		}
 		s.mu.Unlock()
-		// Over the limit, nothing is sent and sentVersion stays: the pusher keeps what it
-		// applied, and the next version is built from that (a delta that may fit). A
-		// read-only stream's redactor follows only what is sent.
-		if next != nil && s.fits(next) {
-			if redactor != nil {
-				if next, err = redact(redactor, next); err != nil {
-					return status.Errorf(codes.Internal, "%v", err)
-				}
+		// A complete state goes whole when it fits one message, else in chunks. When one
+		// resource alone is over the limit nothing is sent and sentVersion stays: the pusher
+		// keeps what it applied, and the next version is built from that.
+		if next != nil {
+			msgs, err := s.encode(redactor, next)
+			var tl *contract.TooLargeError
+			switch {
+			case errors.As(err, &tl):
+				s.refuseTooLarge(next.GetConfig(), tl)
+			case err != nil:
+				return status.Errorf(codes.Internal, "%v", err)
+			default:
+				out = append(out, msgs...)
+				pr.sent(msgs[0])
+				sentVersion = nextVersion
 			}
-			out = append(out, next)
-			pr.sent(next)
-			sentVersion = nextVersion
 		}
 		if len(out) > 0 {
 			if err := send(out...); err != nil {
@@ -394,29 +411,47 @@ func redact(r *contract.Redactor, m *configv1.StreamConfigResponse) (*configv1.S
 	return m, nil
 }
 
-// fits reports whether m is within the message limit. A version over it is logged (once)
-// and counted: gRPC would fail the stream with it, and the pusher would reconnect into the
-// same failure over and over.
-func (s *Server) fits(m *configv1.StreamConfigResponse) bool {
-	size := proto.Size(m)
-	if size <= s.cfg.MaxMessageSize {
-		return true
+// encode returns the messages that carry next on a stream (redacted for a read-only one):
+// a delta as it is (nextLocked made sure it fits), a complete state whole or in chunks that
+// each fit the message limit (contract.Chunk). A resource that alone exceeds the limit is a
+// *contract.TooLargeError: the state cannot be sent. The redactor follows only what is sent.
+func (s *Server) encode(r *contract.Redactor, next *configv1.StreamConfigResponse) ([]*configv1.StreamConfigResponse, error) {
+	c := next.GetConfig()
+	if c == nil {
+		if r != nil {
+			m, err := redact(r, next)
+			return []*configv1.StreamConfigResponse{m}, err
+		}
+		return []*configv1.StreamConfigResponse{next}, nil
 	}
-	ref := m.GetConfig()
-	what := "complete state"
-	if d := m.GetDelta(); d != nil {
-		ref, what = contract.VersionOf(d), "delta"
+	msgs, err := contract.Chunk(c, s.cfg.MaxMessageSize)
+	if err != nil || r == nil {
+		return msgs, err
 	}
+	rc, err := r.Config(c)
+	if err != nil {
+		return nil, err
+	}
+	return contract.Chunk(rc, s.cfg.MaxMessageSize) // no larger than c's: keys only shrink
+}
+
+// refuseTooLarge logs (once per version) and counts a complete state that cannot be sent
+// because one of its resources alone exceeds the message limit: gRPC would fail the stream
+// with it, and the pusher would reconnect into the same failure over and over.
+func (s *Server) refuseTooLarge(c *configv1.Config, e *contract.TooLargeError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t := s.tooLarge; t != nil && t.GetEpoch() == ref.GetEpoch() && t.GetVersion() == ref.GetVersion() {
-		return false
+	if t := s.tooLarge; t != nil && t.GetEpoch() == c.GetEpoch() && t.GetVersion() == c.GetVersion() {
+		return
 	}
-	s.tooLarge = contract.RefOf(ref)
+	s.tooLarge = contract.RefOf(c)
 	s.cfg.Metrics.TooLarge()
-	s.log.Error("config larger than the message limit; not sent, pushers keep the config they applied until a version fits: raise --max-message-size of the translator and of the pushers above the size",
-		"epoch", ref.GetEpoch(), "version", ref.GetVersion(), "message", what, "size", size, "limit", s.cfg.MaxMessageSize)
-	return false
+	var objs []string
+	for _, o := range e.Sources {
+		objs = append(objs, o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName())
+	}
+	s.log.Error("a resource larger than the message limit; the complete state is not sent, pushers keep the config they applied until a version fits: fix the objects it is built from, or raise --max-message-size of the translator and of the pushers above its size",
+		"epoch", c.GetEpoch(), "version", c.GetVersion(), "type", e.Type.String(), "key", e.Key, "objects", objs, "size", e.Size, "limit", s.cfg.MaxMessageSize)
 }
 
 func (s *Server) register(h *configv1.Hello) {

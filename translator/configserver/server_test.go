@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
@@ -82,6 +83,8 @@ type client struct {
 	chain  contract.Chain
 	fulls  int
 	deltas int
+	// chunks counts the ConfigChunks read, largest is the largest message read (encoded).
+	chunks, largest int
 }
 
 func follow(t *testing.T, c configv1.ConfigServiceClient) *client {
@@ -110,9 +113,12 @@ func (c *client) readUntil(want uint64) {
 		if _, err := c.chain.Receive(m); err != nil {
 			c.t.Fatal(err)
 		}
+		c.largest = max(c.largest, proto.Size(m))
 		switch m.GetMessage().(type) {
-		case *configv1.StreamConfigResponse_Config:
+		case *configv1.StreamConfigResponse_Config, *configv1.StreamConfigResponse_ConfigEnd:
 			c.fulls++
+		case *configv1.StreamConfigResponse_ConfigChunk:
+			c.chunks++
 		case *configv1.StreamConfigResponse_Delta:
 			c.deltas++
 		}

@@ -808,6 +808,9 @@ type StreamConfigResponse struct {
 	//	*StreamConfigResponse_InitialSyncComplete
 	//	*StreamConfigResponse_Heartbeat
 	//	*StreamConfigResponse_Delta
+	//	*StreamConfigResponse_ConfigStart
+	//	*StreamConfigResponse_ConfigChunk
+	//	*StreamConfigResponse_ConfigEnd
 	Message       isStreamConfigResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -886,6 +889,33 @@ func (x *StreamConfigResponse) GetDelta() *ConfigDelta {
 	return nil
 }
 
+func (x *StreamConfigResponse) GetConfigStart() *ConfigStart {
+	if x != nil {
+		if x, ok := x.Message.(*StreamConfigResponse_ConfigStart); ok {
+			return x.ConfigStart
+		}
+	}
+	return nil
+}
+
+func (x *StreamConfigResponse) GetConfigChunk() *ConfigChunk {
+	if x != nil {
+		if x, ok := x.Message.(*StreamConfigResponse_ConfigChunk); ok {
+			return x.ConfigChunk
+		}
+	}
+	return nil
+}
+
+func (x *StreamConfigResponse) GetConfigEnd() *ConfigEnd {
+	if x != nil {
+		if x, ok := x.Message.(*StreamConfigResponse_ConfigEnd); ok {
+			return x.ConfigEnd
+		}
+	}
+	return nil
+}
+
 type isStreamConfigResponse_Message interface {
 	isStreamConfigResponse_Message()
 }
@@ -906,6 +936,21 @@ type StreamConfigResponse_Delta struct {
 	Delta *ConfigDelta `protobuf:"bytes,4,opt,name=delta,proto3,oneof"`
 }
 
+type StreamConfigResponse_ConfigStart struct {
+	// A complete state too large for one message comes as a ConfigStart, ConfigChunks and
+	// a ConfigEnd, in that order and with nothing between them; together they stand for
+	// one Config (docs/protocol.md, "Complete states in chunks").
+	ConfigStart *ConfigStart `protobuf:"bytes,5,opt,name=config_start,json=configStart,proto3,oneof"`
+}
+
+type StreamConfigResponse_ConfigChunk struct {
+	ConfigChunk *ConfigChunk `protobuf:"bytes,6,opt,name=config_chunk,json=configChunk,proto3,oneof"`
+}
+
+type StreamConfigResponse_ConfigEnd struct {
+	ConfigEnd *ConfigEnd `protobuf:"bytes,7,opt,name=config_end,json=configEnd,proto3,oneof"`
+}
+
 func (*StreamConfigResponse_Config) isStreamConfigResponse_Message() {}
 
 func (*StreamConfigResponse_InitialSyncComplete) isStreamConfigResponse_Message() {}
@@ -913,6 +958,267 @@ func (*StreamConfigResponse_InitialSyncComplete) isStreamConfigResponse_Message(
 func (*StreamConfigResponse_Heartbeat) isStreamConfigResponse_Message() {}
 
 func (*StreamConfigResponse_Delta) isStreamConfigResponse_Message() {}
+
+func (*StreamConfigResponse_ConfigStart) isStreamConfigResponse_Message() {}
+
+func (*StreamConfigResponse_ConfigChunk) isStreamConfigResponse_Message() {}
+
+func (*StreamConfigResponse_ConfigEnd) isStreamConfigResponse_Message() {}
+
+// ConfigStart opens a complete state sent in chunks: the Config it names (its fields but
+// resources), and how much follows, so that a receiver refuses anything beyond it.
+type ConfigStart struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Epoch   string                 `protobuf:"bytes,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Version uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// Hash is the state hash of the complete state, as Config.hash.
+	Hash            string `protobuf:"bytes,3,opt,name=hash,proto3" json:"hash,omitempty"`
+	WatcherEpoch    string `protobuf:"bytes,4,opt,name=watcher_epoch,json=watcherEpoch,proto3" json:"watcher_epoch,omitempty"`
+	WatcherRevision uint64 `protobuf:"varint,5,opt,name=watcher_revision,json=watcherRevision,proto3" json:"watcher_revision,omitempty"`
+	// Chunks is the number of ConfigChunks that follow; the others are the number of each
+	// list's entries they carry in all.
+	Chunks        uint32 `protobuf:"varint,6,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	VirtualHosts  uint64 `protobuf:"varint,7,opt,name=virtual_hosts,json=virtualHosts,proto3" json:"virtual_hosts,omitempty"`
+	Backends      uint64 `protobuf:"varint,8,opt,name=backends,proto3" json:"backends,omitempty"`
+	Certificates  uint64 `protobuf:"varint,9,opt,name=certificates,proto3" json:"certificates,omitempty"`
+	Findings      uint64 `protobuf:"varint,10,opt,name=findings,proto3" json:"findings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigStart) Reset() {
+	*x = ConfigStart{}
+	mi := &file_sluice_config_v1_config_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigStart) ProtoMessage() {}
+
+func (x *ConfigStart) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_config_v1_config_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigStart.ProtoReflect.Descriptor instead.
+func (*ConfigStart) Descriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ConfigStart) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+func (x *ConfigStart) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ConfigStart) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *ConfigStart) GetWatcherEpoch() string {
+	if x != nil {
+		return x.WatcherEpoch
+	}
+	return ""
+}
+
+func (x *ConfigStart) GetWatcherRevision() uint64 {
+	if x != nil {
+		return x.WatcherRevision
+	}
+	return 0
+}
+
+func (x *ConfigStart) GetChunks() uint32 {
+	if x != nil {
+		return x.Chunks
+	}
+	return 0
+}
+
+func (x *ConfigStart) GetVirtualHosts() uint64 {
+	if x != nil {
+		return x.VirtualHosts
+	}
+	return 0
+}
+
+func (x *ConfigStart) GetBackends() uint64 {
+	if x != nil {
+		return x.Backends
+	}
+	return 0
+}
+
+func (x *ConfigStart) GetCertificates() uint64 {
+	if x != nil {
+		return x.Certificates
+	}
+	return 0
+}
+
+func (x *ConfigStart) GetFindings() uint64 {
+	if x != nil {
+		return x.Findings
+	}
+	return 0
+}
+
+// ConfigChunk is one batch of a complete state's resources: the next entries of each list
+// of Resources, in the order of the complete state (virtual hosts first, then backends,
+// certificates, findings). Concatenated, the chunks' lists are the Config's.
+type ConfigChunk struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Epoch   string                 `protobuf:"bytes,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Version uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// Index counts the chunks of one state from 0.
+	Index         uint32     `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	Resources     *Resources `protobuf:"bytes,4,opt,name=resources,proto3" json:"resources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigChunk) Reset() {
+	*x = ConfigChunk{}
+	mi := &file_sluice_config_v1_config_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigChunk) ProtoMessage() {}
+
+func (x *ConfigChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_config_v1_config_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigChunk.ProtoReflect.Descriptor instead.
+func (*ConfigChunk) Descriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ConfigChunk) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+func (x *ConfigChunk) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ConfigChunk) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ConfigChunk) GetResources() *Resources {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+// ConfigEnd closes a complete state sent in chunks; the state is applied only now, when
+// every chunk came and the state hash of what they carried is Hash.
+type ConfigEnd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         string                 `protobuf:"bytes,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Hash          string                 `protobuf:"bytes,3,opt,name=hash,proto3" json:"hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigEnd) Reset() {
+	*x = ConfigEnd{}
+	mi := &file_sluice_config_v1_config_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigEnd) ProtoMessage() {}
+
+func (x *ConfigEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_config_v1_config_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigEnd.ProtoReflect.Descriptor instead.
+func (*ConfigEnd) Descriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ConfigEnd) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+func (x *ConfigEnd) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ConfigEnd) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
 
 // InitialSyncComplete opens the pusher's gate for this stream: configs of this epoch with a
 // version at or after Version are complete and may be applied.
@@ -928,7 +1234,7 @@ type InitialSyncComplete struct {
 
 func (x *InitialSyncComplete) Reset() {
 	*x = InitialSyncComplete{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[7]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1246,7 @@ func (x *InitialSyncComplete) String() string {
 func (*InitialSyncComplete) ProtoMessage() {}
 
 func (x *InitialSyncComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[7]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1259,7 @@ func (x *InitialSyncComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitialSyncComplete.ProtoReflect.Descriptor instead.
 func (*InitialSyncComplete) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{7}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *InitialSyncComplete) GetEpoch() string {
@@ -994,7 +1300,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[8]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1312,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[8]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1325,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{8}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Heartbeat) GetTime() *timestamppb.Timestamp {
@@ -1050,7 +1356,7 @@ type Config struct {
 
 func (x *Config) Reset() {
 	*x = Config{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[9]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1368,7 @@ func (x *Config) String() string {
 func (*Config) ProtoMessage() {}
 
 func (x *Config) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[9]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1381,7 @@ func (x *Config) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Config.ProtoReflect.Descriptor instead.
 func (*Config) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{9}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Config) GetEpoch() string {
@@ -1153,7 +1459,7 @@ type ConfigDelta struct {
 
 func (x *ConfigDelta) Reset() {
 	*x = ConfigDelta{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[10]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1471,7 @@ func (x *ConfigDelta) String() string {
 func (*ConfigDelta) ProtoMessage() {}
 
 func (x *ConfigDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[10]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1484,7 @@ func (x *ConfigDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigDelta.ProtoReflect.Descriptor instead.
 func (*ConfigDelta) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{10}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ConfigDelta) GetEpoch() string {
@@ -1292,7 +1598,7 @@ type ObjectFindings struct {
 
 func (x *ObjectFindings) Reset() {
 	*x = ObjectFindings{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[11]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1610,7 @@ func (x *ObjectFindings) String() string {
 func (*ObjectFindings) ProtoMessage() {}
 
 func (x *ObjectFindings) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[11]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1623,7 @@ func (x *ObjectFindings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectFindings.ProtoReflect.Descriptor instead.
 func (*ObjectFindings) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{11}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ObjectFindings) GetObject() *ObjectRef {
@@ -1350,7 +1656,7 @@ type Resources struct {
 
 func (x *Resources) Reset() {
 	*x = Resources{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[12]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1668,7 @@ func (x *Resources) String() string {
 func (*Resources) ProtoMessage() {}
 
 func (x *Resources) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[12]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1681,7 @@ func (x *Resources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resources.ProtoReflect.Descriptor instead.
 func (*Resources) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{12}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Resources) GetVirtualHosts() []*VirtualHost {
@@ -1423,7 +1729,7 @@ type VirtualHost struct {
 
 func (x *VirtualHost) Reset() {
 	*x = VirtualHost{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[13]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1741,7 @@ func (x *VirtualHost) String() string {
 func (*VirtualHost) ProtoMessage() {}
 
 func (x *VirtualHost) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[13]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1754,7 @@ func (x *VirtualHost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VirtualHost.ProtoReflect.Descriptor instead.
 func (*VirtualHost) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{13}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *VirtualHost) GetHostname() string {
@@ -1504,7 +1810,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[14]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1822,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[14]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1835,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{14}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Route) GetName() string {
@@ -1637,7 +1943,7 @@ type QueryMatch struct {
 
 func (x *QueryMatch) Reset() {
 	*x = QueryMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[15]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1955,7 @@ func (x *QueryMatch) String() string {
 func (*QueryMatch) ProtoMessage() {}
 
 func (x *QueryMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[15]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1968,7 @@ func (x *QueryMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryMatch.ProtoReflect.Descriptor instead.
 func (*QueryMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{15}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *QueryMatch) GetName() string {
@@ -1697,7 +2003,7 @@ type HeaderValue struct {
 
 func (x *HeaderValue) Reset() {
 	*x = HeaderValue{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[16]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +2015,7 @@ func (x *HeaderValue) String() string {
 func (*HeaderValue) ProtoMessage() {}
 
 func (x *HeaderValue) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[16]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +2028,7 @@ func (x *HeaderValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderValue.ProtoReflect.Descriptor instead.
 func (*HeaderValue) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{16}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HeaderValue) GetName() string {
@@ -1752,7 +2058,7 @@ type HeaderModifier struct {
 
 func (x *HeaderModifier) Reset() {
 	*x = HeaderModifier{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[17]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1764,7 +2070,7 @@ func (x *HeaderModifier) String() string {
 func (*HeaderModifier) ProtoMessage() {}
 
 func (x *HeaderModifier) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[17]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1777,7 +2083,7 @@ func (x *HeaderModifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderModifier.ProtoReflect.Descriptor instead.
 func (*HeaderModifier) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{17}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HeaderModifier) GetSet() []*HeaderValue {
@@ -1812,7 +2118,7 @@ type PathModifier struct {
 
 func (x *PathModifier) Reset() {
 	*x = PathModifier{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +2130,7 @@ func (x *PathModifier) String() string {
 func (*PathModifier) ProtoMessage() {}
 
 func (x *PathModifier) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +2143,7 @@ func (x *PathModifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathModifier.ProtoReflect.Descriptor instead.
 func (*PathModifier) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{18}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PathModifier) GetType() PathModifierType {
@@ -1871,7 +2177,7 @@ type Redirect struct {
 
 func (x *Redirect) Reset() {
 	*x = Redirect{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +2189,7 @@ func (x *Redirect) String() string {
 func (*Redirect) ProtoMessage() {}
 
 func (x *Redirect) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +2202,7 @@ func (x *Redirect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Redirect.ProtoReflect.Descriptor instead.
 func (*Redirect) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{19}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Redirect) GetScheme() string {
@@ -1946,7 +2252,7 @@ type Rewrite struct {
 
 func (x *Rewrite) Reset() {
 	*x = Rewrite{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1958,7 +2264,7 @@ func (x *Rewrite) String() string {
 func (*Rewrite) ProtoMessage() {}
 
 func (x *Rewrite) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1971,7 +2277,7 @@ func (x *Rewrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rewrite.ProtoReflect.Descriptor instead.
 func (*Rewrite) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{20}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Rewrite) GetHostname() string {
@@ -1999,7 +2305,7 @@ type PathMatch struct {
 
 func (x *PathMatch) Reset() {
 	*x = PathMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2011,7 +2317,7 @@ func (x *PathMatch) String() string {
 func (*PathMatch) ProtoMessage() {}
 
 func (x *PathMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2024,7 +2330,7 @@ func (x *PathMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathMatch.ProtoReflect.Descriptor instead.
 func (*PathMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{21}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PathMatch) GetType() PathMatchType {
@@ -2053,7 +2359,7 @@ type HeaderMatch struct {
 
 func (x *HeaderMatch) Reset() {
 	*x = HeaderMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2065,7 +2371,7 @@ func (x *HeaderMatch) String() string {
 func (*HeaderMatch) ProtoMessage() {}
 
 func (x *HeaderMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2078,7 +2384,7 @@ func (x *HeaderMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderMatch.ProtoReflect.Descriptor instead.
 func (*HeaderMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{22}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HeaderMatch) GetName() string {
@@ -2114,7 +2420,7 @@ type WeightedBackend struct {
 
 func (x *WeightedBackend) Reset() {
 	*x = WeightedBackend{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2432,7 @@ func (x *WeightedBackend) String() string {
 func (*WeightedBackend) ProtoMessage() {}
 
 func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2445,7 @@ func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedBackend.ProtoReflect.Descriptor instead.
 func (*WeightedBackend) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{23}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WeightedBackend) GetBackend() string {
@@ -2170,7 +2476,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2182,7 +2488,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2195,7 +2501,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{24}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Backend) GetName() string {
@@ -2241,7 +2547,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2253,7 +2559,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2266,7 +2572,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{25}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Endpoint) GetAddress() string {
@@ -2320,7 +2626,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2332,7 +2638,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2345,7 +2651,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{26}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Certificate) GetName() string {
@@ -2407,7 +2713,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2419,7 +2725,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2432,7 +2738,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{27}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Finding) GetObject() *ObjectRef {
@@ -2485,7 +2791,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2497,7 +2803,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2510,7 +2816,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{28}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ObjectRef) GetGroup() string {
@@ -2566,7 +2872,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2884,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2897,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{29}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetStatusRequest) GetIncludeResources() bool {
@@ -2615,7 +2921,7 @@ type GetStatusResponse struct {
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2627,7 +2933,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2640,7 +2946,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{30}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetStatusResponse) GetCurrent() *Config {
@@ -2684,7 +2990,7 @@ type PusherStatus struct {
 
 func (x *PusherStatus) Reset() {
 	*x = PusherStatus{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +3002,7 @@ func (x *PusherStatus) String() string {
 func (*PusherStatus) ProtoMessage() {}
 
 func (x *PusherStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +3015,7 @@ func (x *PusherStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PusherStatus.ProtoReflect.Descriptor instead.
 func (*PusherStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{31}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PusherStatus) GetPusherId() string {
@@ -2803,13 +3109,38 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\tConfigRef\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\tR\x05epoch\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x12\n" +
-	"\x04hash\x18\x03 \x01(\tR\x04hash\"\xa6\x02\n" +
+	"\x04hash\x18\x03 \x01(\tR\x04hash\"\xec\x03\n" +
 	"\x14StreamConfigResponse\x122\n" +
 	"\x06config\x18\x01 \x01(\v2\x18.sluice.config.v1.ConfigH\x00R\x06config\x12[\n" +
 	"\x15initial_sync_complete\x18\x02 \x01(\v2%.sluice.config.v1.InitialSyncCompleteH\x00R\x13initialSyncComplete\x12;\n" +
 	"\theartbeat\x18\x03 \x01(\v2\x1b.sluice.config.v1.HeartbeatH\x00R\theartbeat\x125\n" +
-	"\x05delta\x18\x04 \x01(\v2\x1d.sluice.config.v1.ConfigDeltaH\x00R\x05deltaB\t\n" +
-	"\amessage\"\x95\x01\n" +
+	"\x05delta\x18\x04 \x01(\v2\x1d.sluice.config.v1.ConfigDeltaH\x00R\x05delta\x12B\n" +
+	"\fconfig_start\x18\x05 \x01(\v2\x1d.sluice.config.v1.ConfigStartH\x00R\vconfigStart\x12B\n" +
+	"\fconfig_chunk\x18\x06 \x01(\v2\x1d.sluice.config.v1.ConfigChunkH\x00R\vconfigChunk\x12<\n" +
+	"\n" +
+	"config_end\x18\a \x01(\v2\x1b.sluice.config.v1.ConfigEndH\x00R\tconfigEndB\t\n" +
+	"\amessage\"\xba\x02\n" +
+	"\vConfigStart\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\tR\x05epoch\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x12\n" +
+	"\x04hash\x18\x03 \x01(\tR\x04hash\x12#\n" +
+	"\rwatcher_epoch\x18\x04 \x01(\tR\fwatcherEpoch\x12)\n" +
+	"\x10watcher_revision\x18\x05 \x01(\x04R\x0fwatcherRevision\x12\x16\n" +
+	"\x06chunks\x18\x06 \x01(\rR\x06chunks\x12#\n" +
+	"\rvirtual_hosts\x18\a \x01(\x04R\fvirtualHosts\x12\x1a\n" +
+	"\bbackends\x18\b \x01(\x04R\bbackends\x12\"\n" +
+	"\fcertificates\x18\t \x01(\x04R\fcertificates\x12\x1a\n" +
+	"\bfindings\x18\n" +
+	" \x01(\x04R\bfindings\"\x8e\x01\n" +
+	"\vConfigChunk\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\tR\x05epoch\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\rR\x05index\x129\n" +
+	"\tresources\x18\x04 \x01(\v2\x1b.sluice.config.v1.ResourcesR\tresources\"O\n" +
+	"\tConfigEnd\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\tR\x05epoch\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x12\n" +
+	"\x04hash\x18\x03 \x01(\tR\x04hash\"\x95\x01\n" +
 	"\x13InitialSyncComplete\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\tR\x05epoch\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12#\n" +
@@ -2999,7 +3330,7 @@ func file_sluice_config_v1_config_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_config_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_sluice_config_v1_config_proto_goTypes = []any{
 	(DataPlaneKind)(0),            // 0: sluice.config.v1.DataPlaneKind
 	(RouteScheme)(0),              // 1: sluice.config.v1.RouteScheme
@@ -3015,33 +3346,36 @@ var file_sluice_config_v1_config_proto_goTypes = []any{
 	(*Resync)(nil),                // 11: sluice.config.v1.Resync
 	(*ConfigRef)(nil),             // 12: sluice.config.v1.ConfigRef
 	(*StreamConfigResponse)(nil),  // 13: sluice.config.v1.StreamConfigResponse
-	(*InitialSyncComplete)(nil),   // 14: sluice.config.v1.InitialSyncComplete
-	(*Heartbeat)(nil),             // 15: sluice.config.v1.Heartbeat
-	(*Config)(nil),                // 16: sluice.config.v1.Config
-	(*ConfigDelta)(nil),           // 17: sluice.config.v1.ConfigDelta
-	(*ObjectFindings)(nil),        // 18: sluice.config.v1.ObjectFindings
-	(*Resources)(nil),             // 19: sluice.config.v1.Resources
-	(*VirtualHost)(nil),           // 20: sluice.config.v1.VirtualHost
-	(*Route)(nil),                 // 21: sluice.config.v1.Route
-	(*QueryMatch)(nil),            // 22: sluice.config.v1.QueryMatch
-	(*HeaderValue)(nil),           // 23: sluice.config.v1.HeaderValue
-	(*HeaderModifier)(nil),        // 24: sluice.config.v1.HeaderModifier
-	(*PathModifier)(nil),          // 25: sluice.config.v1.PathModifier
-	(*Redirect)(nil),              // 26: sluice.config.v1.Redirect
-	(*Rewrite)(nil),               // 27: sluice.config.v1.Rewrite
-	(*PathMatch)(nil),             // 28: sluice.config.v1.PathMatch
-	(*HeaderMatch)(nil),           // 29: sluice.config.v1.HeaderMatch
-	(*WeightedBackend)(nil),       // 30: sluice.config.v1.WeightedBackend
-	(*Backend)(nil),               // 31: sluice.config.v1.Backend
-	(*Endpoint)(nil),              // 32: sluice.config.v1.Endpoint
-	(*Certificate)(nil),           // 33: sluice.config.v1.Certificate
-	(*Finding)(nil),               // 34: sluice.config.v1.Finding
-	(*ObjectRef)(nil),             // 35: sluice.config.v1.ObjectRef
-	(*GetStatusRequest)(nil),      // 36: sluice.config.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),     // 37: sluice.config.v1.GetStatusResponse
-	(*PusherStatus)(nil),          // 38: sluice.config.v1.PusherStatus
-	(*timestamppb.Timestamp)(nil), // 39: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 40: google.protobuf.Duration
+	(*ConfigStart)(nil),           // 14: sluice.config.v1.ConfigStart
+	(*ConfigChunk)(nil),           // 15: sluice.config.v1.ConfigChunk
+	(*ConfigEnd)(nil),             // 16: sluice.config.v1.ConfigEnd
+	(*InitialSyncComplete)(nil),   // 17: sluice.config.v1.InitialSyncComplete
+	(*Heartbeat)(nil),             // 18: sluice.config.v1.Heartbeat
+	(*Config)(nil),                // 19: sluice.config.v1.Config
+	(*ConfigDelta)(nil),           // 20: sluice.config.v1.ConfigDelta
+	(*ObjectFindings)(nil),        // 21: sluice.config.v1.ObjectFindings
+	(*Resources)(nil),             // 22: sluice.config.v1.Resources
+	(*VirtualHost)(nil),           // 23: sluice.config.v1.VirtualHost
+	(*Route)(nil),                 // 24: sluice.config.v1.Route
+	(*QueryMatch)(nil),            // 25: sluice.config.v1.QueryMatch
+	(*HeaderValue)(nil),           // 26: sluice.config.v1.HeaderValue
+	(*HeaderModifier)(nil),        // 27: sluice.config.v1.HeaderModifier
+	(*PathModifier)(nil),          // 28: sluice.config.v1.PathModifier
+	(*Redirect)(nil),              // 29: sluice.config.v1.Redirect
+	(*Rewrite)(nil),               // 30: sluice.config.v1.Rewrite
+	(*PathMatch)(nil),             // 31: sluice.config.v1.PathMatch
+	(*HeaderMatch)(nil),           // 32: sluice.config.v1.HeaderMatch
+	(*WeightedBackend)(nil),       // 33: sluice.config.v1.WeightedBackend
+	(*Backend)(nil),               // 34: sluice.config.v1.Backend
+	(*Endpoint)(nil),              // 35: sluice.config.v1.Endpoint
+	(*Certificate)(nil),           // 36: sluice.config.v1.Certificate
+	(*Finding)(nil),               // 37: sluice.config.v1.Finding
+	(*ObjectRef)(nil),             // 38: sluice.config.v1.ObjectRef
+	(*GetStatusRequest)(nil),      // 39: sluice.config.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),     // 40: sluice.config.v1.GetStatusResponse
+	(*PusherStatus)(nil),          // 41: sluice.config.v1.PusherStatus
+	(*timestamppb.Timestamp)(nil), // 42: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 43: google.protobuf.Duration
 }
 var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	8,  // 0: sluice.config.v1.StreamConfigRequest.hello:type_name -> sluice.config.v1.Hello
@@ -3051,67 +3385,71 @@ var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	0,  // 4: sluice.config.v1.Hello.data_plane:type_name -> sluice.config.v1.DataPlaneKind
 	12, // 5: sluice.config.v1.Ack.config:type_name -> sluice.config.v1.ConfigRef
 	12, // 6: sluice.config.v1.Nack.config:type_name -> sluice.config.v1.ConfigRef
-	35, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
+	38, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
 	12, // 8: sluice.config.v1.Resync.have:type_name -> sluice.config.v1.ConfigRef
-	16, // 9: sluice.config.v1.StreamConfigResponse.config:type_name -> sluice.config.v1.Config
-	14, // 10: sluice.config.v1.StreamConfigResponse.initial_sync_complete:type_name -> sluice.config.v1.InitialSyncComplete
-	15, // 11: sluice.config.v1.StreamConfigResponse.heartbeat:type_name -> sluice.config.v1.Heartbeat
-	17, // 12: sluice.config.v1.StreamConfigResponse.delta:type_name -> sluice.config.v1.ConfigDelta
-	39, // 13: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	19, // 14: sluice.config.v1.Config.resources:type_name -> sluice.config.v1.Resources
-	20, // 15: sluice.config.v1.ConfigDelta.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
-	31, // 16: sluice.config.v1.ConfigDelta.backends:type_name -> sluice.config.v1.Backend
-	33, // 17: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
-	18, // 18: sluice.config.v1.ConfigDelta.findings:type_name -> sluice.config.v1.ObjectFindings
-	35, // 19: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
-	35, // 20: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
-	34, // 21: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
-	20, // 22: sluice.config.v1.Resources.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
-	31, // 23: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
-	33, // 24: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
-	34, // 25: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
-	21, // 26: sluice.config.v1.VirtualHost.routes:type_name -> sluice.config.v1.Route
-	28, // 27: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
-	29, // 28: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
-	30, // 29: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
-	40, // 30: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
-	35, // 31: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
-	22, // 32: sluice.config.v1.Route.query:type_name -> sluice.config.v1.QueryMatch
-	24, // 33: sluice.config.v1.Route.request_headers:type_name -> sluice.config.v1.HeaderModifier
-	24, // 34: sluice.config.v1.Route.response_headers:type_name -> sluice.config.v1.HeaderModifier
-	26, // 35: sluice.config.v1.Route.redirect:type_name -> sluice.config.v1.Redirect
-	27, // 36: sluice.config.v1.Route.rewrite:type_name -> sluice.config.v1.Rewrite
-	1,  // 37: sluice.config.v1.Route.scheme:type_name -> sluice.config.v1.RouteScheme
-	2,  // 38: sluice.config.v1.QueryMatch.type:type_name -> sluice.config.v1.QueryMatchType
-	23, // 39: sluice.config.v1.HeaderModifier.set:type_name -> sluice.config.v1.HeaderValue
-	23, // 40: sluice.config.v1.HeaderModifier.add:type_name -> sluice.config.v1.HeaderValue
-	3,  // 41: sluice.config.v1.PathModifier.type:type_name -> sluice.config.v1.PathModifierType
-	25, // 42: sluice.config.v1.Redirect.path:type_name -> sluice.config.v1.PathModifier
-	25, // 43: sluice.config.v1.Rewrite.path:type_name -> sluice.config.v1.PathModifier
-	4,  // 44: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
-	5,  // 45: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
-	35, // 46: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
-	32, // 47: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
-	35, // 48: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
-	39, // 49: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	35, // 50: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
-	6,  // 51: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
-	16, // 52: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
-	38, // 53: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
-	0,  // 54: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
-	12, // 55: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
-	39, // 56: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
-	12, // 57: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
-	39, // 58: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
-	7,  // 59: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
-	36, // 60: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
-	13, // 61: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
-	37, // 62: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
-	61, // [61:63] is the sub-list for method output_type
-	59, // [59:61] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	19, // 9: sluice.config.v1.StreamConfigResponse.config:type_name -> sluice.config.v1.Config
+	17, // 10: sluice.config.v1.StreamConfigResponse.initial_sync_complete:type_name -> sluice.config.v1.InitialSyncComplete
+	18, // 11: sluice.config.v1.StreamConfigResponse.heartbeat:type_name -> sluice.config.v1.Heartbeat
+	20, // 12: sluice.config.v1.StreamConfigResponse.delta:type_name -> sluice.config.v1.ConfigDelta
+	14, // 13: sluice.config.v1.StreamConfigResponse.config_start:type_name -> sluice.config.v1.ConfigStart
+	15, // 14: sluice.config.v1.StreamConfigResponse.config_chunk:type_name -> sluice.config.v1.ConfigChunk
+	16, // 15: sluice.config.v1.StreamConfigResponse.config_end:type_name -> sluice.config.v1.ConfigEnd
+	22, // 16: sluice.config.v1.ConfigChunk.resources:type_name -> sluice.config.v1.Resources
+	42, // 17: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	22, // 18: sluice.config.v1.Config.resources:type_name -> sluice.config.v1.Resources
+	23, // 19: sluice.config.v1.ConfigDelta.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
+	34, // 20: sluice.config.v1.ConfigDelta.backends:type_name -> sluice.config.v1.Backend
+	36, // 21: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
+	21, // 22: sluice.config.v1.ConfigDelta.findings:type_name -> sluice.config.v1.ObjectFindings
+	38, // 23: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
+	38, // 24: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
+	37, // 25: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
+	23, // 26: sluice.config.v1.Resources.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
+	34, // 27: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
+	36, // 28: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
+	37, // 29: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
+	24, // 30: sluice.config.v1.VirtualHost.routes:type_name -> sluice.config.v1.Route
+	31, // 31: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
+	32, // 32: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
+	33, // 33: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
+	43, // 34: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
+	38, // 35: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
+	25, // 36: sluice.config.v1.Route.query:type_name -> sluice.config.v1.QueryMatch
+	27, // 37: sluice.config.v1.Route.request_headers:type_name -> sluice.config.v1.HeaderModifier
+	27, // 38: sluice.config.v1.Route.response_headers:type_name -> sluice.config.v1.HeaderModifier
+	29, // 39: sluice.config.v1.Route.redirect:type_name -> sluice.config.v1.Redirect
+	30, // 40: sluice.config.v1.Route.rewrite:type_name -> sluice.config.v1.Rewrite
+	1,  // 41: sluice.config.v1.Route.scheme:type_name -> sluice.config.v1.RouteScheme
+	2,  // 42: sluice.config.v1.QueryMatch.type:type_name -> sluice.config.v1.QueryMatchType
+	26, // 43: sluice.config.v1.HeaderModifier.set:type_name -> sluice.config.v1.HeaderValue
+	26, // 44: sluice.config.v1.HeaderModifier.add:type_name -> sluice.config.v1.HeaderValue
+	3,  // 45: sluice.config.v1.PathModifier.type:type_name -> sluice.config.v1.PathModifierType
+	28, // 46: sluice.config.v1.Redirect.path:type_name -> sluice.config.v1.PathModifier
+	28, // 47: sluice.config.v1.Rewrite.path:type_name -> sluice.config.v1.PathModifier
+	4,  // 48: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
+	5,  // 49: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
+	38, // 50: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
+	35, // 51: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
+	38, // 52: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
+	42, // 53: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	38, // 54: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
+	6,  // 55: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
+	19, // 56: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
+	41, // 57: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
+	0,  // 58: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
+	12, // 59: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
+	42, // 60: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
+	12, // 61: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
+	42, // 62: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
+	7,  // 63: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
+	39, // 64: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
+	13, // 65: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
+	40, // 66: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
+	65, // [65:67] is the sub-list for method output_type
+	63, // [63:65] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_sluice_config_v1_config_proto_init() }
@@ -3130,6 +3468,9 @@ func file_sluice_config_v1_config_proto_init() {
 		(*StreamConfigResponse_InitialSyncComplete)(nil),
 		(*StreamConfigResponse_Heartbeat)(nil),
 		(*StreamConfigResponse_Delta)(nil),
+		(*StreamConfigResponse_ConfigStart)(nil),
+		(*StreamConfigResponse_ConfigChunk)(nil),
+		(*StreamConfigResponse_ConfigEnd)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3137,7 +3478,7 @@ func file_sluice_config_v1_config_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_config_v1_config_proto_rawDesc), len(file_sluice_config_v1_config_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   32,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
