@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
@@ -22,6 +23,8 @@ import (
 type RejectedError struct {
 	Status  int
 	Message string
+	// Refused are the resources named as refused, when known (Refusals).
+	Refused []contract.Refusal
 }
 
 func (e *RejectedError) Error() string {
@@ -105,7 +108,7 @@ func (t *Target) Name() string { return "caddy" }
 func (t *Target) Fingerprint(cfg *configv1.Config) (string, error) {
 	_, fp, err := t.render(cfg)
 	if err != nil {
-		return "", &RejectedError{Status: 0, Message: "cannot render: " + err.Error()}
+		return "", rejectedRender(err)
 	}
 	return fp, nil
 }
@@ -115,7 +118,7 @@ func (t *Target) Fingerprint(cfg *configv1.Config) (string, error) {
 func (t *Target) Apply(ctx context.Context, cfg *configv1.Config) error {
 	body, _, err := t.render(cfg)
 	if err != nil {
-		return &RejectedError{Status: 0, Message: "cannot render: " + err.Error()}
+		return rejectedRender(err)
 	}
 	return t.load(ctx, body)
 }

@@ -134,7 +134,7 @@ func (m *ModuleTarget) send(ctx context.Context, method, path string, body []byt
 	case resp.StatusCode == http.StatusNotFound:
 		return errors.New("caddy has no Sluice module (404 from " + path + "); use --caddy-target=load or the Caddy from make build")
 	case resp.StatusCode == http.StatusUnprocessableEntity, resp.StatusCode == http.StatusBadRequest:
-		return &RejectedError{Status: resp.StatusCode, Message: msg}
+		return &RejectedError{Status: resp.StatusCode, Message: msg, Refused: refusedOf(resp)}
 	default:
 		return fmt.Errorf("caddy module: %s: %s", resp.Status, msg)
 	}

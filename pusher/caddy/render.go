@@ -101,6 +101,7 @@ func Render(cfg *configv1.Config, o RenderOptions) ([]byte, string, error) {
 		backends[b.GetName()] = b
 	}
 	routes := map[string][]any{}
+	var refused RenderError
 	for _, scheme := range []string{"http", "https"} {
 		for _, vh := range orderedHosts(res.GetVirtualHosts()) {
 			var sub []any
@@ -110,7 +111,8 @@ func Render(cfg *configv1.Config, o RenderOptions) ([]byte, string, error) {
 				}
 				r, err := route(rt, backends, scheme)
 				if err != nil {
-					return nil, "", fmt.Errorf("route %s: %w", rt.GetName(), err)
+					refused.add(vh.GetHostname(), rt.GetName(), err)
+					continue
 				}
 				sub = append(sub, r)
 			}
@@ -124,6 +126,9 @@ func Render(cfg *configv1.Config, o RenderOptions) ([]byte, string, error) {
 			routes[scheme] = append(routes[scheme], r)
 		}
 		routes[scheme] = append(routes[scheme], obj{"handle": []any{obj{"handler": "static_response", "status_code": 404, "body": "no route\n"}}})
+	}
+	if len(refused.Refused) > 0 {
+		return nil, "", &refused
 	}
 
 	servers := obj{

@@ -111,9 +111,15 @@ func answer(w http.ResponseWriter, err error) error {
 		return nil
 	case errors.Is(err, ErrNotAtBase), errors.Is(err, contract.ErrBrokenChain):
 		return caddy.APIError{HTTPStatus: http.StatusConflict, Err: err}
-	default:
-		return caddy.APIError{HTTPStatus: http.StatusUnprocessableEntity, Err: err}
 	}
+	var rf *RefusedError
+	if errors.As(err, &rf) {
+		// What was refused, beside Caddy's own error body (which holds only the message).
+		if b, jerr := json.Marshal(rf.Refused); jerr == nil {
+			w.Header().Set(contract.RefusedHeader, string(b))
+		}
+	}
+	return caddy.APIError{HTTPStatus: http.StatusUnprocessableEntity, Err: err}
 }
 
 // Router routes a request by the table (http.handlers.sluice): 404 without a route, the

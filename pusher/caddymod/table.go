@@ -133,11 +133,9 @@ func (s *Store) Replace(cfg *configv1.Config) error {
 	res := cfg.GetResources()
 	hosts, backends, certs := cow[*vhost]{}.edit(), cow[*backend]{}.edit(), cow[*tls.Certificate]{}.edit()
 	compiled := map[string]*vhost{}
+	var rf refusals
 	for _, vh := range res.GetVirtualHosts() {
-		h, err := compileHost(vh)
-		if err != nil {
-			return err
-		}
+		h := compileHost(vh, &rf)
 		hosts.set(vh.GetHostname(), h)
 		compiled[vh.GetHostname()] = h
 	}
@@ -145,11 +143,12 @@ func (s *Store) Replace(cfg *configv1.Config) error {
 		backends.set(b.GetName(), buildBackend(b))
 	}
 	for _, c := range res.GetCertificates() {
-		tc, err := parseCert(c)
-		if err != nil {
-			return err
+		if tc := parseCert(c, &rf); tc != nil {
+			certs.set(c.GetName(), tc)
 		}
-		certs.set(c.GetName(), tc)
+	}
+	if err := rf.err(); err != nil {
+		return err
 	}
 	t := &Table{Ref: Ref{cfg.GetEpoch(), cfg.GetVersion(), cfg.GetHash()}, hosts: hosts.done(), backends: backends.done(), certs: certs.done()}
 	if err := t.check(compiled); err != nil {
@@ -173,20 +172,16 @@ func (s *Store) ApplyDelta(d *configv1.ConfigDelta) error {
 	}
 	// Everything that can fail is done before the state changes.
 	hosts := map[string]*vhost{}
+	var rf refusals
 	for _, vh := range d.GetVirtualHosts() {
-		h, err := compileHost(vh)
-		if err != nil {
-			return err
-		}
-		hosts[vh.GetHostname()] = h
+		hosts[vh.GetHostname()] = compileHost(vh, &rf)
 	}
 	certs := map[string]*tls.Certificate{}
 	for _, c := range d.GetCertificates() {
-		tc, err := parseCert(c)
-		if err != nil {
-			return err
-		}
-		certs[c.GetName()] = tc
+		certs[c.GetName()] = parseCert(c, &rf)
+	}
+	if err := rf.err(); err != nil {
+		return err
 	}
 	he, be, ce := cur.hosts.edit(), cur.backends.edit(), cur.certs.edit()
 	for name, h := range hosts {
@@ -240,16 +235,19 @@ func (t *Table) check(hosts map[string]*vhost) error {
 	return nil
 }
 
-func compileHost(vh *configv1.VirtualHost) (*vhost, error) {
+// compileHost compiles vh's routes; a route refused is recorded in rf (the host is then not
+// used: the change is refused whole).
+func compileHost(vh *configv1.VirtualHost, rf *refusals) *vhost {
 	h := &vhost{cert: vh.GetCertificate()}
 	for _, rt := range vh.GetRoutes() {
 		r, err := compileRoute(rt)
 		if err != nil {
-			return nil, fmt.Errorf("%w: route %s: %v", ErrRejected, rt.GetName(), err)
+			rf.add(contract.Refusal{Host: vh.GetHostname(), Route: rt.GetName()}, fmt.Sprintf("route %s: %v", rt.GetName(), err))
+			continue
 		}
 		h.routes = append(h.routes, r)
 	}
-	return h, nil
+	return h
 }
 
 // compileRoute checks rt as the reference does (contract.CheckRoute) and compiles its
@@ -257,6 +255,11 @@ func compileHost(vh *configv1.VirtualHost) (*vhost, error) {
 func compileRoute(rt *configv1.Route) (*route, error) {
 	if err := contract.CheckRoute(rt); err != nil {
 		return nil, err
+	}
+	if testRule != nil {
+		if err := testRule(rt); err != nil {
+			return nil, err
+		}
 	}
 	r := &route{name: rt.GetName(), rt: rt, typ: rt.GetPath().GetType(), value: rt.GetPath().GetValue(), backends: rt.GetBackends(), timeout: rt.GetTimeout().AsDuration()}
 	switch r.typ {
@@ -293,12 +296,14 @@ func buildBackend(b *configv1.Backend) *backend {
 	return out
 }
 
-func parseCert(c *configv1.Certificate) (*tls.Certificate, error) {
+// parseCert parses c; a certificate refused is recorded in rf (nil).
+func parseCert(c *configv1.Certificate, rf *refusals) *tls.Certificate {
 	tc, err := tls.X509KeyPair(c.GetCertificatePem(), c.GetPrivateKeyPem())
 	if err != nil {
-		return nil, fmt.Errorf("%w: certificate %s: %v", ErrRejected, c.GetName(), err)
+		rf.add(contract.Refusal{Certificate: c.GetName()}, fmt.Sprintf("certificate %s: %v", c.GetName(), err))
+		return nil
 	}
-	return &tls.Certificate{Certificate: tc.Certificate, PrivateKey: tc.PrivateKey, Leaf: tc.Leaf}, nil
+	return &tls.Certificate{Certificate: tc.Certificate, PrivateKey: tc.PrivateKey, Leaf: tc.Leaf}
 }
 
 // Match returns the route for a request, nil when none matches (404): contract.Match, with
