@@ -53,6 +53,8 @@ type decision struct {
 	have     *configv1.ConfigRef
 	until    time.Time // hold: the earliest time the held config is applied
 	rejected bool      // nack: the data plane refused the config (counted as rejected)
+	// objects are a NACK's objects at fault: the sources of what the data plane refused.
+	objects []*configv1.ObjectRef
 	// released is set on a push of a config the deletion guard held for its hold period.
 	released *deletion
 }
@@ -108,6 +110,10 @@ type streamState struct {
 	held       *configv1.Config // held back by the deletion guard
 	// removed are the served routes the chain's newest version removes (guard.go).
 	removed removals
+	// rejectedWhy and rejectedObjs are the refusal of rejectedFP: its error and objects at
+	// fault, named again when the same config comes back.
+	rejectedWhy  string
+	rejectedObjs []*configv1.ObjectRef
 }
 
 func newAdmission(cfg admissionConfig) *admission {
@@ -243,7 +249,7 @@ func (a *admission) judge(fp string, fpErr error) decision {
 	c := a.st.pending
 	if fpErr != nil {
 		a.st.pending = nil
-		return decision{act: actNack, config: c, reason: fpErr.Error(), rejected: true}
+		return decision{act: actNack, config: c, reason: fpErr.Error(), rejected: true, objects: objectsAtFault(fpErr, a.st.chain)}
 	}
 	if a.applied != nil && a.appliedFP == fp {
 		// Nothing the data plane runs changed (a not-ready endpoint, a finding): no push.
@@ -254,6 +260,9 @@ func (a *admission) judge(fp string, fpErr error) decision {
 	}
 	if fp == a.st.rejectedFP {
 		a.st.pending = nil
+		if len(a.st.rejectedObjs) > 0 {
+			return decision{act: actNack, config: c, reason: "identical to a config the data plane already rejected: " + a.st.rejectedWhy, objects: a.st.rejectedObjs}
+		}
 		return decision{act: actNack, config: c, reason: "identical to a config the data plane already rejected"}
 	}
 	g := a.guard()
@@ -287,8 +296,9 @@ func (a *admission) pushed(err error) decision {
 		a.st.pending, a.st.held, a.st.since = nil, nil, nil
 		return decision{act: actAck, config: c}
 	case errors.As(err, &rej) && rej.Rejected():
-		a.st.pending, a.st.rejectedFP = nil, a.judgedFP
-		return decision{act: actNack, config: c, reason: err.Error(), rejected: true}
+		objs := objectsAtFault(err, a.st.chain)
+		a.st.pending, a.st.rejectedFP, a.st.rejectedWhy, a.st.rejectedObjs = nil, a.judgedFP, err.Error(), objs
+		return decision{act: actNack, config: c, reason: err.Error(), rejected: true, objects: objs}
 	default:
 		return decision{act: actRetry, config: c, cause: err}
 	}

@@ -291,13 +291,13 @@ func (g *Gate) handle(ctx context.Context, c *configv1.Config, send func(*config
 	ack := func(c *configv1.Config) {
 		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Ack{Ack: &configv1.Ack{Config: ref(c)}}})
 	}
-	nack := func(c *configv1.Config, why string) {
-		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Nack{Nack: &configv1.Nack{Config: ref(c), Error: why}}})
+	nack := func(c *configv1.Config, why string, objs []*configv1.ObjectRef) {
+		send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Nack{Nack: &configv1.Nack{Config: ref(c), Error: why, ObjectsAtFault: objs}}})
 	}
 	rejected := func(d decision) {
 		g.cfg.Metrics.Rejected()
-		g.log.Error("data plane rejected the config; the previous one stays in place", "version", d.config.GetVersion(), "error", d.reason)
-		nack(d.config, d.reason)
+		g.log.Error("data plane rejected the config; the previous one stays in place", "version", d.config.GetVersion(), "error", d.reason, "objects_at_fault", objectNames(d.objects))
+		nack(d.config, d.reason, d.objects)
 	}
 	d := g.adm.judge(g.cfg.DataPlane.Fingerprint(c))
 	switch d.act {
@@ -308,12 +308,12 @@ func (g *Gate) handle(ctx context.Context, c *configv1.Config, send func(*config
 		if d.rejected {
 			rejected(d)
 		} else {
-			nack(d.config, d.reason)
+			nack(d.config, d.reason, d.objects)
 		}
 		return false
 	case actHold:
 		g.cfg.Metrics.Held()
-		nack(d.config, d.reason)
+		nack(d.config, d.reason, nil)
 		return false
 	case actPush:
 	default:
