@@ -588,7 +588,7 @@ func (t *Translator) retranslateRoute(k nsName) {
 	if !ok {
 		return
 	}
-	out := t.translateRoute(rt)
+	out := t.quarantineRoute(t.translateRoute(rt))
 	g.routeOut[k] = out
 	for _, gk := range out.gateways {
 		addTo(g.routeUsers, gk, k)

@@ -43,6 +43,8 @@ type Translator struct {
 	bySvc     map[nsName]map[nsName]*discoveryv1.EndpointSlice // service -> its slices
 	secrets   map[nsName]*corev1.Secret
 	broken    map[string]*configv1.Finding // findings key -> why the object does not decode
+	// quarantined are the objects a data plane rejected, by findings key (quarantines).
+	quarantined map[string]*configv1.Finding
 
 	// What depends on what.
 	classUsers   map[string]set[nsName] // class name -> Ingresses naming it
@@ -334,6 +336,7 @@ func (t *Translator) Build() {
 			t.gw.dirtyGateways.add(g)
 		}
 		t.dirtyCerts.add(k.ns + "/" + k.name)
+		t.dirtyFindings.add("Secret/" + k.ns + "/" + k.name) // a quarantined one's
 	}
 	for k := range t.dirtyIngresses {
 		t.retranslate(k)
@@ -475,6 +478,9 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 	lo.served = true
 	if f != nil {
 		lo.findings = append(lo.findings, f)
+	}
+	if _, ok := t.quarantines()[ingressKey(nsName{ing.Namespace, ing.Name})]; ok {
+		return lo // served by no route; the finding is the object's own (buildFindings)
 	}
 	add := func(field string, sev configv1.FindingSeverity, reason, cause string) {
 		lo.findings = append(lo.findings, finding(ing, field, sev, reason, cause))
@@ -747,6 +753,9 @@ func (t *Translator) certificate(k nsName) *certOut {
 		return c
 	}
 	c := readCertificate(k, t.secrets[k], t.opts.Now)
+	if f, ok := t.quarantines()["Secret/"+k.ns+"/"+k.name]; ok && c.cert != nil {
+		c = &certOut{reason: ReasonRejectedByDataPlane, why: fmt.Sprintf("TLS Secret %s/%s %s; its hosts are not served over HTTPS", k.ns, k.name, f.GetCause())}
+	}
 	t.certs[k] = c
 	if c.cert != nil && (t.nextExpiry.IsZero() || c.notAfter.Before(t.nextExpiry)) {
 		t.nextExpiry = c.notAfter
@@ -935,6 +944,9 @@ func ingressKey(k nsName) string { return "Ingress/" + k.ns + "/" + k.name }
 func (t *Translator) buildFindings(key string) {
 	var fs []*configv1.Finding
 	if f, ok := t.broken[key]; ok {
+		fs = append(fs, f)
+	}
+	if f, ok := t.quarantines()[key]; ok && t.present(key) {
 		fs = append(fs, f)
 	}
 	if rest, ok := strings.CutPrefix(key, "Ingress/"); ok {

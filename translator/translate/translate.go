@@ -72,6 +72,12 @@ type Options struct {
 	// DefaultGatewayHTTPSPort when 0). A listener on another port is not served.
 	GatewayHTTPPort  int32
 	GatewayHTTPSPort int32
+
+	// Quarantined are objects a data plane rejected, by findings key ("Ingress/ns/name",
+	// "HTTPRoute/ns/name", "Secret/ns/name"), with the data plane's error: each is left out
+	// as if invalid, with the finding "rejected by the data plane" (Translator.SetQuarantined
+	// changes them later).
+	Quarantined map[string]string
 }
 
 // Input is the set of objects to translate.
