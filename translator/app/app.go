@@ -177,9 +177,12 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 	}
 	srv.Ops.SetNotReady("no complete config yet")
 	m = newMetrics(srv.Registry)
+	// The engine takes the NACKs that name objects (quarantine); it is made after the
+	// server it publishes to, and no stream is served before both exist.
+	var eng *engine.Engine
 	cfgSrv, err := configserver.New(configserver.Config{Logger: log.Named("config"), Stopping: ctx.Done(), Metrics: m,
 		SendTimeout: s.SendTimeout, MaxMessageSize: s.MaxMessageSize, // the limit cli.NewServing's server sends with
-		OnComplete: func() { srv.Ops.SetReady() }})
+		OnComplete: func() { srv.Ops.SetReady() }, OnNack: func(n *configv1.Nack) { eng.Rejected(n) }})
 	if err != nil {
 		return err
 	}
@@ -205,7 +208,7 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 		sink, gwSink = rep, rep
 		g.Add("status", rep.Run)
 	}
-	eng, err := engine.New(engine.Config{
+	eng, err = engine.New(engine.Config{
 		Logger: log.Named("engine"), Client: watchv1.NewWatchServiceClient(conn), Publisher: cfgSrv, Metrics: m, Status: sink, GatewayStatus: gwSink,
 		Options: translate.Options{IngressClass: s.IngressClass, ControllerName: s.ControllerName, WatchIngressWithoutClass: s.WatchIngressWithoutClass,
 			PublishService: s.PublishService, PublishAddresses: s.PublishAddresses,

@@ -20,6 +20,8 @@ type metrics struct {
 	sentBytes prometheus.Counter
 	slow      prometheus.Counter
 	tooLarge  prometheus.Counter
+	// quarantined are the objects left out because a data plane rejected them.
+	quarantined prometheus.Gauge
 
 	statusReports   *prometheus.CounterVec
 	statusEntries   prometheus.Counter
@@ -41,16 +43,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		sentBytes:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_config_bytes_total", Help: "Serialized bytes sent on Config streams (configs, markers, heartbeats)."}),
 		slow:            prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_slow_pushers_dropped_total", Help: "Config streams ended because the pusher stopped reading (a send exceeded --send-timeout)."}),
 		tooLarge:        prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_configs_too_large_total", Help: "Config versions not sent because they exceed the gRPC message limit."}),
+		quarantined:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_translator_quarantined_objects", Help: "Objects (Ingresses, HTTPRoutes, Secrets) left out because a data plane rejected them; each is tried again when it changes."}),
 		statusReports:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_translator_status_reports_total", Help: "Status reports sent to the watcher, by kind (full or delta)."}, []string{"kind"}),
 		statusEntries:   prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_status_entries_total", Help: "Ingress statuses (and removals) sent to the watcher."}),
 		statusConnected: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_translator_status_connected", Help: "1 while a status stream to the watcher is accepted."}),
 	}
 	reg.MustRegister(m.statusReports, m.statusEntries, m.statusConnected)
-	reg.MustRegister(m.restarts, m.builds, m.objects, m.version, m.pushers, m.acks, m.nacks, m.applied, m.published, m.sentBytes, m.slow, m.tooLarge)
+	reg.MustRegister(m.restarts, m.builds, m.objects, m.version, m.pushers, m.acks, m.nacks, m.applied, m.published, m.sentBytes, m.slow, m.tooLarge, m.quarantined)
 	return m
 }
 
 func (m *metrics) StreamRestarted(reason string) { m.restarts.WithLabelValues(reason).Inc() }
+func (m *metrics) SetQuarantined(n int)          { m.quarantined.Set(float64(n)) }
 func (m *metrics) ConfigBuilt(d time.Duration, published bool) {
 	label := "false"
 	if published {

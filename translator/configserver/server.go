@@ -63,6 +63,9 @@ type Config struct {
 	MaxMessageSize int
 	// ForgetAfter is how long a pusher without a stream stays in GetStatus and the metrics.
 	ForgetAfter time.Duration
+	// OnNack, when set, gets every NACK of a version the stream was sent (the engine
+	// quarantines the objects it names); it must not block.
+	OnNack func(*configv1.Nack)
 }
 
 // Server is the ConfigService and the engine's Publisher.
@@ -540,6 +543,9 @@ func (s *Server) record(log hclog.Logger, id string, pr *peer, req *configv1.Str
 		}
 		p.status.Rejected, p.status.RejectedError, p.status.RejectedAt = ref, m.Nack.GetError(), now
 		s.cfg.Metrics.Nack(id)
+		if s.cfg.OnNack != nil {
+			s.cfg.OnNack(m.Nack)
+		}
 		logIt, notLogged := pr.nackLogged(s.cfg.Now())
 		if !logIt {
 			return nil

@@ -70,6 +70,8 @@ type Metrics interface {
 	StreamRestarted(reason string)
 	ConfigBuilt(d time.Duration, published bool)
 	SetObjects(n int)
+	// SetQuarantined is how many objects are left out because a data plane rejected them.
+	SetQuarantined(n int)
 }
 
 // Config configures an Engine.
@@ -112,6 +114,10 @@ type Engine struct {
 	// them changes every status.
 	published []*watchv1.LoadBalancerIngress
 	lbKnown   bool
+	// nacks are the pushers' NACKs that name objects, for the loop (Rejected); q decides
+	// which objects they leave out.
+	nacks chan *configv1.Nack
+	q     *quarantine
 	// publishMissing remembers that --publish-service named a Service the view lacks, so
 	// that it is said once per change, not on every build.
 	publishMissing bool
@@ -140,7 +146,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger}
+	e := &Engine{cfg: cfg, log: cfg.Logger, nacks: make(chan *configv1.Nack, 64), q: newQuarantine()}
 	e.reset()
 	return e, nil
 }
@@ -249,6 +255,7 @@ func (e *Engine) follow(ctx context.Context) error {
 			}
 			switch change {
 			case watchstream.ChangeSynced:
+				e.q.prune()
 				e.log.Info("watch stream verified complete", "watcher_epoch", e.mirror.Epoch(), "revision", e.mirror.Revision(), "objects", e.mirror.Len())
 				e.build(true) // the first complete config is not held back
 				dirty, holdoff, maxDelay = false, nil, nil
@@ -265,6 +272,10 @@ func (e *Engine) follow(ctx context.Context) error {
 					maxDelay = time.After(e.cfg.MaxDelay)
 				}
 				holdoff = time.After(e.cfg.Holdoff)
+			}
+		case n := <-e.nacks:
+			if e.takeNack(n) && e.synced {
+				flush() // a version without the rejected objects, at once
 			}
 		case <-holdoff:
 			if dirty {
@@ -287,12 +298,14 @@ func (e *Engine) apply(m *watchv1.WatchResponse) (watchstream.Change, error) {
 	switch ev := m.GetEvent().(type) {
 	case *watchv1.WatchResponse_SnapshotStart:
 		e.resetObjects()
+		e.q.restart()
 	case *watchv1.WatchResponse_Upsert:
 		o := ev.Upsert.GetObject()
 		k := watchstream.KeyOf(o)
 		obj, err := translate.Decode(o)
 		if err != nil {
 			e.forget(k)
+			e.gone(k)
 			e.badObjs[k] = err.Error()
 			e.tr.SetBroken(o.GetKind().GetKind(), k.Namespace, k.Name, err.Error())
 			e.log.Error("object does not decode; left out", "object", k.String(), "error", err)
@@ -301,8 +314,13 @@ func (e *Engine) apply(m *watchv1.WatchResponse) (watchstream.Change, error) {
 		e.forget(k)
 		e.decoded[k] = obj
 		e.tr.Set(obj)
+		if kind := o.GetKind().GetKind(); translate.Quarantinable(kind) {
+			e.seen(k, obj, o.GetResourceVersion())
+		}
 	case *watchv1.WatchResponse_Delete:
-		e.forget(watchstream.KeyOf(ev.Delete.GetObject()))
+		k := watchstream.KeyOf(ev.Delete.GetObject())
+		e.forget(k)
+		e.gone(k)
 	}
 	e.cfg.Metrics.SetObjects(len(e.decoded))
 	return change, nil
@@ -423,3 +441,4 @@ type nopMetrics struct{}
 func (nopMetrics) StreamRestarted(string)          {}
 func (nopMetrics) ConfigBuilt(time.Duration, bool) {}
 func (nopMetrics) SetObjects(int)                  {}
+func (nopMetrics) SetQuarantined(int)              {}

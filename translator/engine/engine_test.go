@@ -78,6 +78,7 @@ type recorder struct {
 }
 
 func (r *recorder) StreamRestarted(string) {}
+func (r *recorder) SetQuarantined(int)     {}
 func (r *recorder) ConfigBuilt(_ time.Duration, published bool) {
 	if !published {
 		r.unpublishedOnce.Do(func() { close(r.unpublished) })
