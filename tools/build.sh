@@ -4,7 +4,7 @@
 # tool keyed by its pinned version and the hash of its module files, and links the current ones
 # into .tools/bin. A tool whose folder is complete is not built again.
 #
-# Usage: tools/build.sh [dev|kube|etcd|caddy|caddy-stock|helm ...]   (default: all)
+# Usage: tools/build.sh [dev|kube|etcd|caddy|caddy-stock|caddy-sluicetest|helm ...]   (default: all)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -96,7 +96,7 @@ for kv in gitVersion=$KUBE_VERSION gitMajor=1 gitMinor=37 gitTreeState=clean git
 done
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(dev etcd caddy caddy-stock helm kube)
+[ ${#targets[@]} -gt 0 ] || targets=(dev etcd caddy caddy-stock caddy-sluicetest helm kube)
 for t in "${targets[@]}"; do
 	case $t in
 	dev) build dev pinned "" "-s -w" \
@@ -113,10 +113,14 @@ for t in "${targets[@]}"; do
 	caddy) SRC=$root/pusher/caddymod SOURCES="$root/pusher/caddymod $root/internal/contract $root/proto/gen/sluice/config $root/go.mod $root/go.sum" \
 		build caddy $CADDY_VERSION github.com/caddyserver/caddy/v2 "-s -w" ./cmd/caddy:caddy ;;
 	caddy-stock) build caddy $CADDY_VERSION github.com/caddyserver/caddy/v2 "-s -w" github.com/caddyserver/caddy/v2/cmd/caddy:caddy-stock ;;
+	# Caddy with the module and its test-only rule (build tag sluicetest: it refuses routes
+	# the translator accepts, so the end-to-end tests can force a NACK). Never deployed.
+	caddy-sluicetest) GOFLAGS="-tags=sluicetest" SRC=$root/pusher/caddymod SOURCES="$root/pusher/caddymod $root/internal/contract $root/proto/gen/sluice/config $root/go.mod $root/go.sum" \
+		build caddy-sluicetest $CADDY_VERSION github.com/caddyserver/caddy/v2 "-s -w" ./cmd/caddy:caddy-sluicetest ;;
 	# Helm, to lint and render deploy/helm/sluice; its version is stamped as its release build does
 	# (otherwise `helm version` and .Capabilities.HelmVersion say only v4.3).
 	helm) build helm $HELM_VERSION helm.sh/helm/v4 "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
 		helm.sh/helm/v4/cmd/helm:helm ;;
-	*) echo "error: unknown tool '$t' (dev, kube, etcd, caddy, caddy-stock, helm)" >&2; exit 2 ;;
+	*) echo "error: unknown tool '$t' (dev, kube, etcd, caddy, caddy-stock, caddy-sluicetest, helm)" >&2; exit 2 ;;
 	esac
 done

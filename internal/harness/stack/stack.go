@@ -34,6 +34,8 @@ type Config struct {
 	LogLevel string
 	// Extra flags per process.
 	WatcherArgs, TranslatorArgs, PusherArgs []string
+	// CaddyTool is the Caddy binary of .tools/bin to run (default "caddy").
+	CaddyTool string
 }
 
 // Stack is the running system.
@@ -72,7 +74,10 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 	s := &Stack{cfg: cfg}
 	var err error
-	if s.Caddy, err = testenv.StartCaddy(ctx); err != nil {
+	if cfg.CaddyTool == "" {
+		cfg.CaddyTool = "caddy"
+	}
+	if s.Caddy, err = testenv.StartCaddyTool(ctx, cfg.CaddyTool); err != nil {
 		return nil, err
 	}
 	if cfg.HTTPAddr == "" {

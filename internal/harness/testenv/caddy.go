@@ -30,6 +30,11 @@ func StartCaddy(ctx context.Context) (*Caddy, error) { return startCaddy(ctx, "c
 // POST /load target.
 func StartStockCaddy(ctx context.Context) (*Caddy, error) { return startCaddy(ctx, "caddy-stock") }
 
+// StartCaddyTool is StartCaddy with another Caddy of .tools/bin, such as "caddy-sluicetest"
+// (the module with its test-only rule, which refuses routes whose path starts with
+// /refused-by-test).
+func StartCaddyTool(ctx context.Context, tool string) (*Caddy, error) { return startCaddy(ctx, tool) }
+
 func startCaddy(ctx context.Context, tool string) (*Caddy, error) {
 	bin, err := ToolPath(tool)
 	if err != nil {
