@@ -12,7 +12,8 @@ package translate
 //
 // A host served by both APIs is one virtual host: the HTTPRoutes' routes come first (in the
 // Gateway API's precedence), then the Ingresses' (in theirs); a listener's certificate wins
-// over an Ingress's, which gets a ConflictLost finding.
+// over an Ingress's, which gets a ConflictLost finding. That holds within one namespace: an
+// Ingress and an HTTPRoute of different namespaces never share a host (crossapi.go).
 
 import (
 	"fmt"
@@ -55,13 +56,14 @@ type gatewayState struct {
 	grants   map[string]map[string]contract.Grant // namespace -> name -> grant
 
 	// What depends on what.
-	classUsers  map[string]set[nsName] // GatewayClass -> Gateways naming it
-	routeUsers  map[nsName]set[nsName] // Gateway -> HTTPRoutes naming it in parentRefs (found or not)
-	svcUsers    map[nsName]set[nsName] // Service -> HTTPRoutes naming it (found or not)
-	secretUsers map[nsName]set[nsName] // Secret -> Gateways naming it (found or not)
-	grantGws    map[string]set[nsName] // namespace -> Gateways referring into it
-	grantRoutes map[string]set[nsName] // namespace -> HTTPRoutes referring into it
-	hostUsers   map[string]set[string] // host -> findings keys of the Gateways and HTTPRoutes claiming it
+	classUsers  map[string]set[nsName]       // GatewayClass -> Gateways naming it
+	routeUsers  map[nsName]set[nsName]       // Gateway -> HTTPRoutes naming it in parentRefs (found or not)
+	svcUsers    map[nsName]set[nsName]       // Service -> HTTPRoutes naming it (found or not)
+	secretUsers map[nsName]set[nsName]       // Secret -> Gateways naming it (found or not)
+	grantGws    map[string]set[nsName]       // namespace -> Gateways referring into it
+	grantRoutes map[string]set[nsName]       // namespace -> HTTPRoutes referring into it
+	hostUsers   map[string]set[string]       // host -> findings keys of the Gateways and HTTPRoutes claiming it
+	hostLost    map[string]map[string]string // host -> HTTPRoutes refused there (crossAPIRefused) -> who keeps it
 
 	// What was built.
 	gwOut    map[nsName]*gatewayOut
@@ -78,8 +80,8 @@ func newGatewayState() gatewayState {
 		routes: map[nsName]*gatewayv1.HTTPRoute{}, grants: map[string]map[string]contract.Grant{},
 		classUsers: map[string]set[nsName]{}, routeUsers: map[nsName]set[nsName]{}, svcUsers: map[nsName]set[nsName]{},
 		secretUsers: map[nsName]set[nsName]{}, grantGws: map[string]set[nsName]{}, grantRoutes: map[string]set[nsName]{},
-		hostUsers: map[string]set[string]{},
-		gwOut:     map[nsName]*gatewayOut{}, routeOut: map[nsName]*routeOut{},
+		hostUsers: map[string]set[string]{}, hostLost: map[string]map[string]string{},
+		gwOut: map[nsName]*gatewayOut{}, routeOut: map[nsName]*routeOut{},
 		dirtyGateways: set[nsName]{}, dirtyRoutes: set[nsName]{}, statusDirty: set[string]{},
 	}
 }
@@ -131,6 +133,7 @@ type parentOut struct {
 	ref        gatewayv1.ParentReference
 	gw         nsName
 	attached   []string // listener names
+	hosts      []string // the hosts the route claims through this parent, sorted
 	conditions []*watchv1.Condition
 }
 
@@ -717,6 +720,7 @@ func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
 			}
 		}
 		var accepted *watchv1.Condition
+		var claimed []string // hosts of the served listeners this parent attaches to
 		switch {
 		case len(candidates) == 0:
 			accepted = cond("Accepted", condFalse, "NoMatchingParent", fmt.Sprintf("Gateway %s/%s has no listener matching the sectionName and port", p.gw.ns, p.gw.name), gen)
@@ -732,6 +736,7 @@ func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
 			if !lo.served {
 				continue
 			}
+			claimed = append(claimed, inter...)
 			for _, h := range inter {
 				if lo.cert != "" && h != "" {
 					key := h + "|cert|" + lo.cert
@@ -764,6 +769,12 @@ func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
 						out.claims[h] = append(out.claims[h], gwClaim{route: route, owner: owner, prec: prec})
 					}
 				}
+			}
+		}
+		sort.Strings(claimed)
+		for i, h := range claimed {
+			if (i == 0 || h != claimed[i-1]) && len(out.claims[h]) > 0 {
+				p.hosts = append(p.hosts, h)
 			}
 		}
 		if accepted == nil && len(p.attached) == 0 {
@@ -1163,10 +1174,14 @@ func (t *Translator) routeBackend(out *routeOut, br gatewayv1.BackendRef, field 
 }
 
 // gatewayClaims returns the Gateway API's routes on host h in precedence order, and its
-// certificate claims in theirs (Gateways before HTTPRoutes, oldest first).
-func (t *Translator) gatewayClaims(h string) ([]*configv1.Route, []gwClaim) {
+// certificate claims in theirs (Gateways before HTTPRoutes, oldest first), leaving out the
+// HTTPRoutes refused there.
+func (t *Translator) gatewayClaims(h string, refused map[string]hostClaimant) ([]*configv1.Route, []gwClaim) {
 	var rs, cs []gwClaim
 	for key := range t.gw.hostUsers[h] {
+		if _, ok := refused[key]; ok {
+			continue
+		}
 		var claims []gwClaim
 		kind, rest, _ := strings.Cut(key, "/")
 		ns, name, _ := strings.Cut(rest, "/")

@@ -162,7 +162,7 @@ func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBal
 			if p.ref.Port != nil {
 				ref.Port = *p.ref.Port
 			}
-			st.Parents = append(st.Parents, &watchv1.RouteParentStatus{ParentRef: ref, Conditions: p.conditions})
+			st.Parents = append(st.Parents, &watchv1.RouteParentStatus{ParentRef: ref, Conditions: t.crossAPIConditions(httpRouteKey(k), p, o.rt.Generation)})
 		}
 	default:
 		return nil

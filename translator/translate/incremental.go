@@ -132,6 +132,7 @@ type claim struct {
 	route          *configv1.Route // nil for a certificate claim
 	key            routeKey
 	field          string
+	hostField      string // where the host is named: spec.rules[i].host, spec.tls[i].hosts, spec.defaultBackend
 	cert           string
 }
 
@@ -535,7 +536,7 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 					name, h, strings.Join(c.cert.GetDnsNames(), ", ")))
 				continue
 			}
-			claimOn(h, claim{cert: name, field: field + ".hosts"})
+			claimOn(h, claim{cert: name, field: field + ".hosts", hostField: field + ".hosts"})
 		}
 	}
 
@@ -572,7 +573,7 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 			if b := t.resolveBackend(lo, p.Backend, pfield+".backend"); b != "" {
 				route.Backends = []*configv1.WeightedBackend{{Backend: b, Weight: 1}}
 			}
-			claimOn(host, claim{route: route, key: routeKey{host, pm.Type, pm.Value}, field: pfield})
+			claimOn(host, claim{route: route, key: routeKey{host, pm.Type, pm.Value}, field: pfield, hostField: field + ".host"})
 		}
 	}
 
@@ -585,7 +586,7 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 		if b := t.resolveBackend(lo, *ing.Spec.DefaultBackend, "spec.defaultBackend"); b != "" {
 			route.Backends = []*configv1.WeightedBackend{{Backend: b, Weight: 1}}
 		}
-		claimOn("", claim{defaultBackend: true, route: route, key: routeKey{"", route.Path.Type, "/"}, field: "spec.defaultBackend"})
+		claimOn("", claim{defaultBackend: true, route: route, key: routeKey{"", route.Path.Type, "/"}, field: "spec.defaultBackend", hostField: "spec.defaultBackend"})
 	}
 	return lo
 }
@@ -798,14 +799,20 @@ func readCertificate(k nsName, s *corev1.Secret, now time.Time) *certOut {
 // Ingresses' routes of the same host, in the Gateway API's own precedence, and their
 // certificate wins. Ingress claims follow: per route key the first claim wins (rules before
 // defaultBackends, then the oldest Ingress, then the Ingress's own order), and so does the
-// first certificate. The losers get findings.
+// first certificate. Before both, an Ingress and an HTTPRoute of different namespaces do not
+// share the host: the older one keeps it and the other's claims on it are left out
+// (crossAPIRefused). The losers get findings.
 func (t *Translator) resolveHost(h string) {
 	type owned struct {
 		claim
 		lo *ingressOut
 	}
+	refused := t.crossAPIRefused(h)
 	var claims []owned
 	for k := range t.hostUsers[h] {
+		if _, ok := refused[ingressKey(k)]; ok {
+			continue
+		}
 		lo := t.local[k]
 		for _, c := range lo.claims[h] {
 			claims = append(claims, owned{c, lo})
@@ -829,9 +836,10 @@ func (t *Translator) resolveHost(h string) {
 	winners := map[routeKey]owned{}
 	var routes []*configv1.Route
 	var cert, certFrom string
+	t.refuseCrossAPI(h, refused, lose)
 
 	// The Gateway API's claims, in their precedence order.
-	gwRoutes, gwCerts := t.gatewayClaims(h)
+	gwRoutes, gwCerts := t.gatewayClaims(h, refused)
 	for _, c := range gwCerts {
 		switch {
 		case cert == "":
