@@ -163,7 +163,9 @@ func TestVersionOverTheMessageLimitIsNotSentAndStreamsStay(t *testing.T) {
 	t.Cleanup(func() { close(stopping) })
 	m := newRecorder()
 	logs := &lockedBuffer{}
-	s, err := New(Config{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}), Stopping: stopping, Metrics: m, MaxMessageSize: limit})
+	nacks := make(chan *configv1.Nack, 16)
+	s, err := New(Config{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}), Stopping: stopping, Metrics: m, MaxMessageSize: limit,
+		OnNack: func(n *configv1.Nack) { nacks <- n }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +176,9 @@ func TestVersionOverTheMessageLimitIsNotSentAndStreamsStay(t *testing.T) {
 	a.readUntil(1)
 	b.readUntil(1)
 
-	// Version 2 adds a host larger than the limit.
-	big := &configv1.VirtualHost{Hostname: "big.example.com", Routes: []*configv1.Route{{Name: strings.Repeat("x", 2*limit)}}}
+	// Version 2 adds a host larger than the limit, built from one Ingress.
+	huge := &configv1.ObjectRef{Kind: "Ingress", Namespace: "shop", Name: "huge"}
+	big := &configv1.VirtualHost{Hostname: "big.example.com", Routes: []*configv1.Route{{Name: strings.Repeat("x", 2*limit), Source: huge}}}
 	src.st.Put(contract.VirtualHosts, big.GetHostname(), big)
 	d := src.st.TakeDelta()
 	src.version++
@@ -185,6 +188,18 @@ func TestVersionOverTheMessageLimitIsNotSentAndStreamsStay(t *testing.T) {
 	case <-m.tooLarge:
 	case <-time.After(10 * time.Second):
 		t.Fatal("version 2, over the limit, was not reported")
+	}
+
+	// The object it was built from is handed on as refused, once, so that the engine leaves
+	// it out with a finding (a single resource over the bound is a finding on its object).
+	select {
+	case n := <-nacks:
+		if len(n.GetObjectsAtFault()) != 1 || n.GetObjectsAtFault()[0].GetName() != "huge" || n.GetConfig().GetVersion() != 2 ||
+			!strings.Contains(n.GetError(), fmt.Sprintf("--max-message-size %d", limit)) {
+			t.Fatalf("refusal handed on as %v; want version 2, Ingress shop/huge, naming the limit", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the oversized resource's source was not handed on as refused")
 	}
 
 	// Version 3 removes it again (and changes a small host): it fits, as one delta from 1.
@@ -207,6 +222,9 @@ func TestVersionOverTheMessageLimitIsNotSentAndStreamsStay(t *testing.T) {
 	}
 	if n := len(m.tooLarge); n != 0 {
 		t.Fatalf("version 2 counted %d more times, want once", n)
+	}
+	if n := len(nacks); n != 0 {
+		t.Fatalf("the oversized resource's source handed on %d more times, want once", n)
 	}
 	out := logs.String()
 	if n := strings.Count(out, "larger than the message limit"); n != 1 {

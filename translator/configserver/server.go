@@ -11,6 +11,7 @@ package configserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -440,21 +441,29 @@ func (s *Server) encode(r *contract.Redactor, next *configv1.StreamConfigRespons
 
 // refuseTooLarge logs (once per version) and counts a complete state that cannot be sent
 // because one of its resources alone exceeds the message limit: gRPC would fail the stream
-// with it, and the pusher would reconnect into the same failure over and over.
+// with it, and the pusher would reconnect into the same failure over and over. The objects
+// it was built from are handed to OnNack as if a data plane had refused them: the engine
+// leaves them out (a finding on each, until it changes) and the next version fits, so one
+// oversized object never keeps a new pusher from its first config.
 func (s *Server) refuseTooLarge(c *configv1.Config, e *contract.TooLargeError) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if t := s.tooLarge; t != nil && t.GetEpoch() == c.GetEpoch() && t.GetVersion() == c.GetVersion() {
+		s.mu.Unlock()
 		return
 	}
 	s.tooLarge = contract.RefOf(c)
+	s.mu.Unlock()
 	s.cfg.Metrics.TooLarge()
 	var objs []string
 	for _, o := range e.Sources {
 		objs = append(objs, o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName())
 	}
-	s.log.Error("a resource larger than the message limit; the complete state is not sent, pushers keep the config they applied until a version fits: fix the objects it is built from, or raise --max-message-size of the translator and of the pushers above its size",
+	s.log.Error("a resource larger than the message limit; the complete state is not sent and the objects it is built from are left out until they change (or raise --max-message-size of the translator and of the pushers above its size)",
 		"epoch", c.GetEpoch(), "version", c.GetVersion(), "type", e.Type.String(), "key", e.Key, "objects", objs, "size", e.Size, "limit", s.cfg.MaxMessageSize)
+	if s.cfg.OnNack != nil && len(e.Sources) > 0 {
+		s.cfg.OnNack(&configv1.Nack{Config: &configv1.ConfigRef{Epoch: c.GetEpoch(), Version: c.GetVersion(), Hash: c.GetHash()}, ObjectsAtFault: e.Sources,
+			Error: fmt.Sprintf("its %s %q is %d bytes, more than one config-stream message may carry (--max-message-size %d)", e.Type, e.Key, e.Size, e.Limit)})
+	}
 }
 
 func (s *Server) register(h *configv1.Hello) {
