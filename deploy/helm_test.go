@@ -362,7 +362,7 @@ func TestHelmTemplateAcceptedByServerSideDryRun(t *testing.T) {
 	}
 }
 
-// DESIGN.md: only the watcher holds Kubernetes credentials, and they are enough.
+// docs/design.md: only the watcher holds Kubernetes credentials, and they are enough.
 // As TestWatcherClusterRoleIsExactlyEnough's all-rules cases, with the chart's own RBAC
 // objects installed (helm template --show-only templates/rbac.yaml, applied for real in a
 // fresh namespace): the watcher, with the token of the chart's ServiceAccount, reaches the

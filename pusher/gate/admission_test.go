@@ -237,7 +237,7 @@ func deltaWithHash(d *configv1.ConfigDelta, hash string) *configv1.ConfigDelta {
 	return d
 }
 
-// DESIGN.md, the pusher gate: "Applies nothing until the marker of the current stream epoch;
+// docs/design.md, the pusher gate: "Applies nothing until the marker of the current stream epoch;
 // anything before it is dropped and counted", and "on a broken stream it ... waits for the
 // new epoch's marker"; reliability scenario 10 (second marker, epoch change mid-stream).
 func TestAdmissionMarker(t *testing.T) {
@@ -295,7 +295,7 @@ func TestAdmissionMarker(t *testing.T) {
 	}})
 }
 
-// DESIGN.md, the pusher gate: "It applies only versions at or after the one the marker
+// docs/design.md, the pusher gate: "It applies only versions at or after the one the marker
 // names, never one older than what it applied"; reliability scenario 8 (out-of-order
 // messages) and 10 (older version).
 func TestAdmissionVersionFloor(t *testing.T) {
@@ -348,7 +348,7 @@ func TestAdmissionVersionFloor(t *testing.T) {
 	}})
 }
 
-// DESIGN.md, the pusher gate: "a delta only onto its base version with a matching resulting
+// docs/design.md, the pusher gate: "a delta only onto its base version with a matching resulting
 // hash; on any mismatch it asks for the complete state"; reliability scenario 10 (corrupt
 // delta). A DeltaPlane gets what changed, a rendering data plane the complete state.
 func TestAdmissionChain(t *testing.T) {
@@ -447,7 +447,7 @@ func TestAdmissionChain(t *testing.T) {
 	}})
 }
 
-// DESIGN.md, the pusher gate: "A rejected config leaves the last good one in place, is
+// docs/design.md, the pusher gate: "A rejected config leaves the last good one in place, is
 // NACKed, and is retried with backoff only when something changed"; a failed push (network)
 // is retried, and a version the data plane would run unchanged is ACKed without a push.
 func TestAdmissionRejection(t *testing.T) {
@@ -510,7 +510,7 @@ func TestAdmissionRejection(t *testing.T) {
 	}})
 }
 
-// DESIGN.md, the pusher gate: "A data-plane restart (config lost) is detected and the last
+// docs/design.md, the pusher gate: "A data-plane restart (config lost) is detected and the last
 // applied config is pushed again"; reliability scenario 6 (proxy restarted).
 func TestAdmissionLostConfig(t *testing.T) {
 	v1 := full("e1", 1, "a")
@@ -560,7 +560,7 @@ func TestAdmissionLostConfig(t *testing.T) {
 
 // The deletion guard (docs/architecture.md, --guard-max-delete-ratio and --guard-hold): a
 // config that removes more than the allowed share of the served routes is held back until
-// those removals have stood for the hold period; DESIGN.md reliability scenario 6 (no route
+// those removals have stood for the hold period; docs/design.md reliability scenario 6 (no route
 // is removed that still exists) against a translator that lost its view.
 func TestAdmissionDeletionGuard(t *testing.T) {
 	four := full("e1", 1, "a", "b", "c", "d")

@@ -215,7 +215,7 @@ func objectMeta(t *testing.T) metav1.ObjectMeta {
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}}
 }
 
-// DESIGN.md, the watch stream: objects are stripped before the store (managedFields, the
+// docs/design.md, the watch stream: objects are stripped before the store (managedFields, the
 // last-applied annotation) and encoded once, protobuf for built-in kinds and JSON for custom
 // resources, carrying their kind so that the receiver decodes them as they were; the
 // transform is idempotent, as informers require.
