@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-io/sluice/internal/harness/testenv"
@@ -46,26 +44,14 @@ func TestClientThatStopsReadingIsDroppedAfterTheSendTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.SetSource(src)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	watchv1.RegisterWatchServiceServer(gs, srv)
-	go gs.Serve(lis)
-	t.Cleanup(gs.Stop)
+	addr := serveWatch(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	watch := func(name string) watchv1.WatchService_WatchClient {
 		t.Helper()
 		// Fixed, small flow-control windows: a client that does not read stalls the sender.
-		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		w, err := watchv1.NewWatchServiceClient(conn).Watch(ctx, &watchv1.WatchRequest{ClientName: name})
+		client := dialWatch(t, addr, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+		w, err := client.Watch(ctx, &watchv1.WatchRequest{ClientName: name})
 		if err != nil {
 			t.Fatal(err)
 		}

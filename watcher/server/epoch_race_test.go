@@ -3,15 +3,12 @@ package server
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -49,20 +46,8 @@ func TestWatchSubscribingWhileItsEpochRetiresIsAnswered(t *testing.T) {
 	old, oldDone, retire := runController(t, "old")
 	srv.SetSource(old)
 
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	watchv1.RegisterWatchServiceServer(gs, srv)
-	go gs.Serve(lis)
-	defer gs.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := watchv1.NewWatchServiceClient(conn)
+	addr := serveWatch(t, srv)
+	client := dialWatch(t, addr)
 	// The clients never give up by themselves within the test: only the watcher can end
 	// their wait.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -209,22 +194,11 @@ func TestSnapshotOfARetiredEpochIsNotSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.SetSource(endsOnSubscribe{st})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	watchv1.RegisterWatchServiceServer(gs, srv)
-	go gs.Serve(lis)
-	defer gs.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	addr := serveWatch(t, srv)
+	client := dialWatch(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), raceWatchdog)
 	defer cancel()
-	m, err := recvFirst(ctx, watchv1.NewWatchServiceClient(conn), &watchv1.WatchRequest{})
+	m, err := recvFirst(ctx, client, &watchv1.WatchRequest{})
 	if err == nil {
 		t.Fatalf("a stream of a retired epoch was sent %v", m)
 	}

@@ -2,16 +2,13 @@ package server
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
@@ -41,20 +38,8 @@ func TestEpochChangeEndsOldStreamsBeforeTheNewEpochServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.SetSource(oldSrc)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	watchv1.RegisterWatchServiceServer(gs, srv)
-	go gs.Serve(lis)
-	defer gs.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := watchv1.NewWatchServiceClient(conn)
+	addr := serveWatch(t, srv)
+	client := dialWatch(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 

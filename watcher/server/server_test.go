@@ -35,23 +35,11 @@ func TestSlowClientDroppedOthersUnaffected(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.SetSource(src)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	watchv1.RegisterWatchServiceServer(gs, srv)
-	go gs.Serve(lis)
-	defer gs.Stop()
+	addr := serveWatch(t, srv)
 	dial := func() watchv1.WatchServiceClient {
 		// Fixed, small flow-control windows: a client that does not read stalls the sender.
-		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return watchv1.NewWatchServiceClient(conn)
+		client := dialWatch(t, addr, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+		return client
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -126,4 +114,30 @@ func waitSubscribers(t *testing.T, src *storetest.Locked, n int) {
 		src.Do(func(st *store.Store) { got = st.Subscribers() })
 		return got >= n, fmt.Errorf("%d subscribed", got)
 	})
+}
+
+// serveWatch serves srv's Watch service on a loopback listener until the test ends and
+// returns the address.
+func serveWatch(t *testing.T, srv *Server) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	watchv1.RegisterWatchServiceServer(gs, srv)
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	return lis.Addr().String()
+}
+
+// dialWatch returns a Watch client of addr (plaintext, with opts), closed when the test ends.
+func dialWatch(t *testing.T, addr string, opts ...grpc.DialOption) watchv1.WatchServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return watchv1.NewWatchServiceClient(conn)
 }
