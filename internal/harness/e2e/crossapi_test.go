@@ -125,7 +125,10 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Until(created.Add(1100 * time.Millisecond)))
+	w.eventually("the clock past the HTTPRoute's creation second", func() (bool, string) {
+		now := time.Now().UTC().Truncate(time.Second)
+		return now.After(created), now.Format(time.RFC3339)
+	})
 	w.apply(ingressYAML)
 	sel := fields.Set{"involvedObject.kind": "Ingress", "involvedObject.name": "shop", "type": corev1.EventTypeWarning, "reason": "ConflictLost"}.AsSelector().String()
 	w.eventually("the newer Ingress gets a Warning Event ConflictLost at spec.rules[0].host", func() (bool, string) {
