@@ -4,7 +4,7 @@
 # tool keyed by its pinned version and the hash of its module files, and links the current ones
 # into .tools/bin. A tool whose folder is complete is not built again.
 #
-# Usage: tools/build.sh [dev|kube|etcd|caddy|caddy-stock|caddy-sluicetest|helm ...]   (default: all)
+# Usage: tools/build.sh [dev|kube|etcd|caddy|caddy-stock|caddy-sluicetest|helm|gateway ...]   (default: all)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,6 +16,7 @@ KUBE_VERSION=v1.37.2
 ETCD_VERSION=v3.6.16
 CADDY_VERSION=v2.11.9
 HELM_VERSION=v4.3.2
+GATEWAY_VERSION=v1.6.3
 
 key() { # module dir, then source paths it builds from -> short hash of its go.mod, go.sum and those sources
 	local dir=$1
@@ -72,15 +73,27 @@ build() {
 		rm -rf "$dir" && mkdir -p "$dir"
 		: >"$log"
 		local spec pkg bin
-		for spec in "$@"; do
-			pkg=${spec%%:*} bin=${spec##*:}
-			# -v lists each package as it is compiled; the build runs in the background while
-			# progress says what it is doing every few seconds (a first build takes minutes).
-			(cd "$src" && CGO_ENABLED=0 go build -v -trimpath -ldflags "$ldflags" -o "$dir/$bin" "$pkg") >>"$log" 2>&1 &
+		if [ -n "${ONE_BUILD:-}" ]; then
+			# One go build for every main package: the packages they share (most of
+			# k8s.io/kubernetes for kube-apiserver and kube-controller-manager) compile once.
+			# Each binary is named after its package's last element, as SPEC's BIN must be.
+			local pkgs=()
+			for spec in "$@"; do pkgs+=("${spec%%:*}"); done
+			(cd "$src" && CGO_ENABLED=0 go build -v -trimpath -ldflags "$ldflags" -o "$dir/" "${pkgs[@]}") >>"$log" 2>&1 &
 			local pid=$!
-			progress "$name/$bin" "$log" "$pid"
+			progress "$name" "$log" "$pid"
 			wait "$pid" || fail "$name" "$log"
-		done
+		else
+			for spec in "$@"; do
+				pkg=${spec%%:*} bin=${spec##*:}
+				# -v lists each package as it is compiled; the build runs in the background while
+				# progress says what it is doing every few seconds (a first build takes minutes).
+				(cd "$src" && CGO_ENABLED=0 go build -v -trimpath -ldflags "$ldflags" -o "$dir/$bin" "$pkg") >>"$log" 2>&1 &
+				local pid=$!
+				progress "$name/$bin" "$log" "$pid"
+				wait "$pid" || fail "$name" "$log"
+			done
+		fi
 		touch "$dir/.complete"
 		echo "tools: built $name in $((SECONDS - start))s"
 	fi
@@ -96,7 +109,7 @@ for kv in gitVersion=$KUBE_VERSION gitMajor=1 gitMinor=37 gitTreeState=clean git
 done
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(dev etcd caddy caddy-stock caddy-sluicetest helm kube)
+[ ${#targets[@]} -gt 0 ] || targets=(dev etcd caddy caddy-stock caddy-sluicetest helm gateway kube)
 for t in "${targets[@]}"; do
 	case $t in
 	dev) build dev pinned "" "-s -w" \
@@ -104,9 +117,15 @@ for t in "${targets[@]}"; do
 		google.golang.org/protobuf/cmd/protoc-gen-go:protoc-gen-go \
 		google.golang.org/grpc/cmd/protoc-gen-go-grpc:protoc-gen-go-grpc \
 		honnef.co/go/tools/cmd/staticcheck:staticcheck ;;
-	kube) build kube $KUBE_VERSION k8s.io/kubernetes "$kube_ldflags" \
+	# kube-controller-manager runs the workload controllers of the tests' cluster in a box
+	# (internal/harness/cluster); it shares most of its packages with kube-apiserver.
+	kube) ONE_BUILD=1 build kube $KUBE_VERSION k8s.io/kubernetes "$kube_ldflags" \
 		k8s.io/kubernetes/cmd/kube-apiserver:kube-apiserver \
+		k8s.io/kubernetes/cmd/kube-controller-manager:kube-controller-manager \
 		k8s.io/kubernetes/cmd/kubectl:kubectl ;;
+	# echo-basic, the Gateway API conformance suite's backend, served by the pod runner.
+	gateway) build gateway $GATEWAY_VERSION sigs.k8s.io/gateway-api/conformance "-s -w" \
+		sigs.k8s.io/gateway-api/conformance/echo-basic:echo-basic ;;
 	etcd) build etcd $ETCD_VERSION go.etcd.io/etcd/server/v3 "-s -w" go.etcd.io/etcd/server/v3:etcd ;;
 	# Caddy with Sluice's module (pusher/caddymod), what the system runs; and stock Caddy, to
 	# test the pusher's POST /load target against.
@@ -121,6 +140,6 @@ for t in "${targets[@]}"; do
 	# (otherwise `helm version` and .Capabilities.HelmVersion say only v4.3).
 	helm) build helm $HELM_VERSION helm.sh/helm/v4 "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
 		helm.sh/helm/v4/cmd/helm:helm ;;
-	*) echo "error: unknown tool '$t' (dev, kube, etcd, caddy, caddy-stock, caddy-sluicetest, helm)" >&2; exit 2 ;;
+	*) echo "error: unknown tool '$t' (dev, kube, etcd, caddy, caddy-stock, caddy-sluicetest, helm, gateway)" >&2; exit 2 ;;
 	esac
 done
