@@ -1,11 +1,11 @@
 package testenv
 
 import (
+	"github.com/sluice-io/sluice/internal/backend"
 	"github.com/sluice-io/sluice/internal/pki"
 
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -157,15 +157,7 @@ type Backend struct {
 }
 
 // BackendAnswer is the JSON body a backend answers with.
-type BackendAnswer struct {
-	Backend string `json:"backend"`
-	Host    string `json:"host"`
-	Path    string `json:"path"`
-	TLS     bool   `json:"tls"`
-	// Method and Header are the request's, so that tests see what a proxy forwarded.
-	Method string      `json:"method,omitempty"`
-	Header http.Header `json:"header,omitempty"`
-}
+type BackendAnswer = backend.Answer
 
 // StartBackend starts an HTTP backend named name on a new address, port 8080.
 func (n *Net) StartBackend(name string) (*Backend, error) { return n.startBackend(name, false) }
@@ -187,12 +179,7 @@ func (n *Net) startBackend(name string, useTLS bool) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{Name: name, Address: addr, Port: port, TLS: useTLS}
-	b.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b.requests.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Sluice-Backend", name)
-		_ = json.NewEncoder(w).Encode(BackendAnswer{Backend: name, Host: r.Host, Path: r.URL.Path, TLS: r.TLS != nil, Method: r.Method, Header: r.Header})
-	})}
+	b.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: backend.Handler(name, "", func() { b.requests.Add(1) })}
 	if useTLS {
 		certPEM, keyPEM, err := pki.SelfSigned(name, addr)
 		if err != nil {

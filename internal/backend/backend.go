@@ -1,0 +1,44 @@
+// Package backend is what Sluice's test and demo backends answer: an HTTP handler that says who
+// answered and what it was asked, served in-process by the test helpers' backends and, as
+// cmd/backend, by the compose setup and the Pods of the cluster in a box.
+package backend
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Answer is the JSON body a backend answers with.
+type Answer struct {
+	Backend string `json:"backend"`
+	// Pod is the answering Pod's name, when a Pod answers.
+	Pod  string `json:"pod,omitempty"`
+	Host string `json:"host"`
+	Path string `json:"path"`
+	TLS  bool   `json:"tls"`
+	// Method and Header are the request's, so that tests see what a proxy forwarded.
+	Method string      `json:"method,omitempty"`
+	Header http.Header `json:"header,omitempty"`
+}
+
+// Handler answers as backend name (and pod, when not empty). A request for /status/NNN is
+// answered with status NNN, so that a readiness probe or a test can ask for a failure.
+func Handler(name, pod string, count func()) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if count != nil {
+			count()
+		}
+		code := http.StatusOK
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/status/"); ok {
+			if n, err := strconv.Atoi(rest); err == nil && n >= 200 && n <= 599 {
+				code = n
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Sluice-Backend", name)
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(Answer{Backend: name, Pod: pod, Host: r.Host, Path: r.URL.Path, TLS: r.TLS != nil, Method: r.Method, Header: r.Header})
+	})
+}
