@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -28,8 +29,10 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Cluster is an etcd and a kube-apiserver on loopback, with RBAC authorization on. There is no
-// controller-manager: namespaces are never reclaimed and tests create EndpointSlices themselves.
+// Cluster is an etcd and a kube-apiserver on loopback, with RBAC authorization on. Tests that
+// run workloads start the rest of the cluster in a box with StartWorkloads (kube-controller-
+// manager and the pod runner); without it nothing reclaims namespaces or writes EndpointSlices,
+// and tests that need exact control of endpoints create EndpointSlices themselves.
 type Cluster struct {
 	Dir string
 	// Host is the apiserver's URL (https://127.0.0.1:PORT).
@@ -43,6 +46,9 @@ type Cluster struct {
 	etcd      *Process
 	apiserver *Process
 	admin     *rest.Config
+
+	workloadsMu sync.Mutex
+	workloads   *Workloads // the cluster in a box's controller-manager and pod runner, once started
 }
 
 // StartCluster starts etcd and kube-apiserver in a fresh temp dir and waits until the
@@ -126,7 +132,8 @@ func StartCluster(ctx context.Context) (*Cluster, error) {
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file=" + filepath.Join(dir, "sa.key"),
 		"--service-account-signing-key-file=" + filepath.Join(dir, "sa.key"),
-		"--service-cluster-ip-range=10.0.0.0/24",
+		// Room for the many Services of the conformance suite and the e2e tests' worlds.
+		"--service-cluster-ip-range=10.0.0.0/16",
 		"--authorization-mode=RBAC",
 		// Nothing reconciles the kubernetes Service's endpoints to a loopback address.
 		"--endpoint-reconciler-type=none",
@@ -205,6 +212,12 @@ func (c *Cluster) APIServerLogs(n int) string { return c.apiserver.LogTail(n) }
 
 // Stop stops the apiserver and etcd and removes the data.
 func (c *Cluster) Stop() {
+	c.workloadsMu.Lock()
+	if c.workloads != nil {
+		c.workloads.stop()
+		c.workloads = nil
+	}
+	c.workloadsMu.Unlock()
 	if c.apiserver != nil {
 		c.apiserver.Stop(5 * time.Second)
 	}

@@ -71,8 +71,10 @@ func SharedCluster(t testing.TB) *Cluster {
 
 var nameRE = regexp.MustCompile(`[^a-z0-9-]+`)
 
-// Namespace creates a fresh namespace named after the test and returns its name. Namespaces
-// are not deleted: without a controller-manager they would never finish terminating.
+// Namespace creates a fresh namespace named after the test and returns its name. Once the
+// cluster runs workloads (its controller-manager reclaims namespaces) the namespace is deleted
+// when the test ends, and its Pods stopped with it; before that namespaces are kept, as they
+// would never finish terminating.
 func (c *Cluster) Namespace(t testing.TB) string {
 	t.Helper()
 	base := strings.Trim(nameRE.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
@@ -85,6 +87,14 @@ func (c *Cluster) Namespace(t testing.TB) string {
 	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("testenv: create namespace %s: %v", name, err)
 	}
+	t.Cleanup(func() {
+		c.workloadsMu.Lock()
+		running := c.workloads != nil
+		c.workloadsMu.Unlock()
+		if running && os.Getenv("SLUICE_KEEP_TEST_DIRS") == "" {
+			_ = c.Client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+		}
+	})
 	return name
 }
 

@@ -56,8 +56,9 @@ var (
 	binErr  error
 )
 
-// Binaries builds the Sluice binaries (watcher, translator, pusher, sluicectl) once per test
-// binary and returns the directory that holds them.
+// Binaries builds the Sluice binaries (watcher, translator, pusher, sluicectl) and the test
+// backend the pod runner runs (backend) once per test binary and returns the directory
+// that holds them.
 func Binaries() (string, error) {
 	binOnce.Do(func() {
 		root, err := ModuleRoot()
@@ -71,7 +72,7 @@ func Binaries() (string, error) {
 			return
 		}
 		registerCleanup(func() { os.RemoveAll(dir) })
-		cmd := exec.Command("go", "build", "-o", dir+"/", "./watcher", "./translator", "./pusher", "./cmd/sluicectl")
+		cmd := exec.Command("go", "build", "-o", dir+"/", "./watcher", "./translator", "./pusher", "./cmd/sluicectl", "./cmd/backend")
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
