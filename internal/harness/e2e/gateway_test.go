@@ -57,7 +57,8 @@ func newGatewayWorld(t *testing.T) *gwWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &gwWorld{world: &world{t: t, c: c, ns: c.Namespace(t), backends: map[string]*testenv.Backend{}}, kubectl: kubectl}
+	c.Workloads(t)
+	w := &gwWorld{world: &world{t: t, c: c, ns: c.Namespace(t)}, kubectl: kubectl}
 	w.other = w.ns + "-b"
 	if _, err := c.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.other}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -13,13 +13,10 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/sluice-io/sluice/internal/harness/stack"
 	"github.com/sluice-io/sluice/internal/harness/testenv"
@@ -31,20 +28,21 @@ const class = "sluice"
 
 // world is one test's system: its namespace, backends, and stack.
 type world struct {
-	t        *testing.T
-	c        *testenv.Cluster
-	ns       string
-	backends map[string]*testenv.Backend
-	st       *stack.Stack
-	target   *caddy.ModuleTarget
+	t      *testing.T
+	c      *testenv.Cluster
+	ns     string
+	st     *stack.Stack
+	target *caddy.ModuleTarget
 }
 
-// newWorld makes a namespace with Services alpha and beta pointing at real backends, and
-// starts the stack watching that namespace (unless start is false).
+// newWorld makes a namespace with Services alpha and beta, each selecting the Pods of a
+// Deployment of the test backend that the cluster in a box runs (their EndpointSlices are the
+// real controller's), and starts the stack watching that namespace (unless start is false).
 func newWorld(t *testing.T, start bool, cfg stack.Config) *world {
 	t.Helper()
 	c := testenv.SharedCluster(t)
-	w := &world{t: t, c: c, ns: c.Namespace(t), backends: map[string]*testenv.Backend{}}
+	c.Workloads(t)
+	w := &world{t: t, c: c, ns: c.Namespace(t)}
 	w.startBackends()
 	ensureClass(t, c)
 	if start {
@@ -53,18 +51,21 @@ func newWorld(t *testing.T, start bool, cfg stack.Config) *world {
 	return w
 }
 
-// startBackends starts the backends alpha and beta and creates their Services and
-// EndpointSlices.
+// startBackends deploys the backends alpha and beta with their Services and waits until
+// their Pods are ready endpoints.
 func (w *world) startBackends() {
 	w.t.Helper()
-	n := testenv.SharedNet(w.t)
+	ctx := context.Background()
 	for _, name := range []string{"alpha", "beta"} {
-		b, err := n.StartBackend(name + "-" + w.ns)
-		if err != nil {
+		if _, err := w.c.Client.AppsV1().Deployments(w.ns).Create(ctx, testenv.BackendDeployment(name, 1, 2), metav1.CreateOptions{}); err != nil {
 			w.t.Fatal(err)
 		}
-		w.backends[name] = b
-		w.service(name)
+		w.service(name, name)
+	}
+	for _, name := range []string{"alpha", "beta"} {
+		if err := w.c.WaitDeploymentReady(ctx, w.ns, name, name); err != nil {
+			w.t.Fatal(err)
+		}
 	}
 }
 
@@ -106,19 +107,12 @@ func (w *world) start(cfg stack.Config) {
 	}
 }
 
-func (w *world) service(name string) {
+// service creates Service name selecting the Pods of backend's Deployment.
+func (w *world) service(name, backend string) {
 	w.t.Helper()
-	ctx := context.Background()
-	b := w.backends[name]
-	if _, err := w.c.Client.CoreV1().Services(w.ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}, metav1.CreateOptions{}); err != nil {
-		w.t.Fatal(err)
-	}
-	if _, err := w.c.Client.DiscoveryV1().EndpointSlices(w.ns).Create(ctx, &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
-		AddressType: discoveryv1.AddressTypeIPv4, Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(b.Port))}},
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{b.Address}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-	}, metav1.CreateOptions{}); err != nil {
+	svc := testenv.BackendService(backend)
+	svc.Name = name
+	if _, err := w.c.Client.CoreV1().Services(w.ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
 		w.t.Fatal(err)
 	}
 }

@@ -98,7 +98,8 @@ func TestScenario2RequiredCustomResourceMissing(t *testing.T) {
 func TestScenario3EmptyClusterThenRoutesAppear(t *testing.T) {
 	c := testenv.SharedCluster(t)
 	ensureClass(t, c)
-	w := &world{t: t, c: c, ns: c.Namespace(t), backends: map[string]*testenv.Backend{}}
+	c.Workloads(t)
+	w := &world{t: t, c: c, ns: c.Namespace(t)}
 	w.start(stack.Config{})
 	w.waitConverged(time.Minute) // the empty config
 	if got := w.answer("anything.example.com", "/"); got != "404" {
@@ -420,9 +421,12 @@ func TestScenario9BurstOfTwoThousandChangesConverges(t *testing.T) {
 				case 3:
 					err = ings.Delete(ctx, fmt.Sprintf("r%d", n-3), metav1.DeleteOptions{})
 				case 4:
-					var s *discoveryv1.EndpointSlice
-					s, err = eps.Get(ctx, "beta-1", metav1.GetOptions{})
-					if err == nil {
+					// An EndpointSlice of beta's, as the EndpointSlice controller wrote it, touched
+					// under the controller's feet.
+					var list *discoveryv1.EndpointSliceList
+					list, err = eps.List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=beta"})
+					if err == nil && len(list.Items) > 0 {
+						s := &list.Items[0]
 						s.Labels["touched"] = strconv.Itoa(n)
 						_, err = eps.Update(ctx, s, metav1.UpdateOptions{})
 					}

@@ -265,8 +265,7 @@ func TestFindingsBecomeEventsAndClearWhenFixed(t *testing.T) {
 		t.Fatalf("the Warning Event was recorded %d times", ev.Count)
 	}
 
-	w.backends["late"] = w.backends["alpha"]
-	w.service("late")
+	w.service("late", "alpha")
 	resolved := w.waitEvent("late", corev1.EventTypeNormal, "FindingsResolved", time.Minute)
 	t.Logf("events: %s %s %q; %s %s %q", warning.Type, warning.Reason, warning.Message, resolved.Type, resolved.Reason, resolved.Message)
 	testenv.Eventually(t, time.Minute, "the fixed route to be served by alpha", func() (bool, error) {
