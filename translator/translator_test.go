@@ -128,6 +128,8 @@ func createApp(t *testing.T, c *testenv.Cluster, ns string) {
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// A hand-made EndpointSlice: these tests are about the streams, and need one fixed endpoint
+	// that nothing serves rather than a workload (the e2e scenarios run on Deployments).
 	if _, err := c.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}}, AddressType: discoveryv1.AddressTypeIPv4,
 		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080))}}, Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.251.200.2"}}}}, metav1.CreateOptions{}); err != nil {

@@ -51,6 +51,8 @@ func populate(b *testing.B, c *testenv.Cluster, n int) string {
 					if _, err := cs.NetworkingV1().Ingresses(ns).Create(ctx, ing, metav1.CreateOptions{}); err != nil {
 						b.Error(err)
 					}
+					// Hand-made: the benchmark needs an exact number of slices, one per Service,
+					// and no workload's churn in what it measures.
 					eps := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
 						AddressType: discoveryv1.AddressTypeIPv4, Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080))}},
 						Endpoints: []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.%d.%d.1", i/250, i%250)}}}}

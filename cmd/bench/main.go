@@ -241,6 +241,8 @@ func (e *env) createApp(ctx context.Context, ns string, i int) error {
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
+	// Hand-made EndpointSlices: the benchmark needs exact control of every slice (their number,
+	// and the churn it injects), which a controller's own decisions would blur.
 	if _, err := e.cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, e.slice(name, 0), metav1.CreateOptions{}); err != nil {
 		return err
 	}

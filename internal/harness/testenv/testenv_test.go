@@ -48,6 +48,7 @@ func TestClusterServesIngressEndpointSliceAndCRD(t *testing.T) {
 	if _, err := c.Client.NetworkingV1().Ingresses(ns).Get(ctx, "web", metav1.GetOptions{}); err != nil {
 		t.Fatalf("get ingress: %v", err)
 	}
+	// Hand-made: this test is of what the apiserver accepts as an endpoint address.
 	eps := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: "web-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
