@@ -1,7 +1,9 @@
 // Command demo runs the whole of Sluice on this machine (`make demo`): etcd and
-// kube-apiserver, two HTTP backends in a network namespace, Caddy, and the watcher,
-// translator and pusher as separate processes; it applies examples/ with kubectl, shows
-// requests flowing through Caddy, and keeps running until Ctrl-C.
+// kube-apiserver, a cluster in a box (kube-controller-manager and a pod runner that runs Pods
+// as processes in network namespaces), Caddy, and the watcher, translator and pusher as
+// separate processes. It applies examples/ with kubectl, runs the backends as Deployments,
+// shows requests flowing through Caddy, scales a Deployment and shows the traffic spreading
+// to its new Pods, and keeps running until Ctrl-C (or exits, with -once).
 package main
 
 import (
@@ -17,10 +19,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-io/sluice/internal/harness/stack"
 	"github.com/sluice-io/sluice/internal/harness/testenv"
@@ -45,7 +49,7 @@ func main() {
 	os.Exit(code)
 }
 
-var stepN, steps = 0, 11
+var stepN, steps = 0, 14
 
 // step runs one step and prints what it did and how long it took.
 func step(what string, fn func() (string, error)) error {
@@ -67,13 +71,16 @@ func step(what string, fn func() (string, error)) error {
 
 func run(ctx context.Context, binDir, examples, gatewayCRDs string, once bool) int {
 	var (
-		cluster  *testenv.Cluster
-		backends = map[string]*testenv.Backend{}
-		st       *stack.Stack
-		dir      string
+		cluster   *testenv.Cluster
+		workloads *testenv.Workloads
+		st        *stack.Stack
+		dir       string
 	)
 	fail := func(err error) int {
 		fmt.Fprintf(os.Stderr, "\ndemo: %v\n", err)
+		if workloads != nil {
+			fmt.Fprintf(os.Stderr, "\nkube-controller-manager:\n%s\n", workloads.ControllerManagerLogs(15))
+		}
 		if st != nil {
 			fmt.Fprintf(os.Stderr, "\nrecent logs:\n%s", st.Logs(15))
 			st.Stop()
@@ -120,19 +127,13 @@ func run(ctx context.Context, binDir, examples, gatewayCRDs string, once bool) i
 	}); err != nil {
 		return fail(err)
 	}
-	if err := step("starting two HTTP backends in a network namespace", func() (string, error) {
-		n, err := testenv.NewNet()
+	if err := step("starting kube-controller-manager and the pod runner (the cluster in a box)", func() (string, error) {
+		var err error
+		workloads, err = cluster.StartWorkloads(ctx)
 		if err != nil {
-			return "", fmt.Errorf("%w\n(the apiserver refuses loopback endpoint addresses, so the demo's backends need a network namespace: run make demo as root)", err)
+			return "", fmt.Errorf("%w\n(Pods run in network namespaces, which need root: run make demo as root)", err)
 		}
-		for _, name := range []string{"alpha", "beta"} {
-			b, err := n.StartBackend(name)
-			if err != nil {
-				return "", err
-			}
-			backends[name] = b
-		}
-		return fmt.Sprintf("alpha=%s beta=%s", backends["alpha"].URL(), backends["beta"].URL()), nil
+		return fmt.Sprintf("node %s, Pods on a bridge at %s", testenv.NodeName, workloads.Network.HostIP), nil
 	}); err != nil {
 		return fail(err)
 	}
@@ -153,8 +154,40 @@ func run(ctx context.Context, binDir, examples, gatewayCRDs string, once bool) i
 	}); err != nil {
 		return fail(err)
 	}
+	// The backends' Pods are ready before the Ingresses arrive, so that no route starts
+	// without endpoints.
+	if err := step("applying examples/10-services.yaml and running alpha and beta as Deployments", func() (string, error) {
+		cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", cluster.AdminKubeconfig, "apply", "-f", filepath.Join(examples, "10-services.yaml"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("kubectl apply: %v\n%s", err, out)
+		}
+		for _, name := range []string{"alpha", "beta"} {
+			d := testenv.BackendDeployment(name, 1, 0)
+			d.Namespace = "demo"
+			if _, err := cluster.Client.AppsV1().Deployments("demo").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+				return "", err
+			}
+		}
+		// The EndpointSlice controller, not the demo, turns the ready Pods into endpoints.
+		for _, name := range []string{"alpha", "beta"} {
+			if err := cluster.WaitDeploymentReady(ctx, "demo", name, name); err != nil {
+				return "", err
+			}
+		}
+		return "Pods ready, EndpointSlices written by kube-controller-manager", nil
+	}); err != nil {
+		return fail(err)
+	}
+	kc := func(args ...string) {
+		fmt.Printf("      $ kubectl %s\n", strings.Join(args, " "))
+		out, _ := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", cluster.AdminKubeconfig}, args...)...).CombinedOutput()
+		for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+			fmt.Println("      " + l)
+		}
+	}
+	kc("get", "pods", "-n", "demo", "-o", "wide")
 	if err := step("applying examples/ with kubectl", func() (string, error) {
-		return applyExamples(ctx, kubectl, cluster.AdminKubeconfig, examples, dir, backends)
+		return applyExamples(ctx, kubectl, cluster.AdminKubeconfig, examples, dir)
 	}); err != nil {
 		return fail(err)
 	}
@@ -222,11 +255,7 @@ func run(ctx context.Context, binDir, examples, gatewayCRDs string, once bool) i
 		{"get", "httproute", "-n", "demo", "store", "-o", `jsonpath={range .status.parents[*].conditions[*]}{.type}={.status} ({.reason}){"\n"}{end}`},
 		{"get", "events", "-n", "demo", "--field-selector", "involvedObject.kind=Ingress", "-o", "custom-columns=TYPE:.type,REASON:.reason,OBJECT:.involvedObject.name,MESSAGE:.message"},
 	} {
-		fmt.Printf("      $ kubectl %s\n", strings.Join(args, " "))
-		out, _ := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", cluster.AdminKubeconfig}, args...)...).CombinedOutput()
-		for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
-			fmt.Println("      " + l)
-		}
+		kc(args...)
 	}
 	sluicectl := filepath.Join(binDir, "sluicectl")
 	_ = step("the translator's view (sluicectl config)", func() (string, error) { return "", nil })
@@ -234,16 +263,20 @@ func run(ctx context.Context, binDir, examples, gatewayCRDs string, once bool) i
 	for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 		fmt.Println("      " + l)
 	}
+	if err := scaleOut(ctx, cluster, st, kubectl, kc); err != nil {
+		return fail(err)
+	}
 	fmt.Printf(`
 Sluice is running. Try it:
   export KUBECONFIG=%s
   %s get ingress -A
   %s config --addr %s          # the translator's config, findings and pushers
   %s watch --addr %s --quiet   # the watch stream and its verified marker
+  %s -n demo scale deployment beta --replicas 2
   curl -H 'Host: shop.sluice.local' http://%s/api
 Change examples (kubectl apply, delete, edit) and watch them take effect.
 Logs: %s
-`, cluster.AdminKubeconfig, kubectl, sluicectl, st.TranslatorAddr, sluicectl, st.WatcherAddr, st.HTTPAddr(), dir)
+`, cluster.AdminKubeconfig, kubectl, sluicectl, st.TranslatorAddr, sluicectl, st.WatcherAddr, kubectl, st.HTTPAddr(), dir)
 	if !once {
 		fmt.Println("Press Ctrl-C to stop everything the demo started.")
 		<-ctx.Done()
@@ -281,30 +314,23 @@ func waitReady(ctx context.Context, url string, d time.Duration) error {
 	}
 }
 
-func applyExamples(ctx context.Context, kubectl, kubeconfig, examples, dir string, backends map[string]*testenv.Backend) (string, error) {
+func applyExamples(ctx context.Context, kubectl, kubeconfig, examples, dir string) (string, error) {
 	out := filepath.Join(dir, "examples")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return "", err
 	}
-	vars := map[string]string{}
-	for name, b := range backends {
-		vars["${"+strings.ToUpper(name)+"_IP}"] = b.Address
-		vars["${"+strings.ToUpper(name)+"_PORT}"] = strconv.Itoa(b.Port)
-	}
-	files, err := filepath.Glob(filepath.Join(examples, "*"))
+	files, err := filepath.Glob(filepath.Join(examples, "*.yaml"))
 	if err != nil {
 		return "", err
 	}
+	// Only the .yaml files: the templates (.tmpl) are the hand-written EndpointSlices for
+	// where no controller-manager runs; here kube-controller-manager writes them.
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			return "", err
 		}
-		s := string(data)
-		for k, v := range vars {
-			s = strings.ReplaceAll(s, k, v)
-		}
-		if err := os.WriteFile(filepath.Join(out, strings.TrimSuffix(filepath.Base(f), ".tmpl")), []byte(s), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(out, filepath.Base(f)), data, 0o644); err != nil {
 			return "", err
 		}
 	}
@@ -329,10 +355,8 @@ func applyExamples(ctx context.Context, kubectl, kubeconfig, examples, dir strin
 		}
 		return string(b), nil
 	}
-	// The namespace first, so that the Secret can go in before the Ingresses that use it.
-	if _, err := runK("apply", "-f", filepath.Join(out, "10-services.yaml")); err != nil {
-		return "", err
-	}
+	// The namespace exists already (10-services.yaml, with the Deployments): the Secret goes
+	// in before the Ingresses that use it.
 	if _, err := runK("-n", "demo", "create", "secret", "tls", "secure-tls", "--cert", crt, "--key", key); err != nil {
 		return "", err
 	}
@@ -341,6 +365,83 @@ func applyExamples(ctx context.Context, kubectl, kubeconfig, examples, dir strin
 		return "", err
 	}
 	return fmt.Sprintf("%d objects", strings.Count(res, "\n")+1), nil
+}
+
+// scaleOut scales Deployment alpha from 1 to 3 replicas and shows Caddy spreading
+// shop.sluice.local's requests over the new Pods; it fails unless at least two Pods answer.
+func scaleOut(ctx context.Context, cluster *testenv.Cluster, st *stack.Stack, kubectl string, kc func(...string)) error {
+	const replicas = 3
+	if err := step(fmt.Sprintf("scaling Deployment alpha to %d replicas", replicas), func() (string, error) {
+		cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", cluster.AdminKubeconfig, "-n", "demo", "scale", "deployment", "alpha", fmt.Sprintf("--replicas=%d", replicas))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("kubectl scale: %v\n%s", err, out)
+		}
+		return "", cluster.WaitDeploymentReady(ctx, "demo", "alpha", "alpha")
+	}); err != nil {
+		return err
+	}
+	kc("get", "pods", "-n", "demo", "-l", "app=alpha", "-o", "wide")
+	pods, err := cluster.Client.CoreV1().Pods("demo").List(ctx, metav1.ListOptions{LabelSelector: "app=alpha"})
+	if err != nil {
+		return err
+	}
+	var want []string
+	for _, p := range pods.Items {
+		want = append(want, p.Name)
+	}
+	// The new endpoints reach Caddy through the watcher, translator and pusher a moment
+	// after the Pods are ready: wait until each Pod has answered once.
+	if err := step("waiting until Caddy sends to every Pod of alpha", func() (string, error) {
+		seen := map[string]bool{}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if a, ok := answer(st, "shop.sluice.local", "/"); ok && slices.Contains(want, a.Pod) {
+				seen[a.Pod] = true
+			}
+			if len(seen) == len(want) {
+				return "", nil
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return "", fmt.Errorf("after a minute only %d of the Pods %v answered through Caddy", len(seen), want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}); err != nil {
+		return err
+	}
+	_ = step("sending 12 requests to shop.sluice.local through Caddy", func() (string, error) { return "", nil })
+	count := map[string]int{}
+	for i := 1; i <= 12; i++ {
+		a, ok := answer(st, "shop.sluice.local", "/")
+		who := "no answer from a backend"
+		if ok {
+			who = fmt.Sprintf("backend %s, pod %s", a.Backend, a.Pod)
+			count[a.Pod]++
+		}
+		fmt.Printf("      #%-2d http://shop.sluice.local/ -> %s\n", i, who)
+	}
+	var spread []string
+	for _, p := range want {
+		spread = append(spread, fmt.Sprintf("%s: %d", p, count[p]))
+	}
+	fmt.Printf("      answers by pod: %s\n", strings.Join(spread, ", "))
+	if len(count) < 2 {
+		return fmt.Errorf("after scaling alpha to %d replicas, only %d Pod answered 12 requests (%v): Caddy does not spread the traffic", replicas, len(count), count)
+	}
+	return nil
+}
+
+// answer sends a plain HTTP request through Caddy and returns the backend's answer.
+func answer(st *stack.Stack, host, path string) (testenv.BackendAnswer, bool) {
+	var a testenv.BackendAnswer
+	req, _ := http.NewRequest(http.MethodGet, "http://"+st.HTTPAddr()+path, nil)
+	req.Host = host
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return a, false
+	}
+	defer resp.Body.Close()
+	return a, resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&a) == nil
 }
 
 // request sends one request through Caddy and describes the answer.
@@ -375,7 +476,7 @@ func request(st *stack.Stack, scheme, host, path, header string) string {
 		if a.Path != path {
 			extra += " (backend saw path " + a.Path + ")"
 		}
-		return fmt.Sprintf("%d from backend %s%s", resp.StatusCode, a.Backend, extra)
+		return fmt.Sprintf("%d from backend %s (pod %s)%s", resp.StatusCode, a.Backend, a.Pod, extra)
 	}
 	if loc := resp.Header.Get("Location"); loc != "" {
 		return fmt.Sprintf("%d Location: %s", resp.StatusCode, loc)
