@@ -150,7 +150,14 @@ func (c *Cluster) StartWorkloads(ctx context.Context) (*Workloads, error) {
 // Workloads starts the cluster in a box's workload parts once, failing the test on an error.
 func (c *Cluster) Workloads(t testing.TB) *Workloads {
 	t.Helper()
+	c.workloadsMu.Lock()
+	started := c.workloads != nil
+	c.workloadsMu.Unlock()
+	start := time.Now()
 	w, err := c.StartWorkloads(context.Background())
+	if err == nil && !started {
+		t.Logf("testenv: controller-manager and pod runner ready in %s", time.Since(start).Round(time.Millisecond))
+	}
 	if err != nil {
 		t.Fatalf("testenv: cannot start the cluster's workloads: %v", err)
 	}
