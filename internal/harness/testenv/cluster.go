@@ -105,7 +105,7 @@ func StartCluster(ctx context.Context) (*Cluster, error) {
 	files := map[string][]byte{"ca.crt": c.CA.CertPEM}
 	if files["apiserver.crt"], files["apiserver.key"], err = c.CA.Issue(pki.CertOptions{
 		CommonName: "kube-apiserver", Server: true,
-		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kind-control-plane"},
 		IPs:      []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
 	}); err != nil {
 		return nil, err
