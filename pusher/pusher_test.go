@@ -713,9 +713,9 @@ func fixture(t *testing.T, path string, backends map[string]*testenv.Backend) *c
 // hasCertificate says whether HTTPS requests for host complete a handshake.
 func hasCertificate(res *configv1.Resources, host string) bool {
 	names := contract.HostCandidates(host)
-	for _, name := range names[:len(names)-1] {
+	for _, c := range names[:len(names)-1] {
 		for _, vh := range res.GetVirtualHosts() {
-			if vh.GetHostname() == name {
+			if vh.GetHostname() == c.Name && !c.Deep {
 				return vh.GetCertificate() != ""
 			}
 		}

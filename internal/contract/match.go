@@ -51,15 +51,19 @@ func RequestOf(scheme string, r *http.Request) Request {
 }
 
 // Match returns the route req is sent to, or nil (404). The virtual hosts that apply are
-// tried in order (the exact host, then a wildcard matching its first label, then the
-// catch-all), and within each the routes in order; the first route that matches wins.
+// tried in order (the exact host, then the wildcards of its suffixes from the longest, then
+// the catch-all), and within each the routes in order; the first route that matches wins. A
+// wildcard more than one label short of the host serves only its AnyDepth routes.
 func Match(res *configv1.Resources, req Request) *configv1.Route {
-	for _, name := range HostCandidates(req.Host) {
+	for _, c := range HostCandidates(req.Host) {
 		for _, vh := range res.GetVirtualHosts() {
-			if vh.GetHostname() != name {
+			if vh.GetHostname() != c.Name {
 				continue
 			}
 			for _, rt := range vh.GetRoutes() {
+				if c.Deep && !rt.GetAnyDepth() {
+					continue
+				}
 				if RouteMatches(rt, req) {
 					return rt
 				}
@@ -69,21 +73,36 @@ func Match(res *configv1.Resources, req Request) *configv1.Route {
 	return nil
 }
 
+// HostCandidate is a virtual host name that applies to a request's host.
+type HostCandidate struct {
+	Name string
+	// Deep: a wildcard more than one label short of the host, which serves only routes that
+	// match any depth (the Gateway API's wildcards; an Ingress's match one label).
+	Deep bool
+}
+
 // HostCandidates are the virtual host names that apply to a request for host, in the order
-// they are tried: the exact name (lower-case, without a port), a wildcard of its first
-// label, the catch-all "".
-func HostCandidates(host string) []string {
+// they are tried: the exact name (lower-case, without a port), the wildcard of each of its
+// suffixes from the longest ("*.b.example.com", then "*.example.com" as a Deep one, ...), the
+// catch-all "".
+func HostCandidates(host string) []HostCandidate {
 	host = strings.ToLower(host)
 	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
 		host = host[:i]
 	}
 	if host == "" {
-		return []string{""}
+		return []HostCandidate{{}}
 	}
-	if i := strings.IndexByte(host, '.'); i > 0 {
-		return []string{host, "*" + host[i:], ""}
+	out := []HostCandidate{{Name: host}}
+	for i, deep := strings.IndexByte(host, '.'), false; i > 0 && i < len(host)-1; deep = true {
+		out = append(out, HostCandidate{Name: "*" + host[i:], Deep: deep})
+		next := strings.IndexByte(host[i+1:], '.')
+		if next < 0 {
+			break
+		}
+		i += 1 + next
 	}
-	return []string{host, ""}
+	return append(out, HostCandidate{})
 }
 
 // SchemeMatches reports whether a route of scheme s is served to a request that came in over

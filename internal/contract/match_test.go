@@ -245,3 +245,39 @@ func TestCheckRouteNamesTheFieldAtFault(t *testing.T) {
 		}
 	}
 }
+
+// Wildcard depth (docs/translation.md): an Ingress's wildcard serves exactly one label in front
+// of its suffix, a Gateway API route's (AnyDepth) any number; the most specific host still
+// wins, and a deeper name falls through a one-label route to a broader any-depth one.
+func TestWildcardDepthFollowsEachAPI(t *testing.T) {
+	if got := HostCandidates("A.b.Example.com:8080"); len(got) != 5 ||
+		got[0] != (HostCandidate{Name: "a.b.example.com"}) || got[1] != (HostCandidate{Name: "*.b.example.com"}) ||
+		got[2] != (HostCandidate{Name: "*.example.com", Deep: true}) || got[3] != (HostCandidate{Name: "*.com", Deep: true}) || got[4] != (HostCandidate{}) {
+		t.Fatalf("HostCandidates = %+v", got)
+	}
+	res := &configv1.Resources{VirtualHosts: []*configv1.VirtualHost{
+		{Hostname: "*.ingress.example", Routes: []*configv1.Route{{Name: "ingress", Path: prefix("/")}}},
+		{Hostname: "*.gateway.example", Routes: []*configv1.Route{{Name: "gateway", Path: prefix("/"), AnyDepth: true}}},
+		{Hostname: "*.b.gateway.example", Routes: []*configv1.Route{{Name: "specific", Path: prefix("/only")}}},
+		{Hostname: "*.mixed.example", Routes: []*configv1.Route{{Name: "mixed-ingress", Path: prefix("/i")}, {Name: "mixed-gateway", Path: prefix("/"), AnyDepth: true}}},
+	}}
+	for _, tc := range []struct{ host, path, want string }{
+		{"a.ingress.example", "/", "ingress"},
+		{"a.b.ingress.example", "/", ""},
+		{"a.gateway.example", "/", "gateway"},
+		{"a.b.c.gateway.example", "/", "gateway"},
+		{"gateway.example", "/", ""},
+		{"x.b.gateway.example", "/only", "specific"},
+		{"x.b.gateway.example", "/other", "gateway"},
+		{"a.mixed.example", "/i", "mixed-ingress"},
+		{"a.b.mixed.example", "/i", "mixed-gateway"},
+	} {
+		got := ""
+		if rt := Match(res, req(t, "http", "GET", tc.host, tc.path)); rt != nil {
+			got = rt.GetName()
+		}
+		if got != tc.want {
+			t.Errorf("%s%s matched %q, want %q", tc.host, tc.path, got, tc.want)
+		}
+	}
+}

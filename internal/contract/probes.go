@@ -65,6 +65,12 @@ func Probes(res *configv1.Resources) []Request {
 				for _, r := range variants {
 					r.Path = p
 					out = append(out, r)
+					// A wildcard host is probed two labels deep as well, where only its
+					// any-depth routes apply.
+					if strings.HasPrefix(vh.GetHostname(), "*.") {
+						r.Host = "y." + host
+						out = append(out, r)
+					}
 				}
 			}
 		}

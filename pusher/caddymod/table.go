@@ -12,7 +12,7 @@
 //     certificates, the state hash) before anything is swapped: it applies entirely or not at
 //     all. 409 means "not at that base: send the complete state", 422 "this config is bad".
 //   - http.handlers.sluice: the router. It matches a request exactly as contract.Match does
-//     (the exact host, a one-label wildcard, the catch-all; in each the routes in order;
+//     (the exact host, its suffixes' wildcards, the catch-all; in each the routes in order;
 //     the listener's scheme, Exact, Prefix and regular-expression paths, the method, header
 //     and query matches), answers 404 when nothing matches, a route's redirect itself, and
 //     503 when the route has no ready endpoints; otherwise it picks a backend by weight,
@@ -23,8 +23,8 @@
 //     health). Routing and proxying are split this way because reverse_proxy's dynamic
 //     upstreams are its supported hook for per-request upstreams: nothing of the proxy is
 //     written here.
-//   - tls.get_certificate.sluice: the certificate for a handshake's SNI (exact host, then a
-//     one-label wildcard), from the same table, so a new or renewed Secret needs no reload
+//   - tls.get_certificate.sluice: the certificate for a handshake's SNI (exact host, then the
+//     most specific wildcard serving it), from the same table, so a new or renewed Secret needs no reload
 //     either; with tls.permission.sluice, which refuses every on-demand issuance, the table
 //     is the only source of certificates.
 package caddymod
@@ -68,6 +68,7 @@ type Table struct {
 type vhost struct {
 	cert   string
 	routes []*route
+	deep   bool // a route matches any depth (contract.HostCandidate.Deep)
 }
 
 type route struct {
@@ -246,6 +247,7 @@ func compileHost(vh *configv1.VirtualHost, rf *refusals) *vhost {
 			continue
 		}
 		h.routes = append(h.routes, r)
+		h.deep = h.deep || rt.GetAnyDepth()
 	}
 	return h
 }
@@ -309,12 +311,15 @@ func parseCert(c *configv1.Certificate, rf *refusals) *tls.Certificate {
 // Match returns the route for a request, nil when none matches (404): contract.Match, with
 // the matches compiled.
 func (t *Table) Match(req contract.Request) *route {
-	for _, name := range contract.HostCandidates(req.Host) {
-		vh, ok := t.hosts.get(name)
-		if !ok {
+	for _, c := range contract.HostCandidates(req.Host) {
+		vh, ok := t.hosts.get(c.Name)
+		if !ok || (c.Deep && !vh.deep) {
 			continue
 		}
 		for _, r := range vh.routes {
+			if c.Deep && !r.rt.GetAnyDepth() {
+				continue
+			}
 			if r.matches(req) {
 				return r
 			}
@@ -414,11 +419,12 @@ func (t *Table) pick(r *route) *backend {
 }
 
 // Certificate returns the certificate for a handshake's server name: the exact host's, else
-// a one-label wildcard's (no catch-all: a name without a certificate fails the handshake).
+// the most specific wildcard's that serves the name (one label, or any depth for a host with
+// such routes; no catch-all: a name without a certificate fails the handshake).
 func (t *Table) Certificate(serverName string) *tls.Certificate {
 	names := contract.HostCandidates(serverName)
-	for _, name := range names[:len(names)-1] {
-		if vh, _ := t.hosts.get(name); vh != nil && vh.cert != "" {
+	for _, c := range names[:len(names)-1] {
+		if vh, _ := t.hosts.get(c.Name); vh != nil && vh.cert != "" && (!c.Deep || vh.deep) {
 			c, _ := t.certs.get(vh.cert)
 			return c
 		}

@@ -763,6 +763,8 @@ func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
 						seen[key] = true
 						route := proto.Clone(tmpl).(*configv1.Route)
 						route.Scheme = lo.scheme
+						// The Gateway API's wildcard hostnames match any number of labels.
+						route.AnyDepth = isWildcard(h)
 						route.Name = fmt.Sprintf("httproute/%s/%s/rules[%d]/matches[%d]/%s", rt.Namespace, rt.Name, ri, mi, schemeName(lo.scheme))
 						prec := r.precs[mi]
 						prec.scheme = lo.scheme

@@ -1715,8 +1715,9 @@ func (x *Resources) GetFindings() []*Finding {
 // VirtualHost groups the routes of one host name.
 type VirtualHost struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Hostname is an exact name ("foo.example.com"), a wildcard matching exactly one label
-	// ("*.example.com"), or empty for requests of any host.
+	// Hostname is an exact name ("foo.example.com"), a wildcard ("*.example.com": its routes
+	// serve one label in front of the suffix, and any number of labels where Route.any_depth
+	// says so), or empty for requests of any host.
 	Hostname string `protobuf:"bytes,1,opt,name=hostname,proto3" json:"hostname,omitempty"`
 	// Certificate names an entry of Resources.certificates; empty when the host is not served
 	// over HTTPS.
@@ -1803,7 +1804,12 @@ type Route struct {
 	Rewrite *Rewrite `protobuf:"bytes,12,opt,name=rewrite,proto3" json:"rewrite,omitempty"`
 	// Scheme says on which of the proxy's listeners the route is served: both (Ingress), or
 	// only plain HTTP or only HTTPS (a Gateway API listener's protocol).
-	Scheme        RouteScheme `protobuf:"varint,13,opt,name=scheme,proto3,enum=sluice.config.v1.RouteScheme" json:"scheme,omitempty"`
+	Scheme RouteScheme `protobuf:"varint,13,opt,name=scheme,proto3,enum=sluice.config.v1.RouteScheme" json:"scheme,omitempty"`
+	// AnyDepth, on a route of a wildcard virtual host ("*.example.com"), also serves names with
+	// more than one label in front of the suffix ("a.b.example.com"): the Gateway API's
+	// wildcards match any depth, an Ingress's exactly one label. A more specific virtual host
+	// is still tried first.
+	AnyDepth      bool `protobuf:"varint,14,opt,name=any_depth,json=anyDepth,proto3" json:"any_depth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1927,6 +1933,13 @@ func (x *Route) GetScheme() RouteScheme {
 		return x.Scheme
 	}
 	return RouteScheme_ROUTE_SCHEME_UNSPECIFIED
+}
+
+func (x *Route) GetAnyDepth() bool {
+	if x != nil {
+		return x.AnyDepth
+	}
+	return false
 }
 
 // QueryMatch matches one query parameter (names are case-sensitive), which must be present:
@@ -3182,7 +3195,7 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\vVirtualHost\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12 \n" +
 	"\vcertificate\x18\x02 \x01(\tR\vcertificate\x12/\n" +
-	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xb6\x05\n" +
+	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xd3\x05\n" +
 	"\x05Route\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x04path\x18\x02 \x01(\v2\x1b.sluice.config.v1.PathMatchR\x04path\x127\n" +
@@ -3197,7 +3210,8 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	" \x01(\v2 .sluice.config.v1.HeaderModifierR\x0fresponseHeaders\x126\n" +
 	"\bredirect\x18\v \x01(\v2\x1a.sluice.config.v1.RedirectR\bredirect\x123\n" +
 	"\arewrite\x18\f \x01(\v2\x19.sluice.config.v1.RewriteR\arewrite\x125\n" +
-	"\x06scheme\x18\r \x01(\x0e2\x1d.sluice.config.v1.RouteSchemeR\x06scheme\"l\n" +
+	"\x06scheme\x18\r \x01(\x0e2\x1d.sluice.config.v1.RouteSchemeR\x06scheme\x12\x1b\n" +
+	"\tany_depth\x18\x0e \x01(\bR\banyDepth\"l\n" +
 	"\n" +
 	"QueryMatch\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
