@@ -27,6 +27,8 @@ type podState struct {
 	started time.Time
 	policy  corev1.RestartPolicy
 	hostIP  string
+	// retry: a Secret or ConfigMap the Pod needs was missing; sync starts it over.
+	retry bool
 
 	mu          sync.Mutex
 	sb          *sandbox

@@ -24,6 +24,10 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
+// configRetry is how long a Pod whose Secret or ConfigMap is missing waits before the runner
+// tries again.
+const configRetry = 2 * time.Second
+
 // Config configures a Runner.
 type Config struct {
 	// Client has the rights of a kubelet that may read and bind every Pod (the tests give it
@@ -198,6 +202,13 @@ func (r *Runner) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	if st != nil && st.retry && pod.DeletionTimestamp == nil {
+		// A Secret or ConfigMap it needs was missing: start over, as a kubelet retries
+		// mounting volumes and resolving the environment until they exist.
+		st.kill()
+		r.drop(key, st)
+		st = nil
+	}
 	if st != nil && st.uid != pod.UID { // the name was reused: the old Pod is gone
 		st.kill()
 		r.drop(key, st)
@@ -259,6 +270,10 @@ func (r *Runner) takeUp(ctx context.Context, key string, pod *corev1.Pod) *podSt
 			reason = ce.reason
 		}
 		log.Warn("pod cannot start", "reason", reason, "error", msg)
+		if reason == ReasonConfigError {
+			st.retry = true
+			r.queue.AddAfter(key, configRetry)
+		}
 		st.mu.Lock()
 		for _, c := range st.containers {
 			c.view.waitingReason, c.view.waitingMessage = reason, msg
@@ -292,6 +307,10 @@ func (r *Runner) takeUp(ctx context.Context, key string, pod *corev1.Pod) *podSt
 				reason = ce.reason
 			}
 			log.Warn("container cannot start", "container", c.spec.Name, "reason", reason, "error", msg)
+			if reason == ReasonConfigError && !st.retry {
+				st.retry = true
+				r.queue.AddAfter(key, configRetry)
+			}
 			st.mu.Lock()
 			c.view.waitingReason, c.view.waitingMessage = reason, msg
 			st.mu.Unlock()

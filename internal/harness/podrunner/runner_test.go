@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -489,5 +490,34 @@ func (b *box) pod2(name, what string, cond func(*corev1.Pod) error) {
 			return false, err
 		}
 		return true, nil
+	})
+}
+
+// A Pod whose Secret does not exist yet waits with CreateContainerConfigError and starts once
+// the Secret is created, as a kubelet retries mounting it (the conformance suite creates its
+// Deployments before their certificates' Secrets).
+func TestMissingSecretIsRetriedUntilItExists(t *testing.T) {
+	b := newBox(t)
+	p := backendPod("late-secret", nil)
+	p.Spec.Volumes = []corev1.Volume{{Name: "cert", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "late"}}}}
+	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "cert", MountPath: "/etc/cert"}}
+	b.pod(p, "CreateContainerConfigError naming the Secret", func(p *corev1.Pod) error {
+		if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Waiting == nil {
+			return fmt.Errorf("status %+v", p.Status)
+		}
+		if w := p.Status.ContainerStatuses[0].State.Waiting; w.Reason != podrunner.ReasonConfigError || !strings.Contains(w.Message, `"late"`) {
+			return fmt.Errorf("waiting %+v", w)
+		}
+		return nil
+	})
+	if _, err := b.c.Client.CoreV1().Secrets(b.ns).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "late"},
+		Data: map[string][]byte{"k": []byte("v")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.pod2("late-secret", "the pod ready once its Secret exists", func(p *corev1.Pod) error {
+		if !ready(*p) {
+			return fmt.Errorf("not ready: %+v", p.Status.ContainerStatuses)
+		}
+		return nil
 	})
 }
