@@ -145,20 +145,25 @@ func sample(b *strings.Builder, re *syntax.Regexp) {
 type Outcome struct {
 	// Route is the route matched, nil for none (Status 404).
 	Route *configv1.Route
-	// Status is 404 (no route), the redirect's code, 503 (no backend of the route has a
-	// ready endpoint) or 200 (proxied).
+	// Status is 404 (no route), the redirect's code, 500 (the route has an invalid share
+	// and no backend with a ready endpoint), 503 (no backend of the route has a ready
+	// endpoint, and no invalid share) or 200 (proxied).
 	Status   int
 	Location string
 	// Backends are the names of the route's backends that may answer (those with a ready
 	// endpoint), when proxied.
 	Backends []string
+	// InvalidShare, when proxied: the route's InvalidWeight is set, so a request may be
+	// answered 500 instead, for that share of the traffic (the module draws it by weight;
+	// stock Caddy gives that share to the backends: docs/translation.md).
+	InvalidShare bool
 	// Host, Path and Header are what the backend receives (Forwarded), when proxied.
 	Host, Path string
 	Header     http.Header
 }
 
 // OutcomeOf is the Outcome of req under res: Match, then the route's redirect, its
-// backends' readiness, and Forwarded.
+// backends' readiness and its invalid share, and Forwarded.
 func OutcomeOf(res *configv1.Resources, req Request) Outcome {
 	rt := Match(res, req)
 	if rt == nil {
@@ -167,7 +172,7 @@ func OutcomeOf(res *configv1.Resources, req Request) Outcome {
 	if loc, code := RedirectLocation(rt, req); code != 0 {
 		return Outcome{Route: rt, Status: code, Location: loc}
 	}
-	o := Outcome{Route: rt, Status: http.StatusServiceUnavailable}
+	o := Outcome{Route: rt, Status: http.StatusServiceUnavailable, InvalidShare: rt.GetInvalidWeight() > 0}
 	for _, wb := range rt.GetBackends() {
 		for _, b := range res.GetBackends() {
 			if b.GetName() != wb.GetBackend() {
@@ -181,9 +186,13 @@ func OutcomeOf(res *configv1.Resources, req Request) Outcome {
 			}
 		}
 	}
-	if len(o.Backends) > 0 {
+	switch {
+	case len(o.Backends) > 0:
 		o.Status = http.StatusOK
 		o.Host, o.Path, o.Header = Forwarded(rt, req)
+	case o.InvalidShare:
+		// Nothing valid can take the request: the Gateway API's 500 for invalid backends.
+		o.Status = http.StatusInternalServerError
 	}
 	return o
 }

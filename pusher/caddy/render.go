@@ -241,7 +241,7 @@ func servedOn(rt *configv1.Route, scheme string) bool {
 const pathCapture = "sluice"
 
 // route renders rt for the server of scheme: its matchers, then what it does (a redirect,
-// 503 without ready endpoints, or the rewrite, the header modifiers and reverse_proxy).
+// 500 for an invalid share without ready endpoints, 503 without ready endpoints, or the rewrite, the header modifiers and reverse_proxy).
 func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme string) (obj, error) {
 	// Caddy would refuse the whole document for a bad expression, naming no route.
 	if err := contract.CheckRoute(rt); err != nil {
@@ -275,6 +275,13 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 			weights = append(weights, int(wb.GetWeight()))
 			distinct[wb.GetWeight()] = true
 		}
+	}
+	// The invalid share (the Gateway API's invalid backendRefs) is answered 500 only when
+	// nothing valid is ready: Caddy has no weighted choice between a static response and an
+	// upstream, so a share beside ready backends goes to them (docs/translation.md).
+	if len(upstreams) == 0 && rt.GetInvalidWeight() > 0 {
+		r["handle"] = []any{obj{"handler": "static_response", "status_code": 500, "body": "invalid backend reference\n"}}
+		return r, nil
 	}
 	if len(upstreams) == 0 {
 		r["handle"] = []any{obj{"handler": "static_response", "status_code": 503, "body": "no ready endpoints\n"}}

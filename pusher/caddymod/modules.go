@@ -123,7 +123,8 @@ func answer(w http.ResponseWriter, err error) error {
 }
 
 // Router routes a request by the table (http.handlers.sluice): 404 without a route, the
-// route's redirect answered directly, 503 without ready endpoints, else the request is
+// route's redirect answered directly, 500 for the route's invalid share, 503 without ready
+// endpoints, else the request is
 // rewritten and its headers changed as the route says (contract.Forwarded) and handed to
 // the next handler (reverse_proxy with the sluice upstreams) with the chosen backend,
 // within the route's timeout; the route's response header modifier changes the response.
@@ -154,7 +155,10 @@ func (Router) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 		w.WriteHeader(code)
 		return nil
 	}
-	b := t.pick(rt)
+	b, invalid := t.pick(rt)
+	if invalid {
+		return plain(w, http.StatusInternalServerError, "invalid backend reference\n")
+	}
 	if b == nil {
 		return plain(w, http.StatusServiceUnavailable, "no ready endpoints\n")
 	}

@@ -391,17 +391,17 @@ func (q queryMatch) accepts(query url.Values) bool {
 	return v == q.value
 }
 
-// pick chooses a backend of r by weight among those with ready endpoints; nil when none has
-// any (503).
-func (t *Table) pick(r *route) *backend {
-	var total uint32
+// pick chooses, by weight, a backend of r among those with ready endpoints, or r's invalid
+// share (invalid: answer 500); nil and not invalid when there is neither (503).
+func (t *Table) pick(r *route) (b *backend, invalid bool) {
+	total := r.rt.GetInvalidWeight()
 	for _, wb := range r.backends {
 		if b, _ := t.backends.get(wb.GetBackend()); b != nil && len(b.upstreams) > 0 {
 			total += max(wb.GetWeight(), 1)
 		}
 	}
 	if total == 0 {
-		return nil
+		return nil, false
 	}
 	n := rand.Uint32N(total)
 	for _, wb := range r.backends {
@@ -410,12 +410,12 @@ func (t *Table) pick(r *route) *backend {
 			continue
 		}
 		if w := max(wb.GetWeight(), 1); n < w {
-			return b
+			return b, false
 		} else {
 			n -= w
 		}
 	}
-	return nil
+	return nil, true
 }
 
 // Certificate returns the certificate for a handshake's server name: the exact host's, else

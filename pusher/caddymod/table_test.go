@@ -133,7 +133,7 @@ func TestTableMatchesLikeTheReference(t *testing.T) {
 }
 
 // The router does to every probe what the reference says (contract.OutcomeOf): 404, the
-// redirect (status and Location), 503, or the request handed on to a backend of the route
+// redirect (status and Location), 500 (the route's invalid share), 503, or the request handed on to a backend of the route
 // with the rewritten Host and path and the modified request headers; the response header
 // modifier changes what the backend answered.
 func TestRouterDoesWhatTheReferenceSays(t *testing.T) {
@@ -156,6 +156,9 @@ func TestRouterDoesWhatTheReferenceSays(t *testing.T) {
 				want := contract.OutcomeOf(res, req)
 				got := routeThrough(t, req, upstreams)
 				what := fmt.Sprintf("%s %s://%s%s?%s %v", req.Method, req.Scheme, req.Host, req.Path, req.RawQuery, req.Header)
+				if want.InvalidShare && want.Status == http.StatusOK && got.status == http.StatusInternalServerError {
+					continue // the route's invalid share was drawn
+				}
 				if got.status != want.Status || got.location != want.Location {
 					t.Errorf("%s: %d %q, want %d %q (route %s)", what, got.status, got.location, want.Status, want.Location, want.Route.GetName())
 					continue
@@ -334,5 +337,66 @@ func TestDeltaAppliesWholeOrNotAtAll(t *testing.T) {
 	}
 	if before.Match(get("new.example.com", "/")) != nil {
 		t.Fatal("the previous table changed: a table must never change once served")
+	}
+}
+
+// The Gateway API's invalid backendRefs: a route's invalid share is answered 500 in its
+// proportion of the weight against the backends with a ready endpoint (a backend without
+// one drops out of the draw, the invalid share never does); a route with only the invalid
+// share answers 500, one with neither 503.
+func TestInvalidShareAnswers500ByWeight(t *testing.T) {
+	ready := &configv1.Backend{Name: "ready", Endpoints: []*configv1.Endpoint{{Address: "10.0.0.1", Port: 80, Ready: true}}}
+	idle := &configv1.Backend{Name: "idle"}
+	routeTo := func(invalid uint32, wbs ...*configv1.WeightedBackend) *configv1.Config {
+		res := &configv1.Resources{
+			VirtualHosts: []*configv1.VirtualHost{{Hostname: "a.example.com", Routes: []*configv1.Route{{Name: "r",
+				Path: &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: "/"}, Backends: wbs, InvalidWeight: invalid}}}},
+			Backends: []*configv1.Backend{idle, ready},
+		}
+		return &configv1.Config{Epoch: "e", Version: 1, Hash: contract.Hash(res), Resources: res}
+	}
+	for _, c := range []struct {
+		name    string
+		cfg     *configv1.Config
+		invalid int // of 1000 draws, about
+		want503 bool
+	}{
+		{name: "one valid, one invalid of equal weight", cfg: routeTo(1, &configv1.WeightedBackend{Backend: "ready", Weight: 1}), invalid: 500},
+		{name: "invalid share 1 of 4", cfg: routeTo(10, &configv1.WeightedBackend{Backend: "ready", Weight: 30}), invalid: 250},
+		{name: "only an invalid share", cfg: routeTo(1), invalid: 1000},
+		{name: "invalid share and a backend without endpoints", cfg: routeTo(1, &configv1.WeightedBackend{Backend: "idle", Weight: 5}), invalid: 1000},
+		{name: "no invalid share, no ready endpoint", cfg: routeTo(0, &configv1.WeightedBackend{Backend: "idle", Weight: 1}), want503: true},
+		{name: "no invalid share", cfg: routeTo(0, &configv1.WeightedBackend{Backend: "ready", Weight: 1})},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := &Store{}
+			if err := s.Replace(c.cfg); err != nil {
+				t.Fatal(err)
+			}
+			tb := s.Current()
+			r := tb.Match(get("a.example.com", "/"))
+			const draws = 1000
+			invalid, unavailable := 0, 0
+			for range draws {
+				b, inv := tb.pick(r)
+				switch {
+				case inv:
+					invalid++
+				case b == nil:
+					unavailable++
+				}
+			}
+			if c.want503 != (unavailable == draws) || (!c.want503 && unavailable != 0) {
+				t.Fatalf("%d of %d draws found no backend, want 503: %v", unavailable, draws, c.want503)
+			}
+			// Within 10 standard deviations of a fair draw: never flaky, still exact at 0 and 1000.
+			if d := invalid - c.invalid; d < -160 || d > 160 || (c.invalid == 0) != (invalid == 0) || (c.invalid == draws) != (invalid == draws) {
+				t.Fatalf("%d of %d draws were the invalid share, want about %d", invalid, draws, c.invalid)
+			}
+			want := contract.OutcomeOf(c.cfg.GetResources(), get("a.example.com", "/"))
+			if (c.invalid == draws) != (want.Status == http.StatusInternalServerError) || (c.invalid > 0) != want.InvalidShare || c.want503 != (want.Status == http.StatusServiceUnavailable) {
+				t.Fatalf("the reference says %d (invalid share %v)", want.Status, want.InvalidShare)
+			}
+		})
 	}
 }

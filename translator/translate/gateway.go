@@ -962,14 +962,21 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 			if br.Weight != nil {
 				weight = *br.Weight
 			}
-			// An invalid backend's share goes to the valid ones; weight 0 is never chosen (and
-			// so not referred to).
+			// An invalid backend's share is answered 500, as the Gateway API asks; weight 0 is
+			// never chosen (and so not referred to).
 			switch {
 			case name != "" && weight > 0:
 				tmpl.Backends = append(tmpl.Backends, &configv1.WeightedBackend{Backend: name, Weight: uint32(weight)})
 			case name != "":
 				out.refs = out.refs[:len(out.refs)-1]
+			case weight > 0:
+				tmpl.InvalidWeight += uint32(weight)
 			}
+		}
+		// A rule with no backend to take traffic (none listed, or every weight 0) answers
+		// 500, as one whose backends are all invalid.
+		if len(tmpl.Backends) == 0 && tmpl.InvalidWeight == 0 {
+			tmpl.InvalidWeight = 1
 		}
 	}
 

@@ -1809,7 +1809,14 @@ type Route struct {
 	// more than one label in front of the suffix ("a.b.example.com"): the Gateway API's
 	// wildcards match any depth, an Ingress's exactly one label. A more specific virtual host
 	// is still tried first.
-	AnyDepth      bool `protobuf:"varint,14,opt,name=any_depth,json=anyDepth,proto3" json:"any_depth,omitempty"`
+	AnyDepth bool `protobuf:"varint,14,opt,name=any_depth,json=anyDepth,proto3" json:"any_depth,omitempty"`
+	// InvalidWeight is the share of the traffic that belongs to backend references that do
+	// not resolve (the Gateway API's invalid backendRefs; a rule without any backend to take
+	// traffic). A request is given to it or to one of the backends, by weight, among those
+	// with a ready endpoint (weight 0 counting as 1); given to it, the request is answered
+	// 500. When no backend has a ready endpoint, every request is answered 500 if this is set,
+	// 503 if it is 0. It is 0 for an Ingress's routes, whose missing backends answer 503.
+	InvalidWeight uint32 `protobuf:"varint,15,opt,name=invalid_weight,json=invalidWeight,proto3" json:"invalid_weight,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1940,6 +1947,13 @@ func (x *Route) GetAnyDepth() bool {
 		return x.AnyDepth
 	}
 	return false
+}
+
+func (x *Route) GetInvalidWeight() uint32 {
+	if x != nil {
+		return x.InvalidWeight
+	}
+	return 0
 }
 
 // QueryMatch matches one query parameter (names are case-sensitive), which must be present:
@@ -3195,7 +3209,7 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\vVirtualHost\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12 \n" +
 	"\vcertificate\x18\x02 \x01(\tR\vcertificate\x12/\n" +
-	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xd3\x05\n" +
+	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xfa\x05\n" +
 	"\x05Route\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x04path\x18\x02 \x01(\v2\x1b.sluice.config.v1.PathMatchR\x04path\x127\n" +
@@ -3211,7 +3225,8 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\bredirect\x18\v \x01(\v2\x1a.sluice.config.v1.RedirectR\bredirect\x123\n" +
 	"\arewrite\x18\f \x01(\v2\x19.sluice.config.v1.RewriteR\arewrite\x125\n" +
 	"\x06scheme\x18\r \x01(\x0e2\x1d.sluice.config.v1.RouteSchemeR\x06scheme\x12\x1b\n" +
-	"\tany_depth\x18\x0e \x01(\bR\banyDepth\"l\n" +
+	"\tany_depth\x18\x0e \x01(\bR\banyDepth\x12%\n" +
+	"\x0einvalid_weight\x18\x0f \x01(\rR\rinvalidWeight\"l\n" +
 	"\n" +
 	"QueryMatch\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
