@@ -86,6 +86,12 @@ func (t *Translator) TakeGatewayStatusChanges() []*watchv1.ObjectKey {
 	return out
 }
 
+// SupportedFeatures are the Gateway API features Sluice declares on its GatewayClasses
+// (status.supportedFeatures), in ascending order: exactly those whose conformance tests all
+// pass, as internal/harness/conformance checks by running the suite with what a GatewayClass
+// declares.
+var SupportedFeatures = []string{"Gateway", "HTTPRoute", "ReferenceGrant"}
+
 // GatewayStatus is the desired status of one Gateway API object, nil when it is not served;
 // lb and manage are the published addresses and whether they are known.
 func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBalancerIngress, manage bool) *watchv1.GatewayAPIStatus {
@@ -100,6 +106,7 @@ func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBal
 		}
 		st.Uid = string(c.UID)
 		st.Conditions = []*watchv1.Condition{cond("Accepted", condTrue, "Accepted", "accepted by "+t.gatewayControllerName(), c.Generation)}
+		st.SupportedFeatures = append([]string(nil), SupportedFeatures...)
 	case "Gateway":
 		o := t.gw.gwOut[k]
 		if o == nil || !o.ours {

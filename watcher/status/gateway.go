@@ -240,10 +240,15 @@ func decideGatewayReport(in gatewayInput, r *watchv1.GatewayAPIStatus, refused b
 			return gatewayDecision{why: whyNotOurs}
 		}
 		conds := conditionsOf(r.GetConditions(), c.Status.Conditions, in.now)
-		if equality.Semantic.DeepEqual(emptyNil(conds), emptyNil(c.Status.Conditions)) {
+		var features []gwv1.SupportedFeature
+		for _, f := range r.GetSupportedFeatures() {
+			features = append(features, gwv1.SupportedFeature{Name: gwv1.FeatureName(f)})
+		}
+		if equality.Semantic.DeepEqual(emptyNil(conds), emptyNil(c.Status.Conditions)) &&
+			equality.Semantic.DeepEqual(emptyNil(features), emptyNil(c.Status.SupportedFeatures)) {
 			return gatewayDecision{why: whyEqual}
 		}
-		return gatewayDecision{write: true, status: map[string]any{"conditions": nilIfEmpty(conds)}}
+		return gatewayDecision{write: true, status: map[string]any{"conditions": nilIfEmpty(conds), "supportedFeatures": nilIfEmpty(features)}}
 	case KindGateway:
 		g := in.obj.gw
 		if in.classController != in.controller {

@@ -175,6 +175,7 @@ func TestWriterWritesGatewayAPIStatusesToTheAPIServer(t *testing.T) {
 	uid := func(kind, ns, name string) string { return string(a.get(kind, ns, name, nil).GetUID()) }
 	classReport := report(KindGatewayClass, "", ourClass, uid(KindGatewayClass, "", ourClass))
 	classReport.Conditions = []*watchv1.Condition{wcond("Accepted", "True", "Accepted", 1)}
+	classReport.SupportedFeatures = []string{"Gateway", "HTTPRoute", "ReferenceGrant"}
 	theirClassReport := report(KindGatewayClass, "", theirClass, uid(KindGatewayClass, "", theirClass))
 	theirClassReport.Conditions = classReport.Conditions
 	gwReport := report(KindGateway, ns, "gw", uid(KindGateway, ns, "gw"))
@@ -196,6 +197,10 @@ func TestWriterWritesGatewayAPIStatusesToTheAPIServer(t *testing.T) {
 	a.get(KindGatewayClass, "", ourClass, &gc)
 	if len(gc.Status.Conditions) != 1 || gc.Status.Conditions[0].Status != "True" || !gc.Status.Conditions[0].LastTransitionTime.Equal(&now) {
 		t.Fatalf("our GatewayClass shows %+v, want Accepted=True since the injected now", gc.Status.Conditions)
+	}
+	// The features the report declares, as the conformance suite reads them.
+	if f := gc.Status.SupportedFeatures; len(f) != 3 || f[0].Name != "Gateway" || f[1].Name != "HTTPRoute" || f[2].Name != "ReferenceGrant" {
+		t.Fatalf("our GatewayClass declares %+v, want Gateway, HTTPRoute, ReferenceGrant", f)
 	}
 	var other gwv1.GatewayClass
 	a.get(KindGatewayClass, "", theirClass, &other)

@@ -96,6 +96,7 @@ func TestDecideGatewayStatus(t *testing.T) {
 	accepted := func(gen int64) *watchv1.GatewayAPIStatus {
 		r := report(KindGatewayClass, "", "gc", "u-gc")
 		r.Conditions = []*watchv1.Condition{wcond("Accepted", "True", "Accepted", gen)}
+		r.SupportedFeatures = []string{"HTTPRoute"}
 		return r
 	}
 	theirParent := parent(theirs, "other-gw", "", cond("Accepted", "True", "Accepted", 7, then))
@@ -136,7 +137,7 @@ func TestDecideGatewayStatus(t *testing.T) {
 		name: "GatewayClassOfOursGetsAcceptedAtNow", kind: KindGatewayClass,
 		obj:        gatewayClass(ours, cond("Accepted", "Unknown", "Pending", 0, metav1.NewTime(time.Unix(0, 0)))),
 		report:     accepted(1),
-		wantStatus: `{"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"Accepted","message":"Accepted"}]}`,
+		wantStatus: `{"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"Accepted","message":"Accepted"}],"supportedFeatures":[{"name":"HTTPRoute"}]}`,
 	}, {
 		name: "GatewayClassOfAnotherControllerUntouched", kind: KindGatewayClass,
 		obj: gatewayClass(theirs), report: accepted(1), wantWhy: whyNotOurs,
@@ -152,7 +153,7 @@ func TestDecideGatewayStatus(t *testing.T) {
 	}, {
 		name: "ConditionTimeKeptWhenItsStatusIsUnchanged", kind: KindGatewayClass,
 		obj: gatewayClass(ours, cond("Accepted", "True", "Accepted", 1, then)), report: accepted(2),
-		wantStatus: `{"conditions":[{"type":"Accepted","status":"True","observedGeneration":2,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Accepted","message":"Accepted"}]}`,
+		wantStatus: `{"conditions":[{"type":"Accepted","status":"True","observedGeneration":2,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Accepted","message":"Accepted"}],"supportedFeatures":[{"name":"HTTPRoute"}]}`,
 	}, {
 		name: "AbsentObject", kind: KindGatewayClass, report: accepted(1), wantWhy: whyAbsent,
 	}, {
@@ -363,7 +364,7 @@ func TestDecideGatewayBindsReportsToTheTranslatorClass(t *testing.T) {
 	routeReport.Parents = []*watchv1.RouteParentStatus{{ParentRef: &watchv1.ParentReference{Name: "gw"},
 		Conditions: []*watchv1.Condition{wcond("Accepted", "True", "Accepted", 1)}}}
 	ourParent := parent(ours, "gw", "", cond("Accepted", "False", "NotAllowedByListeners", 1, then))
-	accepted := `{"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"Accepted","message":"Accepted"}]}`
+	accepted := `{"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"Accepted","message":"Accepted"}],"supportedFeatures":null}`
 
 	cases := []struct {
 		name            string

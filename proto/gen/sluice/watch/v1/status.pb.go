@@ -282,9 +282,12 @@ type GatewayAPIStatus struct {
 	// Parents of an HTTPRoute: one per parentRef this controller handles, in spec order.
 	Parents []*RouteParentStatus `protobuf:"bytes,8,rep,name=parents,proto3" json:"parents,omitempty"`
 	// Findings are recorded as Events on the object, as an Ingress's are.
-	Findings      []*StatusFinding `protobuf:"bytes,9,rep,name=findings,proto3" json:"findings,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Findings []*StatusFinding `protobuf:"bytes,9,rep,name=findings,proto3" json:"findings,omitempty"`
+	// SupportedFeatures of a GatewayClass: the Gateway API features its controller supports
+	// (status.supportedFeatures), in ascending order as the API requires.
+	SupportedFeatures []string `protobuf:"bytes,10,rep,name=supported_features,json=supportedFeatures,proto3" json:"supported_features,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GatewayAPIStatus) Reset() {
@@ -376,6 +379,13 @@ func (x *GatewayAPIStatus) GetParents() []*RouteParentStatus {
 func (x *GatewayAPIStatus) GetFindings() []*StatusFinding {
 	if x != nil {
 		return x.Findings
+	}
+	return nil
+}
+
+func (x *GatewayAPIStatus) GetSupportedFeatures() []string {
+	if x != nil {
+		return x.SupportedFeatures
 	}
 	return nil
 }
@@ -1030,7 +1040,7 @@ const file_sluice_watch_v1_status_proto_rawDesc = "" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12/\n" +
-	"\x13observed_generation\x18\x05 \x01(\x03R\x12observedGeneration\"\xda\x03\n" +
+	"\x13observed_generation\x18\x05 \x01(\x03R\x12observedGeneration\"\x89\x04\n" +
 	"\x10GatewayAPIStatus\x12,\n" +
 	"\x03key\x18\x01 \x01(\v2\x1a.sluice.watch.v1.ObjectKeyR\x03key\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12'\n" +
@@ -1042,7 +1052,9 @@ const file_sluice_watch_v1_status_proto_rawDesc = "" +
 	"\x10manage_addresses\x18\x06 \x01(\bR\x0fmanageAddresses\x12=\n" +
 	"\taddresses\x18\a \x03(\v2\x1f.sluice.watch.v1.GatewayAddressR\taddresses\x12<\n" +
 	"\aparents\x18\b \x03(\v2\".sluice.watch.v1.RouteParentStatusR\aparents\x12:\n" +
-	"\bfindings\x18\t \x03(\v2\x1e.sluice.watch.v1.StatusFindingR\bfindings\"\xd3\x01\n" +
+	"\bfindings\x18\t \x03(\v2\x1e.sluice.watch.v1.StatusFindingR\bfindings\x12-\n" +
+	"\x12supported_features\x18\n" +
+	" \x03(\tR\x11supportedFeatures\"\xd3\x01\n" +
 	"\x0eListenerStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x0fattached_routes\x18\x02 \x01(\x05R\x0eattachedRoutes\x12H\n" +
