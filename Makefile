@@ -13,7 +13,7 @@ TEST_TIMEOUT ?= 20m
 
 export SLUICE_TOOLS_BIN := $(TOOLS)
 
-.PHONY: all build test fuzz bench-components images certs proto proto-check lint demo bench tools tools-dev certs images clean help gateway-crds
+.PHONY: all build test conformance fuzz bench-components images certs proto proto-check lint demo bench tools tools-dev certs images clean help gateway-crds
 
 all: build
 
@@ -22,6 +22,7 @@ help:
 	@echo "make test         every test (builds the pinned tools first; needs root for network namespaces)"
 	@echo "make demo         the whole system on a local apiserver and a real Caddy"
 	@echo "make bench        the benchmark harness (docs/benchmarks.md)"
+	@echo "make conformance  the Gateway API conformance suite, report to docs/conformance/ (docs/conformance.md)"
 	@echo "make proto        regenerate proto/gen;  make proto-check  fail when it is stale or buf lint fails"
 	@echo "make lint         gofmt, go vet, staticcheck"
 	@echo "make fuzz         every fuzz target for FUZZTIME each (default 60s), one after another"
@@ -112,6 +113,13 @@ fuzz:
 demo: tools build
 	$(GO) build -o bin/demo ./cmd/demo
 	bin/demo
+
+# conformance runs the Gateway API conformance suite (GATEWAY-HTTP, Core and the Extended
+# features Sluice declares) against the whole system on the cluster in a box, and writes the
+# suite's report to docs/conformance/ (docs/conformance.md summarises it). `make test` runs
+# the Core tests.
+conformance: tools
+	SLUICE_CONFORMANCE_OUT=$(CURDIR)/docs/conformance $(GO) test -count=1 -timeout 60m -v -run '^TestGatewayAPIConformance$$' ./internal/harness/conformance
 
 # bench runs the harness on the real apiserver and Caddy (1k and 10k Ingresses) and writes
 # docs/benchmarks.md and docs/benchmarks.json; profiles go to .bench/.
