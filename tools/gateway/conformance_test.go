@@ -1,0 +1,109 @@
+package gateway_test
+
+// The Gateway API conformance suite, run against Sluice. This test does not start anything:
+// internal/harness/conformance starts the cluster in a box, Sluice and Caddy, then runs it
+// with the environment below. The suite lives in this module so that its dependencies never
+// enter the main module's graph.
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"sigs.k8s.io/gateway-api/conformance"
+	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
+	"sigs.k8s.io/gateway-api/conformance/utils/config"
+	"sigs.k8s.io/gateway-api/conformance/utils/roundtripper"
+	"sigs.k8s.io/gateway-api/conformance/utils/suite"
+	"sigs.k8s.io/gateway-api/pkg/features"
+)
+
+// env returns a required variable of the driver's.
+func env(t *testing.T, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		t.Fatalf("%s is not set: this test is run by internal/harness/conformance (make conformance, make test)", name)
+	}
+	return v
+}
+
+func list(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// baseManifests is the suite's base/manifests.yaml without the coredns Deployment, Service and
+// ConfigMap: only the UDPRoute tests, outside the GATEWAY-HTTP profile, use them, and the pod
+// runner has no binary for the coredns image (the Pod would never be Ready and the suite's set
+// up waits for every Pod of the namespace).
+func baseManifests(t *testing.T) fs.FS {
+	t.Helper()
+	b, err := fs.ReadFile(&conformance.Manifests, "base/manifests.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept [][]byte
+	dropped := 0
+	for _, doc := range bytes.Split(b, []byte("\n---")) {
+		if bytes.Contains(doc, []byte("coredns")) {
+			dropped++
+			continue
+		}
+		kept = append(kept, doc)
+	}
+	if dropped == 0 {
+		t.Fatal("the suite's base manifests have no coredns objects any more: review baseManifests")
+	}
+	return fstest.MapFS{"sluice/base-manifests.yaml": &fstest.MapFile{Data: bytes.Join(kept, []byte("\n---"))}}
+}
+
+// TestSluiceConformance runs the suite's GATEWAY-HTTP profile against Sluice. The Gateway's
+// published address is a documentation address nothing listens on; the round tripper sends
+// what the suite addresses to its port 80 and 443 to Caddy's listeners on loopback, keeping
+// the Host header and SNI as they are.
+func TestSluiceConformance(t *testing.T) {
+	t.Setenv("KUBECONFIG", env(t, "SLUICE_CONFORMANCE_KUBECONFIG"))
+	httpAddr, httpsAddr := env(t, "SLUICE_CONFORMANCE_HTTP"), env(t, "SLUICE_CONFORMANCE_HTTPS")
+	opts := conformance.DefaultOptions(t)
+	opts.GatewayClassName = env(t, "SLUICE_CONFORMANCE_GATEWAY_CLASS")
+	opts.ConformanceProfiles = []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName}
+	opts.SupportedFeatures = []features.FeatureName{features.SupportGateway, features.SupportHTTPRoute, features.SupportReferenceGrant}
+	for _, f := range list(os.Getenv("SLUICE_CONFORMANCE_EXTENDED")) {
+		opts.SupportedFeatures = append(opts.SupportedFeatures, features.FeatureName(f))
+	}
+	opts.SkipTests = list(os.Getenv("SLUICE_CONFORMANCE_SKIP"))
+	opts.RunTest = os.Getenv("SLUICE_CONFORMANCE_RUN_TEST")
+	opts.ReportOutputPath = env(t, "SLUICE_CONFORMANCE_REPORT")
+	opts.Implementation = confv1.Implementation{
+		Organization: "sluice-io", Project: "sluice", URL: "https://github.com/sluice-io/sluice",
+		Version: env(t, "SLUICE_CONFORMANCE_VERSION"), Contact: []string{"@sluice-io/maintainers"},
+	}
+	opts.ManifestFS = []fs.FS{baseManifests(t), &conformance.Manifests}
+	opts.BaseManifests = "sluice/base-manifests.yaml"
+	opts.TimeoutConfig = config.DefaultTimeoutConfig()
+	opts.RoundTripper = &roundtripper.DefaultRoundTripper{Debug: opts.Debug, TimeoutConfig: opts.TimeoutConfig,
+		CustomDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			target := addr
+			if _, port, err := net.SplitHostPort(addr); err == nil {
+				switch port {
+				case "80":
+					target = httpAddr
+				case "443":
+					target = httpsAddr
+				}
+			}
+			return (&net.Dialer{}).DialContext(ctx, network, target)
+		}}
+	conformance.RunConformanceWithOptions(t, opts)
+}
