@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
@@ -54,6 +55,8 @@ type gatewayState struct {
 	gateways map[nsName]*gatewayv1.Gateway
 	routes   map[nsName]*gatewayv1.HTTPRoute
 	grants   map[string]map[string]contract.Grant // namespace -> name -> grant
+	// namespaces are the labels of the Namespaces watched (a Selector listener reads them).
+	namespaces map[string]map[string]string
 
 	// What depends on what.
 	classUsers  map[string]set[nsName]       // GatewayClass -> Gateways naming it
@@ -62,6 +65,7 @@ type gatewayState struct {
 	secretUsers map[nsName]set[nsName]       // Secret -> Gateways naming it (found or not)
 	grantGws    map[string]set[nsName]       // namespace -> Gateways referring into it
 	grantRoutes map[string]set[nsName]       // namespace -> HTTPRoutes referring into it
+	nsRoutes    map[string]set[nsName]       // namespace -> its HTTPRoutes a Selector listener judged by its labels
 	hostUsers   map[string]set[string]       // host -> findings keys of the Gateways and HTTPRoutes claiming it
 	hostLost    map[string]map[string]string // host -> HTTPRoutes refused there (crossAPIRefused) -> who keeps it
 
@@ -77,9 +81,9 @@ type gatewayState struct {
 func newGatewayState() gatewayState {
 	return gatewayState{
 		classes: map[string]*gatewayv1.GatewayClass{}, gateways: map[nsName]*gatewayv1.Gateway{},
-		routes: map[nsName]*gatewayv1.HTTPRoute{}, grants: map[string]map[string]contract.Grant{},
+		routes: map[nsName]*gatewayv1.HTTPRoute{}, grants: map[string]map[string]contract.Grant{}, namespaces: map[string]map[string]string{},
 		classUsers: map[string]set[nsName]{}, routeUsers: map[nsName]set[nsName]{}, svcUsers: map[nsName]set[nsName]{},
-		secretUsers: map[nsName]set[nsName]{}, grantGws: map[string]set[nsName]{}, grantRoutes: map[string]set[nsName]{},
+		secretUsers: map[nsName]set[nsName]{}, grantGws: map[string]set[nsName]{}, grantRoutes: map[string]set[nsName]{}, nsRoutes: map[string]set[nsName]{},
 		hostUsers: map[string]set[string]{}, hostLost: map[string]map[string]string{},
 		gwOut: map[nsName]*gatewayOut{}, routeOut: map[nsName]*routeOut{},
 		dirtyGateways: set[nsName]{}, dirtyRoutes: set[nsName]{}, statusDirty: set[string]{},
@@ -112,6 +116,8 @@ type listenerOut struct {
 	certNames  []string
 	kinds      []*watchv1.RouteGroupKind
 	conditions []*watchv1.Condition
+	// selector is allowedRoutes.namespaces.from Selector's: the namespaces admitted.
+	selector labels.Selector
 }
 
 // routeOut is what one HTTPRoute contributes.
@@ -125,6 +131,7 @@ type routeOut struct {
 	grantNs  []string
 	claims   map[string][]gwClaim // host -> route and certificate claims
 	refs     []backendRef
+	byLabels bool // a Selector listener judged it by its namespace's labels
 }
 
 // parentOut is one parentRef of an HTTPRoute to a Gateway of ours.
@@ -247,6 +254,8 @@ func (t *Translator) setGateway(obj any) {
 		t.grantChanged(o.Namespace)
 	case *gatewayv1beta1.ReferenceGrant:
 		t.setGateway((*gatewayv1.ReferenceGrant)(o)) // the same schema in both versions
+	case *corev1.Namespace:
+		t.setNamespace(o.Name, o)
 	}
 }
 
@@ -272,6 +281,8 @@ func (t *Translator) removeGateway(obj any) {
 		t.grantChanged(o.Namespace)
 	case *gatewayv1beta1.ReferenceGrant:
 		t.removeGateway((*gatewayv1.ReferenceGrant)(o))
+	case *corev1.Namespace:
+		t.setNamespace(o.Name, nil)
 	}
 }
 
@@ -464,7 +475,11 @@ func (t *Translator) translateGateway(gw *gatewayv1.Gateway) *gatewayOut {
 		case gatewayv1.NamespacesFromAll:
 			lo.allowAll = true
 		case gatewayv1.NamespacesFromSelector:
-			refuse("UnsupportedValue", "allowedRoutes.namespaces.from Selector is not supported (Sluice does not watch Namespaces); use Same or All")
+			if sel, why := listenerSelector(l.AllowedRoutes); why != "" {
+				refuse("UnsupportedValue", why)
+			} else {
+				lo.selector = sel
+			}
 		default:
 			refuse("UnsupportedValue", fmt.Sprintf("allowedRoutes.namespaces.from %q is not supported", from))
 		}
@@ -603,6 +618,9 @@ func (t *Translator) retranslateRoute(k nsName) {
 	for _, ns := range out.grantNs {
 		addTo(g.grantRoutes, ns, k)
 	}
+	if out.byLabels {
+		addTo(g.nsRoutes, k.ns, k)
+	}
 	for h := range out.claims {
 		addTo(g.hostUsers, h, key)
 		t.dirtyHosts.add(h)
@@ -627,6 +645,9 @@ func (t *Translator) unindexRoute(k nsName, out *routeOut) {
 	}
 	for _, ns := range out.grantNs {
 		removeFrom(g.grantRoutes, ns, k)
+	}
+	if out.byLabels {
+		removeFrom(g.nsRoutes, k.ns, k)
 	}
 	for h := range out.claims {
 		removeFrom(g.hostUsers, h, key)
@@ -715,7 +736,15 @@ func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
 			}
 		}
 		for _, lo := range candidates {
-			if lo.attachable && (lo.allowAll || p.gw.ns == rt.Namespace) {
+			if !lo.attachable {
+				continue
+			}
+			admitted := lo.allowAll || p.gw.ns == rt.Namespace && lo.selector == nil
+			if lo.selector != nil {
+				out.byLabels = true
+				admitted = t.selectedBy(lo, rt.Namespace)
+			}
+			if admitted {
 				allowed = append(allowed, lo)
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -23,6 +25,10 @@ var (
 	uRouteNames  = []string{"r0", "r1", "r2", "r3"}
 	uGrantNames  = []string{"grant0", "grant1"}
 	uControllers = []string{DefaultGatewayControllerName, "example.com/other"}
+	// Selectors of a Selector listener: none (refused), every namespace, one team, and one
+	// that does not parse (refused).
+	uSelectors = []*metav1.LabelSelector{nil, {}, {MatchLabels: map[string]string{"team": "a"}},
+		{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Bogus"}}}}
 )
 
 // gatewayObject returns a random Gateway API object: k picks the kind.
@@ -69,7 +75,8 @@ func (u *universe) gateway() *gatewayv1.Gateway {
 		}
 		switch u.r.IntN(6) {
 		case 0:
-			l.AllowedRoutes = &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: ptr.To(gatewayv1.NamespacesFromSelector)}}
+			l.AllowedRoutes = &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: ptr.To(gatewayv1.NamespacesFromSelector),
+				Selector: uSelectors[u.r.IntN(len(uSelectors))]}}
 		case 1:
 			l.AllowedRoutes = &gatewayv1.AllowedRoutes{Kinds: []gatewayv1.RouteGroupKind{{Kind: "GRPCRoute"}}}
 		case 2, 3:
@@ -78,6 +85,15 @@ func (u *universe) gateway() *gatewayv1.Gateway {
 		g.Spec.Listeners = append(g.Spec.Listeners, l)
 	}
 	return g
+}
+
+// namespace returns a Namespace of the pool with labels a Selector listener may match.
+func (u *universe) namespace() *corev1.Namespace {
+	ns := &corev1.Namespace{ObjectMeta: u.meta("", u.pick(uNamespaces))}
+	if team := u.pick([]string{"", "a", "b"}); team != "" {
+		ns.Labels = map[string]string{"team": team}
+	}
+	return ns
 }
 
 func (u *universe) httpRoute() *gatewayv1.HTTPRoute {

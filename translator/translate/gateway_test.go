@@ -86,6 +86,7 @@ func TestGatewayDeterministic(t *testing.T) {
 			shuffled.GatewayClasses = rotate(in.GatewayClasses, i)
 			shuffled.Services = rotate(in.Services, i)
 			shuffled.Secrets = rotate(in.Secrets, i)
+			shuffled.Namespaces = rotate(in.Namespaces, i)
 			if got := Hash(Translate(shuffled, goldenOpts)); got != want {
 				t.Fatalf("%s: hash %s after reordering, want %s", path, got, want)
 			}

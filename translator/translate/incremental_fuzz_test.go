@@ -31,8 +31,8 @@ func (s *byteSource) Uint64() uint64 {
 }
 
 // FuzzIncrementalEqualsFull is TestIncrementalEqualsFullTranslation with the fuzzer choosing
-// the changes: Sets and Removes of Ingresses, Services, EndpointSlices, Secrets and
-// IngressClasses from universe's small pools, in bursts, a Build after each. After every
+// the changes: Sets and Removes of Ingresses, Services, EndpointSlices, Secrets,
+// IngressClasses, Gateway API objects and Namespaces from universe's small pools, in bursts, a Build after each. After every
 // Build the incremental state is byte-identical to a full translation of the same objects,
 // with its hash, and a receiver of the deltas holds the same state.
 func FuzzIncrementalEqualsFull(f *testing.F) {
@@ -64,7 +64,7 @@ func FuzzIncrementalEqualsFull(f *testing.F) {
 		for step := 0; !src.done && step < 200; step++ {
 			for range 1 + u.r.IntN(4) {
 				var o any
-				switch k := u.r.IntN(14); k {
+				switch k := u.r.IntN(15); k {
 				case 0, 1, 2, 3:
 					o = u.ingress()
 				case 4:
@@ -77,6 +77,8 @@ func FuzzIncrementalEqualsFull(f *testing.F) {
 					o = u.class()
 				case 10, 11, 12, 13:
 					o = u.gatewayObject(k)
+				case 14:
+					o = u.namespace()
 				case 9: // remove one of the objects, in key order
 					keys := make([]string, 0, len(cur))
 					for k := range cur {

@@ -229,7 +229,7 @@ func TestIncrementalEqualsFullTranslation(t *testing.T) {
 				// A burst of one to four changes, then one build.
 				for range 1 + u.r.IntN(4) {
 					var o any
-					switch k := u.r.IntN(14); k {
+					switch k := u.r.IntN(15); k {
 					case 0, 1, 2, 3:
 						o = u.ingress()
 					case 4:
@@ -242,6 +242,8 @@ func TestIncrementalEqualsFullTranslation(t *testing.T) {
 						o = u.class()
 					case 10, 11, 12, 13:
 						o = u.gatewayObject(k)
+					case 14:
+						o = u.namespace()
 					case 9: // delete something
 						for k, old := range cur {
 							delete(cur, k)

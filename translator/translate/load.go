@@ -63,6 +63,8 @@ func (in *Input) add(obj any) string {
 		in.ReferenceGrants = append(in.ReferenceGrants, o)
 	case *gatewayv1beta1.ReferenceGrant:
 		in.ReferenceGrants = append(in.ReferenceGrants, (*gatewayv1.ReferenceGrant)(o))
+	case *corev1.Namespace:
+		in.Namespaces = append(in.Namespaces, o)
 	case *corev1.List:
 		var skipped []string
 		for _, item := range o.Items {
@@ -92,7 +94,10 @@ func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReade
 // objects returns every object of the input.
 func (in *Input) objects() []any {
 	out := make([]any, 0, len(in.Ingresses)+len(in.IngressClasses)+len(in.Services)+len(in.EndpointSlices)+len(in.Secrets)+
-		len(in.GatewayClasses)+len(in.Gateways)+len(in.HTTPRoutes)+len(in.ReferenceGrants))
+		len(in.GatewayClasses)+len(in.Gateways)+len(in.HTTPRoutes)+len(in.ReferenceGrants)+len(in.Namespaces))
+	for _, o := range in.Namespaces {
+		out = append(out, o)
+	}
 	for _, o := range in.IngressClasses {
 		out = append(out, o)
 	}

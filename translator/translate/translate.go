@@ -92,6 +92,9 @@ type Input struct {
 	Gateways        []*gatewayv1.Gateway
 	HTTPRoutes      []*gatewayv1.HTTPRoute
 	ReferenceGrants []*gatewayv1.ReferenceGrant
+	// Namespaces are read for their labels only: a Gateway listener may admit routes from
+	// the namespaces its selector matches.
+	Namespaces []*corev1.Namespace
 }
 
 // Translate builds the config for in.
