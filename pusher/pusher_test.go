@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -665,7 +666,7 @@ func replayGoldens(t *testing.T, stock bool) {
 						continue
 					}
 					req.Scheme = scheme
-					got, err := send(t, port[scheme], req)
+					got, err := send(t, port[scheme], req, leafFor(res, req.Host))
 					if err != nil {
 						t.Errorf("%s %s://%s%s?%s: %v", req.Method, scheme, req.Host, req.Path, req.RawQuery, err)
 						continue
@@ -710,13 +711,15 @@ func fixture(t *testing.T, path string, backends map[string]*testenv.Backend) *c
 	return res
 }
 
-// hasCertificate says whether HTTPS requests for host complete a handshake.
+// hasCertificate says whether HTTPS requests for host complete a handshake with both
+// targets: the first host that applies and has a certificate (contract.CertificateFor) is
+// the exact name, its one-label wildcard or the catch-all's default (stock Caddy's SNI
+// match of a wildcard is one label deep, so deeper names are not probed over HTTPS).
 func hasCertificate(res *configv1.Resources, host string) bool {
-	names := contract.HostCandidates(host)
-	for _, c := range names[:len(names)-1] {
+	for _, c := range contract.HostCandidates(host) {
 		for _, vh := range res.GetVirtualHosts() {
-			if vh.GetHostname() == c.Name && !c.Deep {
-				return vh.GetCertificate() != ""
+			if vh.GetHostname() == c.Name && vh.GetCertificate() != "" {
+				return !c.Deep
 			}
 		}
 	}
@@ -801,14 +804,39 @@ func shown(h http.Header, names []string) string {
 }
 
 // send sends req to Caddy (not following redirects) and says what came back.
-func send(t *testing.T, port int, req contract.Request) (answered, error) {
+// leafFor is the DER of the leaf of the certificate a handshake for host gets
+// (contract.CertificateFor), nil for none.
+func leafFor(res *configv1.Resources, host string) []byte {
+	name := contract.CertificateFor(res, host)
+	for _, c := range res.GetCertificates() {
+		if c.GetName() == name {
+			if b, _ := pem.Decode(c.GetCertificatePem()); b != nil {
+				return b.Bytes
+			}
+		}
+	}
+	return nil
+}
+
+// send sends req to Caddy; over HTTPS the handshake must present leaf (the certificate the
+// reference names, which for the catch-all's default need not cover the name), else a
+// certificate valid for the host.
+func send(t *testing.T, port int, req contract.Request, leaf []byte) (answered, error) {
 	t.Helper()
 	target := req.Path
 	if req.RawQuery != "" {
 		target += "?" + req.RawQuery
 	}
 	tr := &http.Transport{TLSClientConfig: &tls.Config{ServerName: req.Host, InsecureSkipVerify: true, // the golden certificate's CA is not kept
-		VerifyConnection: func(cs tls.ConnectionState) error { return cs.PeerCertificates[0].VerifyHostname(req.Host) }}}
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if leaf != nil {
+				if !bytes.Equal(cs.PeerCertificates[0].Raw, leaf) {
+					return fmt.Errorf("served certificate %v, not the one the reference names", cs.PeerCertificates[0].DNSNames)
+				}
+				return nil
+			}
+			return cs.PeerCertificates[0].VerifyHostname(req.Host)
+		}}}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Timeout: 10 * time.Second, Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	r, err := http.NewRequest(req.Method, fmt.Sprintf("%s://127.0.0.1:%d%s", req.Scheme, port, target), nil)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -484,3 +485,24 @@ func ModifyHeaders(m *configv1.HeaderModifier, h http.Header) {
 // compile compiles expr; the reference keeps no cache (it is pure, and called only by
 // tests and checks).
 func compile(expr string) (*regexp.Regexp, error) { return regexp.Compile(expr) }
+
+// CertificateFor names the certificate a handshake for serverName gets, "" for none (the
+// handshake fails): that of the first host that applies (HostCandidates: the exact name, the
+// wildcards from the longest, the catch-all "") and has a certificate; a wildcard more than
+// one label short of the name only when the host has a route that matches any depth. The
+// catch-all's is the default certificate (a Gateway listener without hostname), also for a
+// handshake without a server name.
+func CertificateFor(res *configv1.Resources, serverName string) string {
+	for _, c := range HostCandidates(serverName) {
+		for _, vh := range res.GetVirtualHosts() {
+			if vh.GetHostname() != c.Name || vh.GetCertificate() == "" {
+				continue
+			}
+			if c.Deep && !slices.ContainsFunc(vh.GetRoutes(), (*configv1.Route).GetAnyDepth) {
+				continue
+			}
+			return vh.GetCertificate()
+		}
+	}
+	return ""
+}

@@ -281,3 +281,30 @@ func TestWildcardDepthFollowsEachAPI(t *testing.T) {
 		}
 	}
 }
+
+// The default certificate: a handshake gets the exact host's certificate, else the most
+// specific wildcard's that serves the name (deeper than one label only with an any-depth
+// route), else the catch-all's (a Gateway listener without hostname), also without a server
+// name; without a catch-all certificate a name no host covers gets none.
+func TestCertificateForFallsBackToTheCatchAll(t *testing.T) {
+	deepRoute := &configv1.Route{Name: "deep", AnyDepth: true}
+	res := &configv1.Resources{VirtualHosts: []*configv1.VirtualHost{
+		{Hostname: "a.example.com", Certificate: "exact"},
+		{Hostname: "plain.example.com"},
+		{Hostname: "*.example.com", Certificate: "wild"},
+		{Hostname: "*.deep.org", Certificate: "deep", Routes: []*configv1.Route{deepRoute}},
+		{Hostname: "", Certificate: "default"},
+	}}
+	for name, want := range map[string]string{
+		"a.example.com": "exact", "A.Example.com:443": "exact", "plain.example.com": "wild", "b.example.com": "wild",
+		"x.b.example.com": "default", "x.y.deep.org": "deep", "unknown-example.org": "default", "": "default",
+	} {
+		if got := CertificateFor(res, name); got != want {
+			t.Errorf("server name %q: certificate %q, want %q", name, got, want)
+		}
+	}
+	res.VirtualHosts = res.VirtualHosts[:4]
+	if got := CertificateFor(res, "unknown-example.org"); got != "" {
+		t.Errorf("without a catch-all certificate: %q, want none", got)
+	}
+}

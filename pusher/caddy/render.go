@@ -138,21 +138,37 @@ func Render(cfg *configv1.Config, o RenderOptions) ([]byte, string, error) {
 	apps := obj{"http": httpApp}
 	if len(res.GetCertificates()) > 0 {
 		var pems, policies []any
+		var fallback obj
 		hostsByCert := map[string][]string{}
+		catchAll := ""
 		for _, vh := range res.GetVirtualHosts() {
-			if vh.GetCertificate() != "" {
+			switch {
+			case vh.GetCertificate() == "":
+			case vh.GetHostname() == "":
+				catchAll = vh.GetCertificate()
+			default:
 				hostsByCert[vh.GetCertificate()] = append(hostsByCert[vh.GetCertificate()], vh.GetHostname())
 			}
 		}
 		for i, c := range res.GetCertificates() {
 			hosts := hostsByCert[c.GetName()]
-			if len(hosts) == 0 {
+			if len(hosts) == 0 && c.GetName() != catchAll {
 				continue
 			}
 			tag := fmt.Sprintf("sluice-cert-%d", i)
 			pems = append(pems, obj{"certificate": string(c.GetCertificatePem()), "key": string(c.GetPrivateKeyPem()), "tags": []string{tag}})
-			sort.Strings(hosts)
-			policies = append(policies, obj{"match": obj{"sni": hosts}, "certificate_selection": obj{"any_tag": []string{tag}}})
+			if len(hosts) > 0 {
+				sort.Strings(hosts)
+				policies = append(policies, obj{"match": obj{"sni": hosts}, "certificate_selection": obj{"any_tag": []string{tag}}})
+			}
+			if c.GetName() == catchAll {
+				fallback = obj{"certificate_selection": obj{"any_tag": []string{tag}}}
+			}
+		}
+		// The catch-all's certificate (a Gateway listener without hostname) is the default:
+		// the last policy, without a match, takes every handshake no host's policy matched.
+		if fallback != nil {
+			policies = append(policies, fallback)
 		}
 		if len(pems) > 0 {
 			servers["https"] = obj{"listen": []string{o.HTTPSListen}, "routes": routes["https"], "automatic_https": obj{"disable": true}, "tls_connection_policies": policies}

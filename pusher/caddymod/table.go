@@ -24,8 +24,8 @@
 //     upstreams are its supported hook for per-request upstreams: nothing of the proxy is
 //     written here.
 //   - tls.get_certificate.sluice: the certificate for a handshake's SNI (exact host, then the
-//     most specific wildcard serving it), from the same table, so a new or renewed Secret needs no reload
-//     either; with tls.permission.sluice, which refuses every on-demand issuance, the table
+//     most specific wildcard serving it, then the catch-all's default), from the same
+//     table, so a new or renewed Secret needs no reload either; with tls.permission.sluice, which refuses every on-demand issuance, the table
 //     is the only source of certificates.
 package caddymod
 
@@ -418,12 +418,12 @@ func (t *Table) pick(r *route) (b *backend, invalid bool) {
 	return nil, true
 }
 
-// Certificate returns the certificate for a handshake's server name: the exact host's, else
-// the most specific wildcard's that serves the name (one label, or any depth for a host with
-// such routes; no catch-all: a name without a certificate fails the handshake).
+// Certificate returns the certificate for a handshake's server name (contract.CertificateFor):
+// the exact host's, else the most specific wildcard's that serves the name (one label, or
+// any depth for a host with such routes), else the catch-all's (a Gateway listener without
+// hostname: the default certificate); nil when none has one, and the handshake fails.
 func (t *Table) Certificate(serverName string) *tls.Certificate {
-	names := contract.HostCandidates(serverName)
-	for _, c := range names[:len(names)-1] {
+	for _, c := range contract.HostCandidates(serverName) {
 		if vh, _ := t.hosts.get(c.Name); vh != nil && vh.cert != "" && (!c.Deep || vh.deep) {
 			c, _ := t.certs.get(vh.cert)
 			return c

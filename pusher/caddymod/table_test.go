@@ -98,7 +98,7 @@ func schemes(res *configv1.Resources) []contract.Request {
 
 // The module matches every golden case and the data plane fixture exactly as contract.Match,
 // the reference every data plane follows: the same route for every probe (scheme, method,
-// headers, query), and the same certificate per server name.
+// headers, query), and the same certificate per server name (contract.CertificateFor).
 func TestTableMatchesLikeTheReference(t *testing.T) {
 	for name, cfg := range allConfigs(t) {
 		t.Run(name, func(t *testing.T) {
@@ -119,12 +119,17 @@ func TestTableMatchesLikeTheReference(t *testing.T) {
 					probes++
 				}
 			}
+			certs := map[string]*tls.Certificate{}
+			for _, c := range res.GetCertificates() {
+				certs[c.GetName()], _ = tb.certs.get(c.GetName())
+			}
 			for _, vh := range res.GetVirtualHosts() {
 				host := strings.Replace(vh.GetHostname(), "*.", "x.", 1)
-				wantCert := vh.GetCertificate()
-				got := tb.Certificate(host)
-				if (wantCert == "") != (got == nil) {
-					t.Errorf("server name %s: certificate %v, want %q", host, got != nil, wantCert)
+				for _, name := range []string{host, "y." + host, strings.ToUpper(host), "unlisted.example.net", ""} {
+					want, got := contract.CertificateFor(res, name), tb.Certificate(name)
+					if got != certs[want] {
+						t.Errorf("server name %q: certificate %v, the reference's %q", name, got != nil, want)
+					}
 				}
 			}
 			t.Logf("%d probes", probes)

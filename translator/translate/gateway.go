@@ -522,6 +522,13 @@ func (t *Translator) translateGateway(gw *gatewayv1.Gateway) *gatewayOut {
 		}
 		lo.conditions = []*watchv1.Condition{accepted, programmed, resolved, conflicted}
 
+		// A listener without hostname serves every name: its certificate is the catch-all
+		// host's, for handshakes whose name no more specific claim covers (the oldest
+		// Gateway's when several claim it; gatewayClaims orders them).
+		if lo.served && lo.cert != "" && lo.hostname == "" {
+			out.claims[""] = append(out.claims[""], gwClaim{cert: lo.cert, owner: owner, field: field + ".tls.certificateRefs[0]",
+				prec: routePrec{kindRank: 0, age: gw.CreationTimestamp.Time, ns: gw.Namespace, name: gw.Name, rule: i}})
+		}
 		if lo.served && lo.cert != "" && lo.hostname != "" {
 			if covers(lo.certNames, lo.hostname) {
 				out.claims[lo.hostname] = append(out.claims[lo.hostname], gwClaim{cert: lo.cert, owner: owner, field: field + ".tls.certificateRefs[0]",
