@@ -196,7 +196,13 @@ func runWatcher(t *testing.T, c *testenv.Cluster, sa string, s rbacShape) *rbacR
 	t.Helper()
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "deploy-test-" + ns}, Rules: s.cluster}
+	var watched []string
+	if s.watched != nil {
+		// Two watched namespaces, neither the Lease's: the Roles there are all it reads by.
+		watched = []string{c.Namespace(t), c.Namespace(t)}
+	}
+	cluster := withNamespaceNames(s.cluster, watched)
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "deploy-test-" + ns}, Rules: cluster}
 	if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -215,17 +221,25 @@ func runWatcher(t *testing.T, c *testenv.Cluster, sa string, s rbacShape) *rbacR
 		}
 	}
 	bind(ns, "lease", s.lease)
-	var watched []string
-	if s.watched != nil {
-		// Two watched namespaces, neither the Lease's: the Roles there are all it reads by.
-		for i := range 2 {
-			watched = append(watched, c.Namespace(t))
-			if !(s.unboundLast && i == 1) {
-				bind(watched[i], "watched", s.watched)
-			}
+	for i, w := range watched {
+		if !(s.unboundLast && i == 1) {
+			bind(w, "watched", s.watched)
 		}
 	}
 	return startRBACWatcher(t, c, ns, sa, watched)
+}
+
+// withNamespaceNames is rules with a rule that reads Namespaces by name naming watched
+// instead: the manifests name their example namespaces, a run its own.
+func withNamespaceNames(rules []rbacv1.PolicyRule, watched []string) []rbacv1.PolicyRule {
+	out := make([]rbacv1.PolicyRule, len(rules))
+	for i, r := range rules {
+		out[i] = *r.DeepCopy()
+		if len(r.ResourceNames) > 0 && slices.Contains(r.Resources, "namespaces") {
+			out[i].ResourceNames = slices.Clone(watched)
+		}
+	}
+	return out
 }
 
 // startRBACWatcher runs the watcher with the token of ServiceAccount ns/sa, its Lease in ns,
@@ -516,7 +530,12 @@ func TestWatcherClusterRoleIsExactlyEnough(t *testing.T) {
 	if len(base.cluster) < 9 || base.watched != nil || len(base.lease) < 2 {
 		t.Fatalf("base: the ClusterRole has %d rules, the Lease Role %d, and Roles per namespace %v", len(base.cluster), len(base.lease), base.watched)
 	}
-	if !reflect.DeepEqual(append(slices.Clone(namespaced.cluster), namespaced.watched...), base.cluster) || !reflect.DeepEqual(namespaced.lease, base.lease) {
+	// The namespaced shape names the Namespaces it reads (the watched ones); the base reads
+	// them all.
+	if r := namespacesRule(namespaced.cluster); r == nil || len(r.ResourceNames) == 0 || namespacesRule(base.cluster) == nil {
+		t.Fatalf("overlays/namespaced's ClusterRole must read Namespaces by name, the base's all of them: %v, %v", namespaced.cluster, base.cluster)
+	}
+	if !reflect.DeepEqual(withoutResourceNames(append(slices.Clone(namespaced.cluster), namespaced.watched...)), base.cluster) || !reflect.DeepEqual(namespaced.lease, base.lease) {
 		t.Fatalf("overlays/namespaced's ClusterRole %v and Role %v are not base's ClusterRole %v split in two", namespaced.cluster, namespaced.watched, base.cluster)
 	}
 	// Only cluster-scoped resources stay in the namespaced shape's ClusterRole.
@@ -545,6 +564,26 @@ func TestWatcherClusterRoleIsExactlyEnough(t *testing.T) {
 			testWatcherRBAC(t, c, shape.s)
 		})
 	}
+}
+
+// namespacesRule is the rule of rules that grants Namespaces, or nil.
+func namespacesRule(rules []rbacv1.PolicyRule) *rbacv1.PolicyRule {
+	for i, r := range rules {
+		if slices.Contains(r.Resources, "namespaces") {
+			return &rules[i]
+		}
+	}
+	return nil
+}
+
+// withoutResourceNames is rules with no rule limited to names.
+func withoutResourceNames(rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
+	out := make([]rbacv1.PolicyRule, len(rules))
+	for i, r := range rules {
+		out[i] = *r.DeepCopy()
+		out[i].ResourceNames = nil
+	}
+	return out
 }
 
 // servedScopes says, for every resource the apiserver serves ("group/resource", subresources

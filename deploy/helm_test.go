@@ -310,10 +310,17 @@ func TestHelmValuesTakeEffect(t *testing.T) {
 			t.Errorf("%s rendered although custom.yaml watches only shop and blog", k)
 		}
 	}
-	// With watcher.namespaces the ClusterRole grants only cluster-scoped kinds.
+	// With watcher.namespaces the ClusterRole grants only cluster-scoped kinds, and of the
+	// Namespaces only the watched ones.
 	rules, _ := field(m["ClusterRole/sluice-watcher"], "rules").([]any)
 	for _, r := range rules {
 		for _, res := range field(r.(map[string]any), "resources").([]any) {
+			if res == "namespaces" {
+				if names := fmt.Sprint(field(r.(map[string]any), "resourceNames")); names != "[shop blog]" {
+					t.Errorf("ClusterRole/sluice-watcher grants the Namespaces %s, want custom.yaml's watcher.namespaces [shop blog]", names)
+				}
+				continue
+			}
 			if !slices.Contains([]any{"ingressclasses", "gatewayclasses", "gatewayclasses/status"}, res) {
 				t.Errorf("ClusterRole/sluice-watcher grants %s although custom.yaml sets watcher.namespaces", res)
 			}

@@ -32,20 +32,25 @@ func withoutGatewayAPI(t *testing.T, c *testenv.Cluster) {
 var gatewayKindKeys = []string{
 	"gateway.networking.k8s.io/v1/Gateway", "gateway.networking.k8s.io/v1/GatewayClass",
 	"gateway.networking.k8s.io/v1/HTTPRoute", "gateway.networking.k8s.io/v1/ReferenceGrant",
+	"/v1/Namespace", // watched with them: listeners select route namespaces by label
 }
 
-// gatewayRules are the read rules of the four Gateway API kinds, less the verbs named in
+// gatewayRules are the read rules of the four Gateway API kinds and Namespaces, less the verbs named in
 // except ("httproutes/list").
 func gatewayRules(except ...string) []rbacv1.PolicyRule {
 	var rules []rbacv1.PolicyRule
-	for _, r := range []string{"gatewayclasses", "gateways", "httproutes", "referencegrants"} {
+	for _, r := range []string{"gatewayclasses", "gateways", "httproutes", "referencegrants", "namespaces"} {
 		var verbs []string
 		for _, v := range []string{"get", "list", "watch"} {
 			if !slices.Contains(except, r+"/"+v) {
 				verbs = append(verbs, v)
 			}
 		}
-		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{r}, Verbs: verbs})
+		group := "gateway.networking.k8s.io"
+		if r == "namespaces" {
+			group = ""
+		}
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{r}, Verbs: verbs})
 	}
 	return rules
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -97,31 +98,59 @@ func Probe(disco discovery.DiscoveryInterface, gvs []string) Served {
 }
 
 // Informers builds the informers of k: one per namespace of namespaces for a namespaced kind
-// (all namespaces when namespaces is empty), one for a cluster-scoped kind. Built-in types get
-// typed informers (protobuf on the wire to the apiserver and onward); others dynamic ones.
+// (all namespaces when namespaces is empty), one for a cluster-scoped kind. Namespaces
+// themselves, when namespaces is not empty, get one informer per namespace watched, each
+// reading that Namespace alone (a metadata.name field selector): routes come only from the
+// namespaces watched, so only their labels matter, and RBAC can grant exactly those
+// (resourceNames) instead of every Namespace of the cluster. Built-in types get typed
+// informers (protobuf on the wire to the apiserver and onward); others dynamic ones.
 func (k *Kind) Informers(cs kubernetes.Interface, dyn dynamic.Interface, namespaces []string) ([]cache.SharedIndexInformer, error) {
 	scopes := []string{metav1.NamespaceAll}
 	if k.Namespaced && len(namespaces) > 0 {
 		scopes = namespaces
 	}
-	tweak := func(o *metav1.ListOptions) {
-		if k.FieldSelector != "" {
-			o.FieldSelector = k.FieldSelector
-		}
+	named := []string{""}
+	if k.GVR == NamespacesGVR && !k.Namespaced && len(namespaces) > 0 {
+		named = namespaces
 	}
 	var out []cache.SharedIndexInformer
 	for _, ns := range scopes {
-		var inf cache.SharedIndexInformer
-		f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns), informers.WithTweakListOptions(tweak))
-		if gi, err := f.ForResource(k.GVR); err == nil {
-			inf = gi.Informer()
-		} else {
-			inf = dynamicinformer.NewFilteredDynamicInformer(dyn, k.GVR, ns, 0, cache.Indexers{}, tweak).Informer()
+		for _, name := range named {
+			inf, err := k.informer(cs, dyn, ns, name)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, inf)
 		}
-		if err := inf.SetTransform(k.Transform()); err != nil {
-			return nil, err
-		}
-		out = append(out, inf)
 	}
 	return out, nil
+}
+
+// informer builds one informer of k in namespace ns (all for ""), reading only the object
+// named name when name is not empty.
+func (k *Kind) informer(cs kubernetes.Interface, dyn dynamic.Interface, ns, name string) (cache.SharedIndexInformer, error) {
+	selector := k.FieldSelector
+	if name != "" {
+		byName := fields.OneTermEqualSelector("metadata.name", name).String()
+		if selector != "" {
+			byName = selector + "," + byName
+		}
+		selector = byName
+	}
+	tweak := func(o *metav1.ListOptions) {
+		if selector != "" {
+			o.FieldSelector = selector
+		}
+	}
+	var inf cache.SharedIndexInformer
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns), informers.WithTweakListOptions(tweak))
+	if gi, err := f.ForResource(k.GVR); err == nil {
+		inf = gi.Informer()
+	} else {
+		inf = dynamicinformer.NewFilteredDynamicInformer(dyn, k.GVR, ns, 0, cache.Indexers{}, tweak).Informer()
+	}
+	if err := inf.SetTransform(k.Transform()); err != nil {
+		return nil, err
+	}
+	return inf, nil
 }

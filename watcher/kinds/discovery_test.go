@@ -149,7 +149,7 @@ func TestProbeTellsNotServedFromFailed(t *testing.T) {
 // resolved; an optional kind of a group version that failed is watched once discovery answers,
 // never skipped for having failed.
 func TestResolveRetriesAFailedDiscoveryUntilDecided(t *testing.T) {
-	disco := newFlakyDiscovery(resourceList(t, "v1", "services:Service:ns"),
+	disco := newFlakyDiscovery(resourceList(t, "v1", "services:Service:ns", "namespaces:Namespace:cluster"),
 		resourceList(t, gvGatewayV1, "gatewayclasses:GatewayClass:cluster", "gateways:Gateway:ns", "httproutes:HTTPRoute:ns", "referencegrants:ReferenceGrant:ns"))
 	disco.fail[gvGatewayV1] = 2
 	specs, err := ParseSpecs([]string{"v1/services"}, nil)
@@ -177,8 +177,8 @@ func TestResolveRetriesAFailedDiscoveryUntilDecided(t *testing.T) {
 	if want := []string{"discovery of " + gvGatewayV1 + ": connection refused", "discovery of " + gvGatewayV1 + ": connection refused"}; !slices.Equal(whileFailing, want) {
 		t.Errorf("causes while discovery failed: %q, want %q", whileFailing, want)
 	}
-	if len(d.Watch) != 5 || len(d.Skipped) != 0 {
-		t.Errorf("watch %d kinds, skipped %v; want services and the four Gateway API kinds", len(d.Watch), d.Skipped)
+	if len(d.Watch) != 6 || len(d.Skipped) != 0 {
+		t.Errorf("watch %d kinds, skipped %v; want services, the four Gateway API kinds and Namespaces", len(d.Watch), d.Skipped)
 	}
 	for _, s := range WithGateway(GatewayAPIAuto, specs) {
 		if err := causes.Get(s.String()); err != nil {
@@ -197,7 +197,7 @@ func errString(err error) string {
 // Scenario 2 (docs/design.md): a required kind the apiserver does not serve is waited for,
 // never dropped: Resolve keeps asking, records that it is not served, and ends only with ctx.
 func TestResolveWaitsForARequiredKindNotServed(t *testing.T) {
-	disco := newFlakyDiscovery(resourceList(t, "v1", "services:Service:ns"))
+	disco := newFlakyDiscovery(resourceList(t, "v1", "services:Service:ns", "namespaces:Namespace:cluster"))
 	specs, err := ParseSpecs([]string{"v1/services", "widgets.example/v1/widgets"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -256,7 +256,7 @@ func TestResolveReadsReferenceGrantAtV1ElseV1beta1(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			disco := newFlakyDiscovery(append(tc.lists, resourceList(t, "v1", "services:Service:ns"))...)
+			disco := newFlakyDiscovery(append(tc.lists, resourceList(t, "v1", "services:Service:ns", "namespaces:Namespace:cluster"))...)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			disco.onCall = func(gv string, call int) {
@@ -418,6 +418,53 @@ func TestInformersListPerNamespaceWithTheFieldSelector(t *testing.T) {
 			defer mu.Unlock()
 			if tc.contentType == ContentTypeProtobuf && (len(selectors) == 0 || slices.ContainsFunc(selectors, func(s string) bool { return s != tc.selector })) {
 				t.Errorf("lists asked with field selectors %q, want each %q", selectors, tc.selector)
+			}
+		})
+	}
+}
+
+// Namespaces, under --namespaces, are read one by one (a metadata.name field selector per
+// namespace watched), so that RBAC can grant exactly those by resourceNames; without
+// --namespaces, one informer reads them all.
+func TestNamespacesAreReadOnlyWhereWatched(t *testing.T) {
+	k := &Kind{Spec: Spec{GVR: NamespacesGVR, Gateway: true}, GVK: schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}}
+	for _, tc := range []struct {
+		name       string
+		namespaces []string
+		selectors  []string
+	}{
+		{name: "every namespace", selectors: []string{""}},
+		{name: "two watched", namespaces: []string{"b", "a"}, selectors: []string{"metadata.name=a", "metadata.name=b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := fakekube.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a"}})
+			var mu sync.Mutex
+			var selectors []string
+			cs.PrependReactor("list", "namespaces", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				selectors = append(selectors, a.(clienttesting.ListAction).GetListRestrictions().Fields.String())
+				return false, nil, nil
+			})
+			infs, err := k.Informers(cs, nil, tc.namespaces)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := make(chan struct{})
+			t.Cleanup(func() { close(stop) })
+			var synced []cache.InformerSynced
+			for _, inf := range infs {
+				go inf.Run(stop)
+				synced = append(synced, inf.HasSynced)
+			}
+			if !cache.WaitForCacheSync(stop, synced...) {
+				t.Fatal("informers did not sync")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			slices.Sort(selectors)
+			if len(infs) != len(tc.selectors) || !slices.Equal(selectors, tc.selectors) {
+				t.Errorf("%d informers listing with field selectors %q, want %q", len(infs), selectors, tc.selectors)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package kinds
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -36,14 +37,20 @@ func ParseGatewayAPIMode(s string) (GatewayAPIMode, error) {
 // GatewayGroup is the Gateway API's group.
 const GatewayGroup = "gateway.networking.k8s.io"
 
-// GatewaySpecs are the Gateway API kinds Sluice translates, at the version preferred; a
-// ReferenceGrant is read as v1beta1 where the installed CRDs do not serve v1 yet (the
-// translator accepts both).
+// NamespacesGVR are core Namespaces: the Gateway API reads their labels (a listener's
+// allowedRoutes.namespaces.from Selector), nothing else does.
+var NamespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+// GatewaySpecs are the kinds --gateway-api adds: the Gateway API kinds Sluice translates, at
+// the version preferred (a ReferenceGrant is read as v1beta1 where the installed CRDs do not
+// serve v1 yet; the translator accepts both), and Namespaces, whose labels select the
+// namespaces a listener admits routes from.
 func GatewaySpecs(required bool) []Spec {
 	v1 := func(resource string, fallback ...string) Spec {
 		return Spec{GVR: schema.GroupVersionResource{Group: GatewayGroup, Version: "v1", Resource: resource}, Fallback: fallback, Required: required, Gateway: true}
 	}
-	return []Spec{v1("gatewayclasses"), v1("gateways"), v1("httproutes"), v1("referencegrants", "v1beta1")}
+	return []Spec{v1("gatewayclasses"), v1("gateways"), v1("httproutes"), v1("referencegrants", "v1beta1"),
+		{GVR: NamespacesGVR, Required: required, Gateway: true}}
 }
 
 // CheckNoGatewayKinds refuses a Gateway API kind in a --kinds or --optional-kinds list:
@@ -52,7 +59,7 @@ func CheckNoGatewayKinds(specs []Spec) error {
 	for _, s := range specs {
 		for _, g := range GatewaySpecs(false) {
 			if s.GVR.Group == g.GVR.Group && s.GVR.Resource == g.GVR.Resource {
-				return fmt.Errorf("kind %q is a Gateway API kind: --gateway-api (auto, on or off) decides whether it is watched; remove it from the list", s.String())
+				return fmt.Errorf("kind %q is a Gateway API kind (or one it needs): --gateway-api (auto, on or off) decides whether it is watched; remove it from the list", s.String())
 			}
 		}
 	}
@@ -141,6 +148,17 @@ func Decide(mode GatewayAPIMode, specs []Spec, served Served) Decision {
 		default:
 			d.Pending[s.String()] = err
 		}
+	}
+	// Namespaces are served by every apiserver; under auto they are watched only together
+	// with the Gateway API's CRDs, which are the only reason to read them.
+	if mode == GatewayAPIAuto && !slices.ContainsFunc(d.Watch, func(k *Kind) bool { return k.Gateway && k.GVR.Group == GatewayGroup }) {
+		d.Watch = slices.DeleteFunc(d.Watch, func(k *Kind) bool {
+			if k.Gateway && k.GVR == NamespacesGVR {
+				d.Skipped = append(d.Skipped, k.Spec)
+				return true
+			}
+			return false
+		})
 	}
 	SortKinds(d.Watch)
 	return d

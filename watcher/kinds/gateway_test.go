@@ -31,7 +31,7 @@ func served(t *testing.T, gvs map[string][]string, failed ...string) Served {
 }
 
 var (
-	core     = map[string][]string{"v1": {"services:Service:ns", "secrets:Secret:ns"}}
+	core     = map[string][]string{"v1": {"services:Service:ns", "secrets:Secret:ns", "namespaces:Namespace:cluster"}}
 	gwV1     = []string{"gatewayclasses:GatewayClass:cluster", "gateways:Gateway:ns", "httproutes:HTTPRoute:ns", "referencegrants:ReferenceGrant:ns"}
 	gwV1NoRG = []string{"gatewayclasses:GatewayClass:cluster", "gateways:Gateway:ns", "httproutes:HTTPRoute:ns"}
 )
@@ -48,7 +48,8 @@ func with(base map[string][]string, gv string, rs []string) map[string][]string 
 // Scenario 2 and 11 (docs/design.md): which kinds the watcher watches is decided from
 // discovery alone: a required kind not served keeps everything pending (no marker), an
 // optional one is skipped; --gateway-api decides the four Gateway API kinds, ReferenceGrant
-// at v1 when served, else v1beta1; a failed discovery decides nothing.
+// at v1 when served, else v1beta1, and Namespaces with them (under auto only while the
+// Gateway API's CRDs are served); a failed discovery decides nothing.
 func TestDecideWhichKindsToWatch(t *testing.T) {
 	userSpecs, err := ParseSpecs([]string{"v1/services"}, []string{"widgets.example/v1/widgets"})
 	if err != nil {
@@ -66,27 +67,27 @@ func TestDecideWhichKindsToWatch(t *testing.T) {
 	}{
 		{name: "auto, no CRDs: gateway kinds skipped", mode: GatewayAPIAuto, served: served(t, core),
 			watch:   []string{"v1/services"},
-			skipped: []string{"widgets.example/v1/widgets", gw + "/gatewayclasses", gw + "/gateways", gw + "/httproutes", gw + "/referencegrants"}},
-		{name: "auto, CRDs served: all four watched", mode: GatewayAPIAuto, served: served(t, with(core, gw, gwV1)),
-			watch:   []string{"v1/services", gw + "/gateways", gw + "/gatewayclasses", gw + "/httproutes", gw + "/referencegrants"},
+			skipped: []string{"widgets.example/v1/widgets", gw + "/gatewayclasses", gw + "/gateways", gw + "/httproutes", gw + "/referencegrants", "v1/namespaces"}},
+		{name: "auto, CRDs served: all four watched, and Namespaces", mode: GatewayAPIAuto, served: served(t, with(core, gw, gwV1)),
+			watch:   []string{"v1/namespaces", "v1/services", gw + "/gateways", gw + "/gatewayclasses", gw + "/httproutes", gw + "/referencegrants"},
 			skipped: []string{"widgets.example/v1/widgets"}},
 		{name: "auto, ReferenceGrant only at v1beta1", mode: GatewayAPIAuto,
 			served:  served(t, with(with(core, gw, gwV1NoRG), gwB, []string{"referencegrants:ReferenceGrant:ns"})),
-			watch:   []string{"v1/services", gw + "/gateways", gw + "/gatewayclasses", gw + "/httproutes", gwB + "/referencegrants"},
+			watch:   []string{"v1/namespaces", "v1/services", gw + "/gateways", gw + "/gatewayclasses", gw + "/httproutes", gwB + "/referencegrants"},
 			skipped: []string{"widgets.example/v1/widgets"}},
 		{name: "on, no CRDs: the four are pending, not served", mode: GatewayAPIOn, served: served(t, core),
-			watch:   []string{"v1/services"},
+			watch:   []string{"v1/namespaces", "v1/services"},
 			skipped: []string{"widgets.example/v1/widgets"},
 			pending: []string{gw + "/gatewayclasses: not served by the apiserver: group version " + gw + " does not exist",
 				gw + "/gateways: not served", gw + "/httproutes: not served",
 				gw + "/referencegrants: not served by the apiserver: group version " + gw + " does not exist; group version " + gwB + " does not exist"}},
 		{name: "on, CRDs served", mode: GatewayAPIOn, served: served(t, with(core, gw, gwV1)),
-			watch:   []string{"v1/services", gw + "/gateways", gw + "/gatewayclasses", gw + "/httproutes", gw + "/referencegrants"},
+			watch:   []string{"v1/namespaces", "v1/services", gw + "/gateways", gw + "/gatewayclasses", gw + "/httproutes", gw + "/referencegrants"},
 			skipped: []string{"widgets.example/v1/widgets"}},
 		{name: "off, CRDs served: never watched", mode: GatewayAPIOff, served: served(t, with(core, gw, gwV1)),
 			watch: []string{"v1/services"}, skipped: []string{"widgets.example/v1/widgets"}},
 		{name: "auto, discovery of the gateway group failed: pending, not skipped", mode: GatewayAPIAuto, served: served(t, core, gw),
-			watch: []string{"v1/services"}, skipped: []string{"widgets.example/v1/widgets"},
+			watch: []string{"v1/services"}, skipped: []string{"widgets.example/v1/widgets", "v1/namespaces"},
 			pending: []string{gw + "/gatewayclasses: discovery of " + gw + ": connection refused", gw + "/gateways: discovery", gw + "/httproutes: discovery", gw + "/referencegrants: discovery"}},
 		{name: "required core kind not served: pending", mode: GatewayAPIOff, served: served(t, map[string][]string{"v1": {"secrets:Secret:ns"}}),
 			skipped: []string{"widgets.example/v1/widgets"},

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -174,6 +175,9 @@ func (k *Kind) Transform() func(any) (any, error) {
 			return nil, fmt.Errorf("transform %s: %T has no object metadata", gvk.Kind, obj)
 		}
 		Strip(acc)
+		if ns, ok := obj.(*corev1.Namespace); ok {
+			ro = labelsOnly(ns)
+		}
 		// A transform error would stall the informer on this one object; an unreadable
 		// reference only withholds its Secrets instead.
 		rs, refsErr := refs.Of(gvk.GroupKind(), ro)
@@ -206,6 +210,14 @@ func Strip(o metav1.Object) {
 			o.SetAnnotations(c)
 		}
 	}
+}
+
+// labelsOnly is what the translator reads of a Namespace: its name and labels (a Gateway
+// listener selects the namespaces it admits routes from by label). Its spec, status and
+// annotations change nothing downstream and are not carried.
+func labelsOnly(ns *corev1.Namespace) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name, UID: ns.UID, ResourceVersion: ns.ResourceVersion,
+		Generation: ns.Generation, CreationTimestamp: ns.CreationTimestamp, Labels: ns.Labels}}
 }
 
 func encode(obj runtime.Object, gvk schema.GroupVersionKind) ([]byte, string, error) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -138,10 +139,10 @@ func TestGatewayKindListedAgainIsRefused(t *testing.T) {
 	}
 }
 
-// Scenario 2 and 11 (docs/design.md): --gateway-api on adds the four Gateway API kinds as
-// required, auto as optional, off none; ReferenceGrant falls back to v1beta1; the caller's
-// list is not changed.
-func TestWithGatewayAddsTheFourKindsPerMode(t *testing.T) {
+// Scenario 2 and 11 (docs/design.md): --gateway-api on adds the four Gateway API kinds and
+// Namespaces as required, auto as optional, off none; ReferenceGrant falls back to v1beta1;
+// the caller's list is not changed.
+func TestWithGatewayAddsTheFourKindsAndNamespacesPerMode(t *testing.T) {
 	specs, err := ParseSpecs([]string{"v1/services"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -151,12 +152,18 @@ func TestWithGatewayAddsTheFourKindsPerMode(t *testing.T) {
 		mode     GatewayAPIMode
 		n        int
 		required bool
-	}{{GatewayAPIOn, 5, true}, {GatewayAPIAuto, 5, false}, {GatewayAPIOff, 1, false}} {
+	}{{GatewayAPIOn, 6, true}, {GatewayAPIAuto, 6, false}, {GatewayAPIOff, 1, false}} {
 		out := WithGateway(tc.mode, specs)
 		if len(out) != tc.n {
 			t.Fatalf("%s: %d kinds, want %d", tc.mode, len(out), tc.n)
 		}
 		for _, s := range out[1:] {
+			if s.GVR == NamespacesGVR {
+				if !s.Gateway || s.Required != tc.required {
+					t.Errorf("%s: %+v, want Namespaces added with required=%v", tc.mode, s, tc.required)
+				}
+				continue
+			}
 			if !s.Gateway || s.Required != tc.required || s.GVR.Group != GatewayGroup || s.GVR.Version != "v1" {
 				t.Errorf("%s: %+v, want a v1 Gateway API kind with required=%v", tc.mode, s, tc.required)
 			}
@@ -289,6 +296,36 @@ func TestTransformStripsAndEncodesOnceWithTheKind(t *testing.T) {
 }
 
 // An informer hands the transform only API objects; anything else is an error, not a panic.
+// A Namespace is carried with its name and labels only (what a Gateway listener's selector
+// reads): its spec, status and annotations never reach the store or the wire.
+func TestTransformKeepsOnlyANamespacesLabels(t *testing.T) {
+	k := &Kind{Spec: Spec{GVR: NamespacesGVR}, GVK: schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}}
+	ns := &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{Name: "shop", UID: "u-ns", ResourceVersion: "7", Labels: map[string]string{"team": "shop"},
+			Annotations: map[string]string{"owner": "someone"}, Finalizers: []string{"example.com/f"}},
+		Spec:   corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{corev1.FinalizerKubernetes}},
+		Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive},
+	}
+	out, err := k.Transform()(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := out.(*Stored)
+	decoded, err := watchstream.Decode(st.Wire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := decoded.(*corev1.Namespace)
+	want := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", UID: "u-ns", ResourceVersion: "7", Labels: map[string]string{"team": "shop"}}}
+	got.TypeMeta = metav1.TypeMeta{}
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("the wire carries %+v, want %+v", got, want)
+	}
+	if st.Name != "shop" || st.UID != "u-ns" || st.ResourceVersion != "7" {
+		t.Errorf("stored metadata %+v, want shop u-ns at 7", st.ObjectMeta)
+	}
+}
+
 func TestTransformRefusesWhatIsNotAnObject(t *testing.T) {
 	k := &Kind{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Service"}}
 	for _, obj := range []any{"a string", &metav1.Status{}} {

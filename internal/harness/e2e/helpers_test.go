@@ -341,7 +341,8 @@ func (k *keeper) finish() {
 func (w *world) restrictedKubeconfig(without ...string) string {
 	w.t.Helper()
 	all := map[string]string{"ingresses": "networking.k8s.io", "ingressclasses": "networking.k8s.io", "services": "", "endpointslices": "discovery.k8s.io", "secrets": "",
-		"gatewayclasses": "gateway.networking.k8s.io", "gateways": "gateway.networking.k8s.io", "httproutes": "gateway.networking.k8s.io", "referencegrants": "gateway.networking.k8s.io"}
+		"gatewayclasses": "gateway.networking.k8s.io", "gateways": "gateway.networking.k8s.io", "httproutes": "gateway.networking.k8s.io", "referencegrants": "gateway.networking.k8s.io",
+		"namespaces": ""}
 	var rules []rbacv1.PolicyRule
 	for res, group := range all {
 		skip := false
