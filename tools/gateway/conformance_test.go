@@ -15,6 +15,8 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"golang.org/x/net/websocket"
+
 	"sigs.k8s.io/gateway-api/conformance"
 	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
 	"sigs.k8s.io/gateway-api/conformance/utils/config"
@@ -69,9 +71,9 @@ func baseManifests(t *testing.T) fs.FS {
 }
 
 // TestSluiceConformance runs the suite's GATEWAY-HTTP profile against Sluice. The Gateway's
-// published address is a documentation address nothing listens on; the round tripper sends
-// what the suite addresses to its port 80 and 443 to Caddy's listeners on loopback, keeping
-// the Host header and SNI as they are.
+// published address is a documentation address nothing listens on; the round tripper (and the
+// WebSocket dialer) send what the suite addresses to its port 80 and 443 to Caddy's listeners
+// on loopback, keeping the Host header and SNI as they are.
 func TestSluiceConformance(t *testing.T) {
 	t.Setenv("KUBECONFIG", env(t, "SLUICE_CONFORMANCE_KUBECONFIG"))
 	httpAddr, httpsAddr := env(t, "SLUICE_CONFORMANCE_HTTP"), env(t, "SLUICE_CONFORMANCE_HTTPS")
@@ -92,18 +94,64 @@ func TestSluiceConformance(t *testing.T) {
 	opts.ManifestFS = []fs.FS{baseManifests(t), &conformance.Manifests}
 	opts.BaseManifests = "sluice/base-manifests.yaml"
 	opts.TimeoutConfig = config.DefaultTimeoutConfig()
-	opts.RoundTripper = &roundtripper.DefaultRoundTripper{Debug: opts.Debug, TimeoutConfig: opts.TimeoutConfig,
+	remap := func(addr string) string {
+		port := "80"
+		if _, p, err := net.SplitHostPort(addr); err == nil {
+			port = p
+		}
+		switch port {
+		case "80":
+			return httpAddr
+		case "443":
+			return httpsAddr
+		}
+		return addr
+	}
+	opts.RoundTripper = h2cRemap{remap: remap, DefaultRoundTripper: &roundtripper.DefaultRoundTripper{Debug: opts.Debug, TimeoutConfig: opts.TimeoutConfig,
 		CustomDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			target := addr
-			if _, port, err := net.SplitHostPort(addr); err == nil {
-				switch port {
-				case "80":
-					target = httpAddr
-				case "443":
-					target = httpsAddr
-				}
-			}
-			return (&net.Dialer{}).DialContext(ctx, network, target)
-		}}
+			return (&net.Dialer{}).DialContext(ctx, network, remap(addr))
+		}}}
+	opts.WebSocketDialer = wsDialer{remap: remap}
 	conformance.RunConformanceWithOptions(t, opts)
+}
+
+// h2cRemap sends the suite's HTTP/2 prior-knowledge requests, whose transport dials the URL's
+// address itself, to the mapped address, keeping the Host the suite meant.
+type h2cRemap struct {
+	*roundtripper.DefaultRoundTripper
+	remap func(string) string
+}
+
+func (r h2cRemap) CaptureRoundTrip(req roundtripper.Request) (*roundtripper.CapturedRequest, *roundtripper.CapturedResponse, error) {
+	if req.Protocol == roundtripper.H2CPriorKnowledgeProtocol {
+		if req.Host == "" {
+			req.Host = req.URL.Host
+		}
+		req.URL.Host = r.remap(req.URL.Host)
+	}
+	return r.DefaultRoundTripper.CaptureRoundTrip(req)
+}
+
+// wsDialer opens the suite's WebSocket connections to the mapped address: the handshake
+// still names the address the suite meant.
+type wsDialer struct{ remap func(string) string }
+
+func (d wsDialer) Dial(url, protocol, origin string) (*websocket.Conn, error) {
+	cfg, err := websocket.NewConfig(url, origin)
+	if err != nil {
+		return nil, err
+	}
+	if protocol != "" {
+		cfg.Protocol = []string{protocol}
+	}
+	conn, err := net.Dial("tcp", d.remap(cfg.Location.Host))
+	if err != nil {
+		return nil, err
+	}
+	ws, err := websocket.NewClient(cfg, conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return ws, nil
 }

@@ -6,6 +6,7 @@ module github.com/sluice-io/sluice/tools/gateway
 go 1.26.0
 
 require (
+	golang.org/x/net v0.55.0
 	sigs.k8s.io/gateway-api v0.0.0-00010101000000-000000000000
 	sigs.k8s.io/gateway-api/conformance v1.6.3
 )
@@ -49,7 +50,6 @@ require (
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	golang.org/x/mod v0.36.0 // indirect
-	golang.org/x/net v0.55.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.20.0 // indirect
 	golang.org/x/sys v0.45.0 // indirect

@@ -90,7 +90,15 @@ func (t *Translator) TakeGatewayStatusChanges() []*watchv1.ObjectKey {
 // (status.supportedFeatures), in ascending order: exactly those whose conformance tests all
 // pass, as internal/harness/conformance checks by running the suite with what a GatewayClass
 // declares.
-var SupportedFeatures = []string{"Gateway", "HTTPRoute", "ReferenceGrant"}
+var SupportedFeatures = []string{
+	"Gateway", "HTTPRoute",
+	"HTTPRoute303RedirectStatusCode", "HTTPRoute307RedirectStatusCode", "HTTPRoute308RedirectStatusCode",
+	"HTTPRouteBackendProtocolWebSocket",
+	"HTTPRouteBackendTimeout", "HTTPRouteHostRewrite", "HTTPRouteMethodMatching", "HTTPRouteNamedRouteRule",
+	"HTTPRoutePathRedirect", "HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
+	"HTTPRouteRequestTimeout", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
+	"ReferenceGrant",
+}
 
 // GatewayStatus is the desired status of one Gateway API object, nil when it is not served;
 // lb and manage are the published addresses and whether they are known.
