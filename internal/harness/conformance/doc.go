@@ -4,6 +4,6 @@
 // binaries, and Caddy with Sluice's module. The suite itself is in the tools/gateway module, so
 // that its dependencies stay out of the main module; the test here starts everything, runs it
 // there with `go test`, and judges the ConformanceReport it writes. `make test` runs the Core
-// tests; `make conformance` runs the Extended features Sluice declares too and writes the
-// report to docs/conformance/.
+// tests and those of the Extended features Sluice declares; `make conformance` runs the same
+// and writes the report to docs/conformance/.
 package conformance
