@@ -9,9 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 
-	"golang.org/x/sys/unix"
+	"github.com/sluice-io/sluice/internal/harness/hostnet"
 )
 
 // Network is the Pods' network: a bridge on this host holding 10.252.N.1/24 (the Node's
@@ -37,13 +36,10 @@ const netPrefix = "10.252."
 
 // NewNetwork makes the bridge. It needs root (CAP_NET_ADMIN) and iproute2's ip.
 func NewNetwork() (*Network, error) {
-	if os.Geteuid() != 0 {
-		return nil, errors.New("podrunner: Pods run in network namespaces, which need root (CAP_NET_ADMIN); run as root")
+	if err := hostnet.Check("podrunner: Pods"); err != nil {
+		return nil, err
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		return nil, errors.New("podrunner: Pods need iproute2's 'ip' command (apt-get install iproute2)")
-	}
-	unlock, err := lockFile("/tmp/sluice-podrunner-net.lock")
+	unlock, err := hostnet.Lock("/tmp/sluice-podrunner-net.lock")
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +57,7 @@ func NewNetwork() (*Network, error) {
 			{"addr", "add", nw.HostIP + "/24", "dev", nw.bridge},
 			{"link", "set", nw.bridge, "up"},
 		}
-		if err := ipAll(steps); err != nil {
+		if err := hostnet.IP(steps...); err != nil {
 			_ = exec.Command("ip", "link", "del", nw.bridge).Run()
 			return nil, err
 		}
@@ -114,7 +110,7 @@ func (nw *Network) add() (*sandbox, error) {
 		{"-n", sb.ns, "link", "set", "eth0", "up"},
 		{"-n", sb.ns, "route", "add", "default", "via", nw.HostIP},
 	}
-	if err := ipAll(steps); err != nil {
+	if err := hostnet.IP(steps...); err != nil {
 		nw.remove(sb)
 		return nil, err
 	}
@@ -148,15 +144,6 @@ func (nw *Network) Close() {
 	_ = exec.Command("ip", "link", "del", nw.bridge).Run()
 }
 
-func ipAll(steps [][]string) error {
-	for _, s := range steps {
-		if out, err := exec.Command("ip", s...).CombinedOutput(); err != nil {
-			return fmt.Errorf("podrunner: ip %s: %v: %s", strings.Join(s, " "), err, strings.TrimSpace(string(out)))
-		}
-	}
-	return nil
-}
-
 var (
 	staleNetnsRE  = regexp.MustCompile(`^slcpod-(\d+)-(\d+)-\d+`)
 	staleBridgeRE = regexp.MustCompile(`slcb(\d+)-(\d+)`)
@@ -182,10 +169,7 @@ func sweepStale() {
 
 func alive(pid string) bool {
 	p, err := strconv.Atoi(pid)
-	if err != nil {
-		return false
-	}
-	return !errors.Is(syscall.Kill(p, 0), syscall.ESRCH)
+	return err == nil && hostnet.Alive(p)
 }
 
 // usedSubnets returns the N of every 10.252.N.0/24 this host already uses.
@@ -205,16 +189,4 @@ func usedSubnets() map[int]bool {
 		used[n] = true
 	}
 	return used
-}
-
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
 }

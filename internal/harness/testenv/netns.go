@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"github.com/sluice-io/sluice/internal/backend"
+	"github.com/sluice-io/sluice/internal/harness/hostnet"
 	"github.com/sluice-io/sluice/internal/pki"
 
 	"context"
@@ -18,7 +19,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -46,13 +46,10 @@ const netPrefix = "10.251."
 // NewNet makes a network namespace with a veth pair. It needs root (CAP_NET_ADMIN) and
 // iproute2's ip; without them it says so.
 func NewNet() (*Net, error) {
-	if os.Geteuid() != 0 {
-		return nil, errors.New("testenv: test backends need a network namespace, which needs root (CAP_NET_ADMIN); run the tests as root")
+	if err := hostnet.Check("testenv: test backends"); err != nil {
+		return nil, err
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		return nil, errors.New("testenv: test backends need iproute2's 'ip' command (apt-get install iproute2)")
-	}
-	unlock, err := lockFile("/tmp/sluice-testenv-netns.lock")
+	unlock, err := hostnet.Lock("/tmp/sluice-testenv-netns.lock")
 	if err != nil {
 		return nil, err
 	}
@@ -89,10 +86,8 @@ func (n *Net) create() error {
 		{"-n", n.Name, "link", "set", "lo", "up"},
 		{"-n", n.Name, "link", "set", peer, "up"},
 	}
-	for _, s := range steps {
-		if out, err := exec.Command("ip", s...).CombinedOutput(); err != nil {
-			return fmt.Errorf("testenv: ip %s: %v: %s", strings.Join(s, " "), err, strings.TrimSpace(string(out)))
-		}
+	if err := hostnet.IP(steps...); err != nil {
+		return fmt.Errorf("testenv: %w", err)
 	}
 	return nil
 }
@@ -252,7 +247,7 @@ func sweepStaleNets() {
 			continue
 		}
 		pid, _ := strconv.Atoi(m[1])
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		if !hostnet.Alive(pid) {
 			_ = exec.Command("ip", "netns", "del", strings.Fields(line)[0]).Run()
 		}
 	}
@@ -283,18 +278,6 @@ func usedSubnets() (map[int]bool, error) {
 		used[n] = true
 	}
 	return used, nil
-}
-
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
 }
 
 var sharedNet struct {
