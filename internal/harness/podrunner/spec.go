@@ -122,6 +122,14 @@ func (o *objects) configMap(ctx context.Context, name string, optional *bool) (m
 	return out, nil
 }
 
+// data reads a Secret's or a ConfigMap's keys (kind "secret" or "configmap").
+func (o *objects) data(ctx context.Context, kind, name string, optional *bool) (map[string][]byte, error) {
+	if kind == "secret" {
+		return o.secret(ctx, name, optional)
+	}
+	return o.configMap(ctx, name, optional)
+}
+
 var fieldKeyRE = regexp.MustCompile(`^metadata\.(labels|annotations)\['([^']+)'\]$`)
 
 // field resolves a downward-API fieldPath.
@@ -153,13 +161,7 @@ func (o *objects) field(path string) (string, error) {
 }
 
 func (o *objects) selected(ctx context.Context, kind, name, key string, optional *bool) (string, bool, error) {
-	var data map[string][]byte
-	var err error
-	if kind == "secret" {
-		data, err = o.secret(ctx, name, optional)
-	} else {
-		data, err = o.configMap(ctx, name, optional)
-	}
+	data, err := o.data(ctx, kind, name, optional)
 	if err != nil {
 		return "", false, err
 	}
@@ -327,13 +329,7 @@ func (o *objects) writeVolumes(ctx context.Context, dir string) (map[string]stri
 }
 
 func (o *objects) addKeys(ctx context.Context, files map[string][]byte, kind, name string, items []corev1.KeyToPath, optional *bool) error {
-	var data map[string][]byte
-	var err error
-	if kind == "secret" {
-		data, err = o.secret(ctx, name, optional)
-	} else {
-		data, err = o.configMap(ctx, name, optional)
-	}
+	data, err := o.data(ctx, kind, name, optional)
 	if err != nil {
 		return err
 	}
