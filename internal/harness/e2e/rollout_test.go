@@ -235,3 +235,73 @@ func podNames(t *testing.T, w *world, app string) map[string]bool {
 	}
 	return out
 }
+
+// Scaling a backend Deployment under steady traffic: scaled up, every new Pod gets requests
+// once the EndpointSlice controller lists it ready; scaled down, the Pods that go stop getting
+// requests before they stop accepting (their endpoints turn terminating first). No request is
+// lost either way.
+func TestScalingABackendUnderTrafficSpreadsAndLosesNoRequest(t *testing.T) {
+	w := newWorld(t, true, stack.Config{})
+	ctx := context.Background()
+	if _, err := w.c.Client.AppsV1().Deployments(w.ns).Create(ctx, testenv.BackendDeployment("scale", 1, 2), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.service("scale", "scale")
+	if err := w.c.WaitDeploymentReady(ctx, w.ns, "scale", "scale"); err != nil {
+		t.Fatal(err)
+	}
+	host := "scale." + w.ns + ".example.com"
+	if _, err := w.c.Client.NetworkingV1().Ingresses(w.ns).Create(ctx, ingress("scale", host, "scale"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "the route to be served by scale", func() (bool, error) {
+		got := w.answer(host, "/")
+		return got == "scale", fmt.Errorf("it answers %s", got)
+	})
+	tr := w.traffic(host, "scale", 2)
+	setReplicas := func(n int32) {
+		t.Helper()
+		s, err := w.c.Client.AppsV1().Deployments(w.ns).GetScale(ctx, "scale", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Spec.Replicas = n
+		if _, err := w.c.Client.AppsV1().Deployments(w.ns).UpdateScale(ctx, "scale", s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.c.WaitDeploymentReady(ctx, w.ns, "scale", "scale"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setReplicas(3)
+	three := podNames(t, w, "scale")
+	testenv.Eventually(t, time.Minute, "every one of the 3 pods to answer through Caddy", func() (bool, error) {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		for p := range three {
+			if tr.pods[p] == 0 {
+				return false, fmt.Errorf("pod %s has had no request yet (answered: %v)", p, tr.pods)
+			}
+		}
+		return true, nil
+	})
+	setReplicas(1)
+	testenv.Eventually(t, time.Minute, "the scaled-away pods to be gone", func() (bool, error) {
+		n := len(podNames(t, w, "scale"))
+		return n == 1, fmt.Errorf("%d pods", n)
+	})
+	left := podNames(t, w, "scale")
+	sent := tr.sent.Load()
+	testenv.Eventually(t, time.Minute, "more traffic after scaling down", func() (bool, error) {
+		return tr.sent.Load() > sent+100, nil
+	})
+	tr.finish()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, p := range tr.last {
+		if !left[p] {
+			t.Errorf("pod %s, scaled away, still answers", p)
+			break
+		}
+	}
+}
