@@ -521,3 +521,22 @@ func TestMissingSecretIsRetriedUntilItExists(t *testing.T) {
 		return nil
 	})
 }
+
+// A container whose liveness probe fails is killed and started again by its restartPolicy,
+// as a kubelet does; its restarts are counted.
+func TestFailingLivenessProbeRestartsTheContainer(t *testing.T) {
+	b := newBox(t)
+	p := backendPod("unhealthy", nil)
+	p.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/status/500", Port: intstr.FromString("http")}},
+		InitialDelaySeconds: 1, PeriodSeconds: 1, FailureThreshold: 2}
+	b.pod(p, "the container restarted by its liveness probe", func(p *corev1.Pod) error {
+		if len(p.Status.ContainerStatuses) != 1 {
+			return fmt.Errorf("status %+v", p.Status)
+		}
+		cs := p.Status.ContainerStatuses[0]
+		if cs.RestartCount < 1 || cs.LastTerminationState.Terminated == nil {
+			return fmt.Errorf("restarts %d, last %+v", cs.RestartCount, cs.LastTerminationState.Terminated)
+		}
+		return nil
+	})
+}
