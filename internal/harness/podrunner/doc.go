@@ -15,6 +15,6 @@
 // container runs the binary its image maps to, in the Pod's directory, and a volume's files
 // live under that directory; environment values and arguments that name a path under a
 // volume's mountPath are rewritten to the file's real place. There are no resource limits, no
-// init or ephemeral containers, no startup probes, and no pods/log subresource (Logs reads a
-// container's output instead).
+// init or ephemeral containers, no startup or exec probes, and of the kubelet's API only the
+// containerLogs endpoint, which the apiserver's pods/log (kubectl logs) reaches.
 package podrunner

@@ -90,7 +90,11 @@ func New(cfg Config) (*Runner, error) {
 // Run creates the Node, watches Pods and runs them until ctx ends; then it stops every
 // process it started (the Pods stay in the apiserver, as after a kubelet's crash).
 func (r *Runner) Run(ctx context.Context) error {
-	if err := r.ensureNode(ctx); err != nil {
+	logsPort, err := r.serveLogs(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.ensureNode(ctx, logsPort); err != nil {
 		return err
 	}
 	factory := informers.NewSharedInformerFactory(r.cfg.Client, 0)
@@ -156,7 +160,7 @@ func (r *Runner) next(ctx context.Context) bool {
 
 // ensureNode creates the runner's Node, Ready, with the Pod network's address. Nothing
 // heartbeats it: the controller-manager runs no node lifecycle controller.
-func (r *Runner) ensureNode(ctx context.Context) error {
+func (r *Runner) ensureNode(ctx context.Context, logsPort int32) error {
 	nodes := r.cfg.Client.CoreV1().Nodes()
 	node, err := nodes.Get(ctx, r.cfg.Node, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -173,7 +177,10 @@ func (r *Runner) ensureNode(ctx context.Context) error {
 		Capacity: capacity, Allocatable: capacity,
 		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 			Message: "sluice pod runner is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now}},
-		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: r.cfg.Network.HostIP}, {Type: corev1.NodeHostName, Address: r.cfg.Node}},
+		// Only the InternalIP: the apiserver tries a Hostname address first, and the Node's
+		// name resolves nowhere.
+		Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: r.cfg.Network.HostIP}},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: logsPort}},
 		NodeInfo:  corev1.NodeSystemInfo{KubeletVersion: "sluice-podrunner", OperatingSystem: "linux", Architecture: "amd64", ContainerRuntimeVersion: "sluice-podrunner://processes"},
 	}
 	if _, err := nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
@@ -395,8 +402,8 @@ func (r *Runner) drop(key string, st *podState) {
 	r.mu.Unlock()
 }
 
-// Logs returns what a container of a Pod has written so far (its stdout and stderr), the
-// runner's stand-in for pods/log.
+// Logs returns what a container of a Pod has written so far (its stdout and stderr), as
+// pods/log does through the apiserver.
 func (r *Runner) Logs(namespace, pod, container string) (string, error) {
 	r.mu.Lock()
 	st := r.state[namespace+"/"+pod]

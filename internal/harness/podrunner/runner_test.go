@@ -540,3 +540,33 @@ func TestFailingLivenessProbeRestartsTheContainer(t *testing.T) {
 		return nil
 	})
 }
+
+// pods/log reaches the runner as it reaches a kubelet: the apiserver dials the Node's address
+// and kubelet port and gets the container's output, its last lines with tailLines.
+func TestPodLogsThroughTheAPIServer(t *testing.T) {
+	b := newBox(t)
+	b.pod(backendPod("talker", nil), "the pod ready", func(p *corev1.Pod) error {
+		if !ready(*p) {
+			return fmt.Errorf("not ready")
+		}
+		return nil
+	})
+	ctx := context.Background()
+	all, err := b.c.Client.CoreV1().Pods(b.ns).GetLogs("talker", &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("pods/log: %v", err)
+	}
+	if !strings.Contains(string(all), `backend: talker (pod "talker") listening on :8080`) {
+		t.Fatalf("pods/log answered %q, want the backend's start line", all)
+	}
+	one, err := b.c.Client.CoreV1().Pods(b.ns).GetLogs("talker", &corev1.PodLogOptions{Container: "backend", TailLines: ptr.To(int64(1))}).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(one), "\n"); n != 1 {
+		t.Fatalf("tailLines 1 answered %d lines: %q", n, one)
+	}
+	if _, err := b.c.Client.CoreV1().Pods(b.ns).GetLogs("talker", &corev1.PodLogOptions{Container: "nope"}).DoRaw(ctx); err == nil {
+		t.Fatal("pods/log of a container the Pod does not have answered")
+	}
+}
