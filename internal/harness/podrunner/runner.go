@@ -181,7 +181,7 @@ func (r *Runner) ensureNode(ctx context.Context, logsPort int32) error {
 		// name resolves nowhere.
 		Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: r.cfg.Network.HostIP}},
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: logsPort}},
-		NodeInfo:  corev1.NodeSystemInfo{KubeletVersion: "sluice-podrunner", OperatingSystem: "linux", Architecture: "amd64", ContainerRuntimeVersion: "sluice-podrunner://processes"},
+		NodeInfo:        corev1.NodeSystemInfo{KubeletVersion: "sluice-podrunner", OperatingSystem: "linux", Architecture: "amd64", ContainerRuntimeVersion: "sluice-podrunner://processes"},
 	}
 	if _, err := nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("podrunner: node %s status: %w", r.cfg.Node, err)
