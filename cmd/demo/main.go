@@ -273,10 +273,11 @@ Sluice is running. Try it:
   %s config --addr %s          # the translator's config, findings and pushers
   %s watch --addr %s --quiet   # the watch stream and its verified marker
   %s -n demo scale deployment beta --replicas 2
+  %s -n demo logs deployment/alpha   # a Pod's output, through the pod runner
   curl -H 'Host: shop.sluice.local' http://%s/api
 Change examples (kubectl apply, delete, edit) and watch them take effect.
 Logs: %s
-`, cluster.AdminKubeconfig, kubectl, sluicectl, st.TranslatorAddr, sluicectl, st.WatcherAddr, kubectl, st.HTTPAddr(), dir)
+`, cluster.AdminKubeconfig, kubectl, sluicectl, st.TranslatorAddr, sluicectl, st.WatcherAddr, kubectl, kubectl, st.HTTPAddr(), dir)
 	if !once {
 		fmt.Println("Press Ctrl-C to stop everything the demo started.")
 		<-ctx.Done()
