@@ -277,24 +277,13 @@ func CheckRoute(rt *configv1.Route) error {
 		}
 	}
 	for _, m := range []*configv1.HeaderModifier{rt.GetRequestHeaders(), rt.GetResponseHeaders()} {
-		for _, h := range append(append([]*configv1.HeaderValue(nil), m.GetSet()...), m.GetAdd()...) {
-			if h.GetName() == "" {
-				return fmt.Errorf("header modifier without a name")
-			}
-			if err := checkModifierName(h.GetName()); err != nil {
-				return err
-			}
-			if err := CheckHeaderValue(h.GetValue()); err != nil {
-				return fmt.Errorf("header modifier %s: %w", h.GetName(), err)
-			}
+		if err := checkHeaderModifier(m); err != nil {
+			return err
 		}
-		for _, n := range m.GetRemove() {
-			if n == "" {
-				return fmt.Errorf("header modifier removes an empty name")
-			}
-			if err := checkModifierName(n); err != nil {
-				return err
-			}
+	}
+	for _, wb := range rt.GetBackends() {
+		if err := checkHeaderModifier(wb.GetRequestHeaders()); err != nil {
+			return fmt.Errorf("backend %s: %w", wb.GetBackend(), err)
 		}
 	}
 	if rd := rt.GetRedirect(); rd != nil {
@@ -323,6 +312,30 @@ func CheckRoute(rt *configv1.Route) error {
 	}
 	if err := checkModifier(rt.GetRewrite().GetPath()); err != nil {
 		return fmt.Errorf("rewrite path: %w", err)
+	}
+	return nil
+}
+
+// checkHeaderModifier checks the names and values a header modifier sets, adds or removes.
+func checkHeaderModifier(m *configv1.HeaderModifier) error {
+	for _, h := range append(append([]*configv1.HeaderValue(nil), m.GetSet()...), m.GetAdd()...) {
+		if h.GetName() == "" {
+			return fmt.Errorf("header modifier without a name")
+		}
+		if err := checkModifierName(h.GetName()); err != nil {
+			return err
+		}
+		if err := CheckHeaderValue(h.GetValue()); err != nil {
+			return fmt.Errorf("header modifier %s: %w", h.GetName(), err)
+		}
+	}
+	for _, n := range m.GetRemove() {
+		if n == "" {
+			return fmt.Errorf("header modifier removes an empty name")
+		}
+		if err := checkModifierName(n); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -444,22 +457,31 @@ func Rewritten(rt *configv1.Route, req Request) (host, path string) {
 	return host, ModifiedPath(rt, rt.GetRewrite().GetPath(), req.Path)
 }
 
-// Forwarded is what the backend receives of req through rt: the rewrite first, then the
-// request header modifier (in which "Host" is the Host: set or added it replaces it,
-// removed it empties it, as Caddy's own request header operations do). The header returned
-// is a copy; req's is not changed.
+// Forwarded is what the backend receives of req through rt when rt has no backend with its
+// own request header modifier: ForwardedTo with no backend.
 func Forwarded(rt *configv1.Route, req Request) (host, path string, header http.Header) {
+	return ForwardedTo(rt, nil, req)
+}
+
+// ForwardedTo is what backend wb (of rt; nil for none) receives of req through rt once it
+// was picked: the rewrite first, then the route's request header modifier, then the
+// backend's (the Gateway API applies a backendRef's filters after the rule's). In both
+// modifiers "Host" is the Host: set or added it replaces it, removed it empties it, as
+// Caddy's own request header operations do. The header returned is a copy; req's is not
+// changed.
+func ForwardedTo(rt *configv1.Route, wb *configv1.WeightedBackend, req Request) (host, path string, header http.Header) {
 	host, path = Rewritten(rt, req)
 	header = req.Header.Clone()
 	if header == nil {
 		header = http.Header{}
 	}
-	m := rt.GetRequestHeaders()
-	if m == nil {
+	m, bm := rt.GetRequestHeaders(), wb.GetRequestHeaders()
+	if m == nil && bm == nil {
 		return host, path, header
 	}
 	header["Host"] = append(header["Host"], host)
 	ModifyHeaders(m, header)
+	ModifyHeaders(bm, header)
 	host = ""
 	if hs := header["Host"]; len(hs) > 0 {
 		host = hs[len(hs)-1]

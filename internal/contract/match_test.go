@@ -194,6 +194,41 @@ func TestForwardedAppliesRewriteThenHeaderModifier(t *testing.T) {
 	}
 }
 
+// A backendRef's RequestHeaderModifier applies only to the backend picked, after the rule's
+// own: the rule's set is overwritten by the backend's, the backend's remove sees the rule's
+// add, and a Host the rule set is set again by the backend.
+func TestForwardedToAppliesTheBackendsModifierAfterTheRoutes(t *testing.T) {
+	rt := &configv1.Route{Path: prefix("/"), RequestHeaders: &configv1.HeaderModifier{
+		Set: []*configv1.HeaderValue{{Name: "X-Both", Value: "route"}, {Name: "Host", Value: "route-host"}},
+		Add: []*configv1.HeaderValue{{Name: "X-Route-Add", Value: "r"}}}}
+	v1 := &configv1.WeightedBackend{Backend: "v1", Weight: 1, RequestHeaders: &configv1.HeaderModifier{
+		Set:    []*configv1.HeaderValue{{Name: "x-both", Value: "v1"}, {Name: "host", Value: "v1-host"}},
+		Remove: []string{"x-route-add"}}}
+	v2 := &configv1.WeightedBackend{Backend: "v2", Weight: 1, RequestHeaders: &configv1.HeaderModifier{
+		Add: []*configv1.HeaderValue{{Name: "X-Both", Value: "v2"}}}}
+	rt.Backends = []*configv1.WeightedBackend{v1, v2}
+	r := req(t, "http", "GET", "h", "/", "X-Both: client")
+	for _, c := range []struct {
+		wb     *configv1.WeightedBackend
+		host   string
+		header http.Header
+	}{
+		{nil, "route-host", http.Header{"X-Both": {"route"}, "X-Route-Add": {"r"}}},
+		{v1, "v1-host", http.Header{"X-Both": {"v1"}}},
+		{v2, "route-host", http.Header{"X-Both": {"route", "v2"}, "X-Route-Add": {"r"}}},
+	} {
+		host, _, header := ForwardedTo(rt, c.wb, r)
+		if host != c.host || !equalHeader(header, c.header) {
+			t.Errorf("backend %s: forwarded %s %v, want %s %v", c.wb.GetBackend(), host, header, c.host, c.header)
+		}
+	}
+	// Without the route's modifier, the backend's alone applies.
+	host, _, header := ForwardedTo(&configv1.Route{Path: prefix("/")}, v1, r)
+	if want := (http.Header{"X-Both": {"v1"}}); host != "v1-host" || !equalHeader(header, want) {
+		t.Errorf("backend only: forwarded %s %v, want v1-host %v", host, header, want)
+	}
+}
+
 func equalHeader(a, b http.Header) bool {
 	if len(a) != len(b) {
 		return false
@@ -238,6 +273,8 @@ func TestCheckRouteNamesTheFieldAtFault(t *testing.T) {
 		{&configv1.Route{Path: prefix("/"), Redirect: &configv1.Redirect{Scheme: "ftp"}}, "scheme"},
 		{&configv1.Route{Path: prefix("/"), Rewrite: &configv1.Rewrite{Path: &configv1.PathModifier{Type: 9}}}, "rewrite path"},
 		{&configv1.Route{Path: prefix("/"), ResponseHeaders: &configv1.HeaderModifier{Remove: []string{""}}}, "empty name"},
+		{&configv1.Route{Path: prefix("/"), Backends: []*configv1.WeightedBackend{{Backend: "b", RequestHeaders: &configv1.HeaderModifier{Set: []*configv1.HeaderValue{{Name: "X", Value: "a\nb"}}}}}}, "backend b: header modifier X"},
+		{&configv1.Route{Path: prefix("/"), Backends: []*configv1.WeightedBackend{{Backend: "b", RequestHeaders: &configv1.HeaderModifier{Remove: []string{"X-*"}}}}}, "backend b: header modifier"},
 	} {
 		err := CheckRoute(c.rt)
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {

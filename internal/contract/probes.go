@@ -153,17 +153,25 @@ type Outcome struct {
 	// Backends are the names of the route's backends that may answer (those with a ready
 	// endpoint), when proxied.
 	Backends []string
+	// Forwards are what each of them receives (ForwardedTo), in the route's order: one per
+	// entry of the route's backends with a ready endpoint, when proxied.
+	Forwards []Forward
 	// InvalidShare, when proxied: the route's InvalidWeight is set, so a request may be
 	// answered 500 instead, for that share of the traffic (the module draws it by weight;
 	// stock Caddy gives that share to the backends: docs/translation.md).
 	InvalidShare bool
-	// Host, Path and Header are what the backend receives (Forwarded), when proxied.
+}
+
+// Forward is what one backend of a route receives of a request when it is picked.
+type Forward struct {
+	Backend    string
 	Host, Path string
 	Header     http.Header
 }
 
 // OutcomeOf is the Outcome of req under res: Match, then the route's redirect, its
-// backends' readiness and its invalid share, and Forwarded.
+// backends' readiness and its invalid share, and what each backend that may be picked
+// receives (ForwardedTo).
 func OutcomeOf(res *configv1.Resources, req Request) Outcome {
 	rt := Match(res, req)
 	if rt == nil {
@@ -181,6 +189,9 @@ func OutcomeOf(res *configv1.Resources, req Request) Outcome {
 			for _, ep := range b.GetEndpoints() {
 				if ep.GetReady() {
 					o.Backends = append(o.Backends, b.GetName())
+					f := Forward{Backend: b.GetName()}
+					f.Host, f.Path, f.Header = ForwardedTo(rt, wb, req)
+					o.Forwards = append(o.Forwards, f)
 					break
 				}
 			}
@@ -189,7 +200,6 @@ func OutcomeOf(res *configv1.Resources, req Request) Outcome {
 	switch {
 	case len(o.Backends) > 0:
 		o.Status = http.StatusOK
-		o.Host, o.Path, o.Header = Forwarded(rt, req)
 	case o.InvalidShare:
 		// Nothing valid can take the request: the Gateway API's 500 for invalid backends.
 		o.Status = http.StatusInternalServerError

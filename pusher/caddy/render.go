@@ -20,6 +20,8 @@ import (
 	"sort"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
@@ -310,7 +312,11 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 	if d := rt.GetTimeout(); d != nil {
 		proxy["transport"] = obj{"protocol": "http", "response_header_timeout": d.AsDuration().String()}
 	}
-	handle, err := requestChanges(rt)
+	bm, err := backendModifier(rt)
+	if err != nil {
+		return nil, err
+	}
+	handle, err := requestChanges(rt, bm)
 	if err != nil {
 		return nil, err
 	}
@@ -450,13 +456,35 @@ func redirectPath(rt *configv1.Route, m *configv1.PathModifier) string {
 	return "{http.request.uri.path}"
 }
 
+// backendModifier is the request header modifier every backend of rt carries (nil for
+// none), which then applies whichever is picked. Stock Caddy picks the upstream inside
+// reverse_proxy, after every handler ran, so backends whose modifiers differ cannot be
+// rendered: such a route is refused (and its source left out by the translator) rather
+// than proxied with another backend's headers.
+func backendModifier(rt *configv1.Route) (*configv1.HeaderModifier, error) {
+	var m *configv1.HeaderModifier
+	for i, wb := range rt.GetBackends() {
+		bm := wb.GetRequestHeaders()
+		if len(bm.GetSet())+len(bm.GetAdd())+len(bm.GetRemove()) == 0 {
+			bm = nil
+		}
+		if i == 0 {
+			m = bm
+		} else if !proto.Equal(m, bm) {
+			return nil, fmt.Errorf("its backends' request header modifiers differ: stock Caddy cannot change headers by the backend it picks")
+		}
+	}
+	return m, nil
+}
+
 // requestChanges are the handlers before reverse_proxy: the rewrite (the path by
 // path_regexp replacements on the escaped path, the Host by a request header set), then
-// the request header modifier, then the response header modifier; each modifier as three
+// the route's request header modifier, then its backends' one (backendModifier), then the
+// response header modifier; each modifier as three
 // headers handlers so that they apply remove, set, add (Caddy's own order within one is
 // add, set, delete). Deferred response handlers apply innermost first, hence add, set,
 // remove.
-func requestChanges(rt *configv1.Route) ([]any, error) {
+func requestChanges(rt *configv1.Route, backend *configv1.HeaderModifier) ([]any, error) {
 	var handle []any
 	if pm := rt.GetRewrite().GetPath(); pm != nil {
 		handle = append(handle, obj{"handler": "rewrite", "path_regexp": rewritePath(rt, pm)})
@@ -469,6 +497,13 @@ func requestChanges(rt *configv1.Route) ([]any, error) {
 		return nil, fmt.Errorf("request headers: %w", err)
 	}
 	for _, ops := range req {
+		handle = append(handle, obj{"handler": "headers", "request": ops})
+	}
+	breq, err := headerOps(backend)
+	if err != nil {
+		return nil, fmt.Errorf("backend request headers: %w", err)
+	}
+	for _, ops := range breq {
 		handle = append(handle, obj{"handler": "headers", "request": ops})
 	}
 	resp, err := headerOps(rt.GetResponseHeaders())

@@ -124,8 +124,8 @@ func answer(w http.ResponseWriter, err error) error {
 
 // Router routes a request by the table (http.handlers.sluice): 404 without a route, the
 // route's redirect answered directly, 500 for the route's invalid share, 503 without ready
-// endpoints, else the request is
-// rewritten and its headers changed as the route says (contract.Forwarded) and handed to
+// endpoints, else a backend is picked, the request is rewritten and its headers changed as
+// the route and then the picked backend say (contract.ForwardedTo) and handed to
 // the next handler (reverse_proxy with the sluice upstreams) with the chosen backend,
 // within the route's timeout; the route's response header modifier changes the response.
 type Router struct{}
@@ -155,15 +155,16 @@ func (Router) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 		w.WriteHeader(code)
 		return nil
 	}
-	b, invalid := t.pick(rt)
+	b, wb, invalid := t.pick(rt)
 	if invalid {
 		return plain(w, http.StatusInternalServerError, "invalid backend reference\n")
 	}
 	if b == nil {
 		return plain(w, http.StatusServiceUnavailable, "no ready endpoints\n")
 	}
-	if rt.rt.GetRewrite() != nil || rt.rt.GetRequestHeaders() != nil {
-		host, path, header := contract.Forwarded(rt.rt, req)
+	// The picked backend's own modifier applies after the route's, so only once it is picked.
+	if rt.rt.GetRewrite() != nil || rt.rt.GetRequestHeaders() != nil || wb.GetRequestHeaders() != nil {
+		host, path, header := contract.ForwardedTo(rt.rt, wb, req)
 		r.Host, r.URL.Path, r.URL.RawPath, r.Header = host, path, "", header
 		r.RequestURI = r.URL.RequestURI()
 	}

@@ -16,7 +16,8 @@
 //     the listener's scheme, Exact, Prefix and regular-expression paths, the method, header
 //     and query matches), answers 404 when nothing matches, a route's redirect itself, and
 //     503 when the route has no ready endpoints; otherwise it picks a backend by weight,
-//     rewrites the request and changes its headers as the route says (contract.Forwarded),
+//     rewrites the request and changes its headers as the route and then the picked
+//     backend say (contract.ForwardedTo),
 //     changes the response's headers on the way back, and hands the request on.
 //   - http.reverse_proxy.upstreams.sluice: the backend's ready endpoints, for Caddy's own
 //     reverse_proxy, which does the proxying (transport, load balancing, retries, passive
@@ -391,9 +392,10 @@ func (q queryMatch) accepts(query url.Values) bool {
 	return v == q.value
 }
 
-// pick chooses, by weight, a backend of r among those with ready endpoints, or r's invalid
-// share (invalid: answer 500); nil and not invalid when there is neither (503).
-func (t *Table) pick(r *route) (b *backend, invalid bool) {
+// pick chooses, by weight, a backend of r among those with ready endpoints (b, and wb, the
+// entry of r's backends it was chosen as), or r's invalid share (invalid: answer 500); nil
+// and not invalid when there is neither (503).
+func (t *Table) pick(r *route) (b *backend, wb *configv1.WeightedBackend, invalid bool) {
 	total := r.rt.GetInvalidWeight()
 	for _, wb := range r.backends {
 		if b, _ := t.backends.get(wb.GetBackend()); b != nil && len(b.upstreams) > 0 {
@@ -401,7 +403,7 @@ func (t *Table) pick(r *route) (b *backend, invalid bool) {
 		}
 	}
 	if total == 0 {
-		return nil, false
+		return nil, nil, false
 	}
 	n := rand.Uint32N(total)
 	for _, wb := range r.backends {
@@ -410,12 +412,12 @@ func (t *Table) pick(r *route) (b *backend, invalid bool) {
 			continue
 		}
 		if w := max(wb.GetWeight(), 1); n < w {
-			return b, false
+			return b, wb, false
 		} else {
 			n -= w
 		}
 	}
-	return nil, true
+	return nil, nil, true
 }
 
 // Certificate returns the certificate for a handshake's server name (contract.CertificateFor):

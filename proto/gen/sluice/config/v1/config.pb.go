@@ -2439,10 +2439,13 @@ func (x *HeaderMatch) GetType() HeaderMatchType {
 type WeightedBackend struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Backend names an entry of Resources.backends.
-	Backend       string `protobuf:"bytes,1,opt,name=backend,proto3" json:"backend,omitempty"`
-	Weight        uint32 `protobuf:"varint,2,opt,name=weight,proto3" json:"weight,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Backend string `protobuf:"bytes,1,opt,name=backend,proto3" json:"backend,omitempty"`
+	Weight  uint32 `protobuf:"varint,2,opt,name=weight,proto3" json:"weight,omitempty"`
+	// RequestHeaders changes the request's headers when this backend is picked, after the
+	// route's own RequestHeaders (the Gateway API's filters on a backendRef).
+	RequestHeaders *HeaderModifier `protobuf:"bytes,3,opt,name=request_headers,json=requestHeaders,proto3" json:"request_headers,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *WeightedBackend) Reset() {
@@ -2487,6 +2490,13 @@ func (x *WeightedBackend) GetWeight() uint32 {
 		return x.Weight
 	}
 	return 0
+}
+
+func (x *WeightedBackend) GetRequestHeaders() *HeaderModifier {
+	if x != nil {
+		return x.RequestHeaders
+	}
+	return nil
 }
 
 // Backend is a set of endpoints, usually one Service port.
@@ -3258,10 +3268,11 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\vHeaderMatch\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x125\n" +
-	"\x04type\x18\x03 \x01(\x0e2!.sluice.config.v1.HeaderMatchTypeR\x04type\"C\n" +
+	"\x04type\x18\x03 \x01(\x0e2!.sluice.config.v1.HeaderMatchTypeR\x04type\"\x8e\x01\n" +
 	"\x0fWeightedBackend\x12\x18\n" +
 	"\abackend\x18\x01 \x01(\tR\abackend\x12\x16\n" +
-	"\x06weight\x18\x02 \x01(\rR\x06weight\"\xb1\x01\n" +
+	"\x06weight\x18\x02 \x01(\rR\x06weight\x12I\n" +
+	"\x0frequest_headers\x18\x03 \x01(\v2 .sluice.config.v1.HeaderModifierR\x0erequestHeaders\"\xb1\x01\n" +
 	"\aBackend\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
 	"\aservice\x18\x02 \x01(\v2\x1b.sluice.config.v1.ObjectRefR\aservice\x12!\n" +
@@ -3457,28 +3468,29 @@ var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	28, // 47: sluice.config.v1.Rewrite.path:type_name -> sluice.config.v1.PathModifier
 	4,  // 48: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
 	5,  // 49: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
-	38, // 50: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
-	35, // 51: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
-	38, // 52: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
-	42, // 53: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	38, // 54: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
-	6,  // 55: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
-	19, // 56: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
-	41, // 57: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
-	0,  // 58: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
-	12, // 59: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
-	42, // 60: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
-	12, // 61: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
-	42, // 62: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
-	7,  // 63: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
-	39, // 64: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
-	13, // 65: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
-	40, // 66: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
-	65, // [65:67] is the sub-list for method output_type
-	63, // [63:65] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	27, // 50: sluice.config.v1.WeightedBackend.request_headers:type_name -> sluice.config.v1.HeaderModifier
+	38, // 51: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
+	35, // 52: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
+	38, // 53: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
+	42, // 54: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	38, // 55: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
+	6,  // 56: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
+	19, // 57: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
+	41, // 58: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
+	0,  // 59: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
+	12, // 60: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
+	42, // 61: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
+	12, // 62: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
+	42, // 63: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
+	7,  // 64: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
+	39, // 65: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
+	13, // 66: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
+	40, // 67: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
+	66, // [66:68] is the sub-list for method output_type
+	64, // [64:66] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_sluice_config_v1_config_proto_init() }
