@@ -990,8 +990,18 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 	if tmpl.Redirect == nil {
 		for bi, br := range rule.BackendRefs {
 			bfield := fmt.Sprintf("%s.backendRefs[%d]", field, bi)
-			if len(br.Filters) > 0 {
-				return drop("UnsupportedValue", fmt.Sprintf("backendRefs[%d]: filters on a backendRef are not supported", bi))
+			// A backendRef's filters apply only when that backend is picked, after the rule's.
+			var reqHeaders *configv1.HeaderModifier
+			for fi, f := range br.Filters {
+				switch f.Type {
+				case gatewayv1.HTTPRouteFilterRequestHeaderModifier:
+					reqHeaders = headerModifier(f.RequestHeaderModifier)
+				default:
+					return drop("UnsupportedValue", fmt.Sprintf("backendRefs[%d].filters[%d]: filter type %q is not supported on a backendRef", bi, fi, f.Type))
+				}
+			}
+			if err := contract.CheckRoute(&configv1.Route{RequestHeaders: reqHeaders}); err != nil {
+				return drop("UnsupportedValue", fmt.Sprintf("backendRefs[%d].filters: %v", bi, err))
 			}
 			name := t.routeBackend(out, br.BackendRef, bfield, unresolved)
 			weight := int32(1)
@@ -1002,7 +1012,7 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 			// never chosen (and so not referred to).
 			switch {
 			case name != "" && weight > 0:
-				tmpl.Backends = append(tmpl.Backends, &configv1.WeightedBackend{Backend: name, Weight: uint32(weight)})
+				tmpl.Backends = append(tmpl.Backends, &configv1.WeightedBackend{Backend: name, Weight: uint32(weight), RequestHeaders: reqHeaders})
 			case name != "":
 				out.refs = out.refs[:len(out.refs)-1]
 			case weight > 0:
