@@ -93,7 +93,7 @@ func (t *Translator) TakeGatewayStatusChanges() []*watchv1.ObjectKey {
 var SupportedFeatures = []string{
 	"Gateway", "HTTPRoute",
 	"HTTPRoute303RedirectStatusCode", "HTTPRoute307RedirectStatusCode", "HTTPRoute308RedirectStatusCode",
-	"HTTPRouteBackendProtocolWebSocket",
+	"HTTPRouteBackendProtocolWebSocket", "HTTPRouteBackendRequestHeaderModification",
 	"HTTPRouteBackendTimeout", "HTTPRouteHostRewrite", "HTTPRouteMethodMatching", "HTTPRouteNamedRouteRule",
 	"HTTPRoutePathRedirect", "HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
 	"HTTPRouteRequestTimeout", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
