@@ -233,7 +233,9 @@ func QueryMatchAccepts(q *configv1.QueryMatch, query url.Values) bool {
 // query name with braces, which it reads as a placeholder), a header value with a control
 // character or over MaxHeaderValueLength, a method that is not a token, a redirect status
 // or scheme the reference does not know, a redirect's or rewrite's hostname that is not a
-// hostname, a path modifier of unknown type.
+// hostname, a path modifier of unknown type, more than MaxMirrors mirrors, a mirror without
+// a backend or whose share is not a fraction of at most 1 with a denominator up to
+// MaxMirrorDenominator.
 func CheckRoute(rt *configv1.Route) error {
 	if err := checkPath(rt.GetPath().GetValue()); err != nil {
 		return fmt.Errorf("path: %w", err)
@@ -284,6 +286,17 @@ func CheckRoute(rt *configv1.Route) error {
 	for _, wb := range rt.GetBackends() {
 		if err := checkHeaderModifier(wb.GetRequestHeaders()); err != nil {
 			return fmt.Errorf("backend %s: %w", wb.GetBackend(), err)
+		}
+	}
+	if len(rt.GetMirrors()) > MaxMirrors {
+		return fmt.Errorf("%d mirrors (at most %d)", len(rt.GetMirrors()), MaxMirrors)
+	}
+	for i, m := range rt.GetMirrors() {
+		if m.GetBackend() == "" {
+			return fmt.Errorf("mirrors[%d] names no backend", i)
+		}
+		if d := m.GetDenominator(); d == 0 || d > MaxMirrorDenominator || m.GetNumerator() > d {
+			return fmt.Errorf("mirrors[%d] share %d/%d (1 <= denominator <= %d, numerator <= denominator)", i, m.GetNumerator(), d, MaxMirrorDenominator)
 		}
 	}
 	if rd := rt.GetRedirect(); rd != nil {

@@ -2,8 +2,11 @@ package contract
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
@@ -275,6 +278,12 @@ func TestCheckRouteNamesTheFieldAtFault(t *testing.T) {
 		{&configv1.Route{Path: prefix("/"), ResponseHeaders: &configv1.HeaderModifier{Remove: []string{""}}}, "empty name"},
 		{&configv1.Route{Path: prefix("/"), Backends: []*configv1.WeightedBackend{{Backend: "b", RequestHeaders: &configv1.HeaderModifier{Set: []*configv1.HeaderValue{{Name: "X", Value: "a\nb"}}}}}}, "backend b: header modifier X"},
 		{&configv1.Route{Path: prefix("/"), Backends: []*configv1.WeightedBackend{{Backend: "b", RequestHeaders: &configv1.HeaderModifier{Remove: []string{"X-*"}}}}}, "backend b: header modifier"},
+		{&configv1.Route{Path: prefix("/"), Mirrors: []*configv1.Mirror{{Backend: "m", Numerator: 1, Denominator: 100}}}, ""},
+		{&configv1.Route{Path: prefix("/"), Mirrors: []*configv1.Mirror{{Numerator: 1, Denominator: 1}}}, "mirrors[0] names no backend"},
+		{&configv1.Route{Path: prefix("/"), Mirrors: []*configv1.Mirror{{Backend: "m", Numerator: 1, Denominator: 1}, {Backend: "m", Numerator: 101, Denominator: 100}}}, "mirrors[1] share"},
+		{&configv1.Route{Path: prefix("/"), Mirrors: []*configv1.Mirror{{Backend: "m"}}}, "mirrors[0] share"},
+		{&configv1.Route{Path: prefix("/"), Mirrors: []*configv1.Mirror{{Backend: "m", Numerator: 1, Denominator: MaxMirrorDenominator + 1}}}, "mirrors[0] share"},
+		{&configv1.Route{Path: prefix("/"), Mirrors: make([]*configv1.Mirror, MaxMirrors+1)}, "mirrors"},
 	} {
 		err := CheckRoute(c.rt)
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
@@ -343,5 +352,42 @@ func TestCertificateForFallsBackToTheCatchAll(t *testing.T) {
 	res.VirtualHosts = res.VirtualHosts[:4]
 	if got := CertificateFor(res, "unknown-example.org"); got != "" {
 		t.Errorf("without a catch-all certificate: %q, want none", got)
+	}
+}
+
+// A mirror never changes the client's answer: the Outcome is the route's own, and each
+// mirror with a ready endpoint receives what the route forwards (its rewrite and request
+// header modifier, not a backend's own), only when the request is proxied.
+func TestOutcomeOfAMirroredRouteIsTheRoutesOwn(t *testing.T) {
+	ep := []*configv1.Endpoint{{Address: "10.0.0.1", Port: 80, Ready: true}}
+	rt := &configv1.Route{Path: prefix("/"), Rewrite: &configv1.Rewrite{Hostname: "inner"},
+		RequestHeaders: &configv1.HeaderModifier{Set: []*configv1.HeaderValue{{Name: "X-Route", Value: "r"}}},
+		Backends:       []*configv1.WeightedBackend{{Backend: "web", Weight: 1, RequestHeaders: &configv1.HeaderModifier{Set: []*configv1.HeaderValue{{Name: "X-Backend", Value: "b"}}}}},
+		Mirrors:        []*configv1.Mirror{{Backend: "copy", Numerator: 1, Denominator: 1}, {Backend: "gone", Numerator: 1, Denominator: 1}, {Backend: "copy", Numerator: 1, Denominator: 2}}}
+	res := &configv1.Resources{
+		VirtualHosts: []*configv1.VirtualHost{{Hostname: "h", Routes: []*configv1.Route{rt}}},
+		Backends:     []*configv1.Backend{{Name: "web", Endpoints: ep}, {Name: "copy", Endpoints: ep}, {Name: "gone"}},
+	}
+	r := req(t, "http", "GET", "h", "/a", "X-Client: c")
+	o := OutcomeOf(res, r)
+	without := proto.Clone(res).(*configv1.Resources)
+	without.VirtualHosts[0].Routes[0].Mirrors = nil
+	plain := OutcomeOf(without, r)
+	if o.Status != plain.Status || !slices.Equal(o.Backends, plain.Backends) || len(o.Forwards) != 1 || !equalHeader(o.Forwards[0].Header, plain.Forwards[0].Header) {
+		t.Fatalf("mirrored outcome %+v, want the route's own %+v", o, plain)
+	}
+	want := http.Header{"X-Client": {"c"}, "X-Route": {"r"}}
+	if len(o.Mirrors) != 2 {
+		t.Fatalf("mirrors %+v, want the two copies to the ready backend", o.Mirrors)
+	}
+	for _, m := range o.Mirrors {
+		if m.Backend != "copy" || m.Host != "inner" || m.Path != "/a" || !equalHeader(m.Header, want) {
+			t.Errorf("mirror gets %+v, want copy inner /a %v", m, want)
+		}
+	}
+	// Nothing is mirrored when nothing is proxied.
+	res.Backends[0].Endpoints = nil
+	if o := OutcomeOf(res, r); o.Status != http.StatusServiceUnavailable || len(o.Mirrors) != 0 {
+		t.Errorf("unproxied outcome %d with mirrors %+v, want 503 and none", o.Status, o.Mirrors)
 	}
 }

@@ -160,6 +160,11 @@ type Outcome struct {
 	// answered 500 instead, for that share of the traffic (the module draws it by weight;
 	// stock Caddy gives that share to the backends: docs/translation.md).
 	InvalidShare bool
+	// Mirrors are what each of the route's mirrors whose backend has a ready endpoint
+	// receives (Forwarded: the route's rewrite and request header modifier, never a
+	// backend's), in the route's order, when proxied; each gets its copy for its share of the
+	// requests (numerator/denominator). A copy changes nothing else of the Outcome.
+	Mirrors []Forward
 }
 
 // Forward is what one backend of a route receives of a request when it is picked.
@@ -170,8 +175,8 @@ type Forward struct {
 }
 
 // OutcomeOf is the Outcome of req under res: Match, then the route's redirect, its
-// backends' readiness and its invalid share, and what each backend that may be picked
-// receives (ForwardedTo).
+// backends' readiness and its invalid share, what each backend that may be picked
+// receives (ForwardedTo), and what its mirrors receive.
 func OutcomeOf(res *configv1.Resources, req Request) Outcome {
 	rt := Match(res, req)
 	if rt == nil {
@@ -200,9 +205,31 @@ func OutcomeOf(res *configv1.Resources, req Request) Outcome {
 	switch {
 	case len(o.Backends) > 0:
 		o.Status = http.StatusOK
+		for _, m := range rt.GetMirrors() {
+			if ready(res, m.GetBackend()) {
+				f := Forward{Backend: m.GetBackend()}
+				f.Host, f.Path, f.Header = Forwarded(rt, req)
+				o.Mirrors = append(o.Mirrors, f)
+			}
+		}
 	case o.InvalidShare:
 		// Nothing valid can take the request: the Gateway API's 500 for invalid backends.
 		o.Status = http.StatusInternalServerError
 	}
 	return o
+}
+
+// ready says whether the backend named has a ready endpoint in res.
+func ready(res *configv1.Resources, name string) bool {
+	for _, b := range res.GetBackends() {
+		if b.GetName() != name {
+			continue
+		}
+		for _, ep := range b.GetEndpoints() {
+			if ep.GetReady() {
+				return true
+			}
+		}
+	}
+	return false
 }

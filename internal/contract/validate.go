@@ -34,6 +34,12 @@ const (
 	MaxCertificateChainLength = 10
 	// MaxPrivateKeyBytes bounds a TLS Secret's tls.key (an RSA 8192-bit key is under 7 KiB).
 	MaxPrivateKeyBytes = 16 << 10
+	// MaxMirrors bounds a route's mirrors: each is one more copy of every request it mirrors
+	// (the Gateway API allows 16 filters on a rule).
+	MaxMirrors = 16
+	// MaxMirrorDenominator bounds the denominator of a mirror's share (the Gateway API's
+	// fraction has no bound; a million is finer than any use).
+	MaxMirrorDenominator = 1000000
 )
 
 // CheckRegex returns why expr is not a usable regular expression: over MaxRegexLength, or
