@@ -60,6 +60,8 @@ type StateInfo struct {
 	VirtualHosts int `json:"virtual_hosts"`
 	Backends     int `json:"backends"`
 	Certificates int `json:"certificates"`
+	// Mirrors counts the copies of mirrored requests, whatever the version.
+	Mirrors MirrorStats `json:"mirrors"`
 }
 
 func serveState(w http.ResponseWriter, r *http.Request) error {
@@ -69,6 +71,7 @@ func serveState(w http.ResponseWriter, r *http.Request) error {
 		if t := store.Current(); t != nil {
 			info = StateInfo{Ref: t.Ref, VirtualHosts: t.hosts.len(), Backends: t.backends.len(), Certificates: t.certs.len()}
 		}
+		info.Mirrors = mirrors.stats()
 		w.Header().Set("Content-Type", "application/json")
 		return json.NewEncoder(w).Encode(info)
 	case http.MethodPut:
@@ -124,7 +127,8 @@ func answer(w http.ResponseWriter, err error) error {
 
 // Router routes a request by the table (http.handlers.sluice): 404 without a route, the
 // route's redirect answered directly, 500 for the route's invalid share, 503 without ready
-// endpoints, else a backend is picked, the request is rewritten and its headers changed as
+// endpoints, else a backend is picked, the route's mirrors get their copies (mirror), the
+// request is rewritten and its headers changed as
 // the route and then the picked backend say (contract.ForwardedTo) and handed to
 // the next handler (reverse_proxy with the sluice upstreams) with the chosen backend,
 // within the route's timeout; the route's response header modifier changes the response.
@@ -161,6 +165,11 @@ func (Router) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 	}
 	if b == nil {
 		return plain(w, http.StatusServiceUnavailable, "no ready endpoints\n")
+	}
+	// Mirrors get the request as the route forwards it, before the picked backend's own
+	// modifier; they are sent apart and never hold up what follows.
+	if len(rt.rt.GetMirrors()) > 0 {
+		mirror(t, rt.rt, req, r)
 	}
 	// The picked backend's own modifier applies after the route's, so only once it is picked.
 	if rt.rt.GetRewrite() != nil || rt.rt.GetRequestHeaders() != nil || wb.GetRequestHeaders() != nil {

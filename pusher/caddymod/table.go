@@ -232,6 +232,11 @@ func (t *Table) check(hosts map[string]*vhost) error {
 					return fmt.Errorf("%w: virtual host %q routes to backend %q, which is not in the config", ErrRejected, name, b.GetBackend())
 				}
 			}
+			for _, m := range r.rt.GetMirrors() {
+				if _, ok := t.backends.get(m.GetBackend()); !ok {
+					return fmt.Errorf("%w: virtual host %q mirrors to backend %q, which is not in the config", ErrRejected, name, m.GetBackend())
+				}
+			}
 		}
 	}
 	return nil

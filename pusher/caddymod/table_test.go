@@ -143,8 +143,10 @@ func TestTableMatchesLikeTheReference(t *testing.T) {
 // the backend picked; the response header
 // modifier changes what the backend answered.
 func TestRouterDoesWhatTheReferenceSays(t *testing.T) {
-	saved := store
-	t.Cleanup(func() { store = saved })
+	saved, savedDispatch := store, dispatch
+	t.Cleanup(func() { store, dispatch = saved, savedDispatch })
+	var copies []*mirrorCopy
+	dispatch = func(c *mirrorCopy) { copies = append(copies, c) }
 	for name, cfg := range allConfigs(t) {
 		t.Run(name, func(t *testing.T) {
 			store = &Store{}
@@ -160,6 +162,7 @@ func TestRouterDoesWhatTheReferenceSays(t *testing.T) {
 			}
 			for _, req := range schemes(res) {
 				want := contract.OutcomeOf(res, req)
+				copies = nil
 				got := routeThrough(t, req, upstreams)
 				what := fmt.Sprintf("%s %s://%s%s?%s %v", req.Method, req.Scheme, req.Host, req.Path, req.RawQuery, req.Header)
 				if want.InvalidShare && want.Status == http.StatusOK && got.status == http.StatusInternalServerError {
@@ -178,6 +181,24 @@ func TestRouterDoesWhatTheReferenceSays(t *testing.T) {
 					return f.Backend == got.backend && got.host == f.Host && got.path == f.Path && sameHeader(got.header, f.Header)
 				}) {
 					t.Errorf("%s: proxied to %s as %s %s %v, want one of %+v", what, got.backend, got.host, got.path, got.header, want.Forwards)
+				}
+				// Each copy is one the reference says a mirror gets (the route's forwarded
+				// request); a mirror whose share is whole always gets its copy.
+				for _, c := range copies {
+					if !slices.ContainsFunc(want.Mirrors, func(f contract.Forward) bool {
+						return f.Backend == c.backend && c.host == f.Host && c.path == f.Path && sameHeader(c.header, f.Header)
+					}) {
+						t.Errorf("%s: mirrored to %s as %s %s %v, want one of %+v", what, c.backend, c.host, c.path, c.header, want.Mirrors)
+					}
+				}
+				whole := 0
+				for _, m := range want.Route.GetMirrors() {
+					if m.GetNumerator() == m.GetDenominator() && slices.ContainsFunc(want.Mirrors, func(f contract.Forward) bool { return f.Backend == m.GetBackend() }) {
+						whole++
+					}
+				}
+				if len(copies) < whole {
+					t.Errorf("%s: %d copies, want at least the %d of whole mirrors", what, len(copies), whole)
 				}
 				resp := backendHeader(got.backend)
 				contract.ModifyHeaders(want.Route.GetResponseHeaders(), resp)
