@@ -265,6 +265,12 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 	if err := contract.CheckRoute(rt); err != nil {
 		return nil, err
 	}
+	// Stock Caddy has no handler that sends a copy of a request elsewhere and goes on:
+	// reverse_proxy answers the client with the one upstream it picked. Such a route is
+	// refused (and its source left out by the translator) rather than served unmirrored.
+	if len(rt.GetMirrors()) > 0 {
+		return nil, fmt.Errorf("it mirrors requests: stock Caddy cannot mirror a request")
+	}
 	r := obj{}
 	match, err := matchers(rt)
 	if err != nil {
