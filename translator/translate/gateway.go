@@ -927,6 +927,12 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 	}
 
 	var prefixRewrite bool
+	type mirrorRef struct {
+		fi    int
+		ref   gatewayv1.BackendObjectReference
+		share *configv1.Mirror
+	}
+	var mirrorRefs []mirrorRef
 	for fi, f := range rule.Filters {
 		switch f.Type {
 		case gatewayv1.HTTPRouteFilterRequestHeaderModifier:
@@ -973,7 +979,35 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 			rw.Path, prefixRewrite = pm, prefixRewrite || prefix
 			tmpl.Rewrite = rw
 		case gatewayv1.HTTPRouteFilterRequestMirror:
-			return drop("UnsupportedValue", fmt.Sprintf("filters[%d]: RequestMirror is not supported (the data plane cannot mirror requests)", fi))
+			m := f.RequestMirror
+			if m == nil {
+				return drop("UnsupportedValue", fmt.Sprintf("filters[%d] has no requestMirror", fi))
+			}
+			// Every request without a share; a percent p is p/100.
+			share := &configv1.Mirror{Numerator: 100, Denominator: 100}
+			switch {
+			case m.Percent != nil && m.Fraction != nil:
+				return drop("UnsupportedValue", fmt.Sprintf("filters[%d]: requestMirror has both percent and fraction", fi))
+			case m.Percent != nil:
+				share.Numerator = uint32(max(*m.Percent, 0))
+				if *m.Percent < 0 {
+					share.Numerator = share.Denominator + 1 // refused below, as over 100
+				}
+			case m.Fraction != nil:
+				share.Numerator, share.Denominator = uint32(max(m.Fraction.Numerator, 0)), 100
+				if m.Fraction.Denominator != nil {
+					share.Denominator = uint32(max(*m.Fraction.Denominator, 0))
+				}
+				if m.Fraction.Numerator < 0 {
+					share.Denominator = 0 // refused below
+				}
+			}
+			// The share is checked now, the backendRef with the rule's (an unresolved one drops
+			// the mirror alone).
+			if err := contract.CheckRoute(&configv1.Route{Mirrors: []*configv1.Mirror{{Backend: "mirror", Numerator: share.Numerator, Denominator: share.Denominator}}}); err != nil {
+				return drop("UnsupportedValue", fmt.Sprintf("filters[%d]: %v", fi, err))
+			}
+			mirrorRefs = append(mirrorRefs, mirrorRef{fi, m.BackendRef, share})
 		default:
 			return drop("UnsupportedValue", fmt.Sprintf("filters[%d]: filter type %q is not supported", fi, f.Type))
 		}
@@ -1023,6 +1057,17 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 		// 500, as one whose backends are all invalid.
 		if len(tmpl.Backends) == 0 && tmpl.InvalidWeight == 0 {
 			tmpl.InvalidWeight = 1
+		}
+		// A mirror whose backendRef does not resolve is reported as any other and left out;
+		// the rule is served without it.
+		for _, m := range mirrorRefs {
+			mfield := fmt.Sprintf("%s.filters[%d].requestMirror.backendRef", field, m.fi)
+			if name := t.routeBackend(out, gatewayv1.BackendRef{BackendObjectReference: m.ref}, mfield, unresolved); name != "" {
+				tmpl.Mirrors = append(tmpl.Mirrors, &configv1.Mirror{Backend: name, Numerator: m.share.Numerator, Denominator: m.share.Denominator})
+			}
+		}
+		if err := contract.CheckRoute(tmpl); err != nil {
+			return drop("UnsupportedValue", fmt.Sprintf("filters: %v", err))
 		}
 	}
 
@@ -1315,8 +1360,12 @@ func (t *Translator) gatewayFindings(key string) []*configv1.Finding {
 			for _, r := range o.refs {
 				if b := t.backends[r.name]; b != nil && b.ready == 0 {
 					svc, port := parseBackendName(r.name)
+					what := "its share of the requests gets 503"
+					if strings.Contains(r.field, ".requestMirror.") {
+						what = "requests are not mirrored to it"
+					}
 					fs = append(fs, &configv1.Finding{Object: gwRef("HTTPRoute", ns, name, string(o.rt.UID)), Field: r.field, Severity: sevWarn, Reason: "NoReadyEndpoints",
-						Cause: fmt.Sprintf("Service %s/%s port %d has no ready endpoints; its share of the requests gets 503 until it has", svc.ns, svc.name, port)})
+						Cause: fmt.Sprintf("Service %s/%s port %d has no ready endpoints; %s until it has", svc.ns, svc.name, port, what)})
 				}
 			}
 		}

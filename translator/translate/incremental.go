@@ -909,6 +909,9 @@ func (t *Translator) resolveHost(h string) {
 		for _, b := range r.GetBackends() {
 			use.backends = append(use.backends, b.GetBackend())
 		}
+		for _, m := range r.GetMirrors() {
+			use.backends = append(use.backends, m.GetBackend())
+		}
 	}
 	old := t.hostUses[h]
 	for _, b := range old.backends {
