@@ -96,6 +96,7 @@ var SupportedFeatures = []string{
 	"HTTPRouteBackendProtocolWebSocket", "HTTPRouteBackendRequestHeaderModification",
 	"HTTPRouteBackendTimeout", "HTTPRouteHostRewrite", "HTTPRouteMethodMatching", "HTTPRouteNamedRouteRule",
 	"HTTPRoutePathRedirect", "HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
+	"HTTPRouteRequestMirror", "HTTPRouteRequestMultipleMirrors", "HTTPRouteRequestPercentageMirror",
 	"HTTPRouteRequestTimeout", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
 	"ReferenceGrant",
 }
