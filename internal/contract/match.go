@@ -235,7 +235,7 @@ func QueryMatchAccepts(q *configv1.QueryMatch, query url.Values) bool {
 // or scheme the reference does not know, a redirect's or rewrite's hostname that is not a
 // hostname, a path modifier of unknown type, more than MaxMirrors mirrors, a mirror without
 // a backend or whose share is not a fraction of at most 1 with a denominator up to
-// MaxMirrorDenominator.
+// MaxMirrorDenominator, a CORS policy that fails CheckCORS.
 func CheckRoute(rt *configv1.Route) error {
 	if err := checkPath(rt.GetPath().GetValue()); err != nil {
 		return fmt.Errorf("path: %w", err)
@@ -298,6 +298,9 @@ func CheckRoute(rt *configv1.Route) error {
 		if d := m.GetDenominator(); d == 0 || d > MaxMirrorDenominator || m.GetNumerator() > d {
 			return fmt.Errorf("mirrors[%d] share %d/%d (1 <= denominator <= %d, numerator <= denominator)", i, m.GetNumerator(), d, MaxMirrorDenominator)
 		}
+	}
+	if err := CheckCORS(rt.GetCors()); err != nil {
+		return fmt.Errorf("cors: %w", err)
 	}
 	if rd := rt.GetRedirect(); rd != nil {
 		switch rd.GetStatusCode() {

@@ -284,6 +284,15 @@ func TestCheckRouteNamesTheFieldAtFault(t *testing.T) {
 		{&configv1.Route{Path: prefix("/"), Mirrors: []*configv1.Mirror{{Backend: "m"}}}, "mirrors[0] share"},
 		{&configv1.Route{Path: prefix("/"), Mirrors: []*configv1.Mirror{{Backend: "m", Numerator: 1, Denominator: MaxMirrorDenominator + 1}}}, "mirrors[0] share"},
 		{&configv1.Route{Path: prefix("/"), Mirrors: make([]*configv1.Mirror, MaxMirrors+1)}, "mirrors"},
+		{&configv1.Route{Path: prefix("/"), Cors: &configv1.Cors{AllowOrigins: []string{"*"}, AllowMethods: []string{"*"}, AllowHeaders: []string{"*"}}}, ""},
+		{&configv1.Route{Path: prefix("/"), Cors: &configv1.Cors{AllowOrigins: []string{"https://*.a.example:8443"}, AllowMethods: []string{"GET"}, ExposeHeaders: []string{"X-A"}}}, ""},
+		{&configv1.Route{Path: prefix("/"), Cors: &configv1.Cors{AllowOrigins: []string{"a.example"}}}, "cors: origin"},
+		{&configv1.Route{Path: prefix("/"), Cors: &configv1.Cors{AllowOrigins: []string{"https://a.*.example"}}}, "cors: origin"},
+		{&configv1.Route{Path: prefix("/"), Cors: &configv1.Cors{AllowOrigins: []string{"https://a.example\r\nX: y"}}}, "cors: origin"},
+		{&configv1.Route{Path: prefix("/"), Cors: &configv1.Cors{AllowMethods: []string{"GET POST"}}}, "cors: method"},
+		{&configv1.Route{Path: prefix("/"), Cors: &configv1.Cors{AllowHeaders: []string{"x\n"}}}, "cors: allowed header"},
+		{&configv1.Route{Path: prefix("/"), Cors: &configv1.Cors{ExposeHeaders: []string{"x y"}}}, "cors: exposed header"},
+		{&configv1.Route{Path: prefix("/"), Cors: &configv1.Cors{AllowMethods: make([]string, MaxCORSEntries+1)}}, "cors: 65 allowMethods"},
 	} {
 		err := CheckRoute(c.rt)
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
@@ -389,5 +398,61 @@ func TestOutcomeOfAMirroredRouteIsTheRoutesOwn(t *testing.T) {
 	res.Backends[0].Endpoints = nil
 	if o := OutcomeOf(res, r); o.Status != http.StatusServiceUnavailable || len(o.Mirrors) != 0 {
 		t.Errorf("unproxied outcome %d with mirrors %+v, want 503 and none", o.Status, o.Mirrors)
+	}
+}
+
+// A CORS preflight is answered by the proxy (204, never proxied or redirected) with the
+// policy's headers for an allowed origin ("*" and wildcards echo the origin, "*" methods and
+// headers echo what was asked), and only Vary for another; an allowed cross-origin request
+// is proxied and its answer gets the origin, credentials and exposed headers.
+func TestCORSPreflightIsAnsweredByTheProxy(t *testing.T) {
+	ep := []*configv1.Endpoint{{Address: "10.0.0.1", Port: 80, Ready: true}}
+	cors := &configv1.Cors{AllowOrigins: []string{"https://www.foo.com", "https://*.bar.com"}, AllowMethods: []string{"GET", "OPTIONS"},
+		AllowHeaders: []string{"x-header-1"}, ExposeHeaders: []string{"x-header-3", "x-header-4"}, AllowCredentials: true, MaxAge: 3600}
+	any := &configv1.Cors{AllowOrigins: []string{"*"}, AllowMethods: []string{"*"}, AllowHeaders: []string{"*"}}
+	res := &configv1.Resources{
+		VirtualHosts: []*configv1.VirtualHost{{Hostname: "h", Routes: []*configv1.Route{
+			{Path: prefix("/any"), Cors: any, Redirect: &configv1.Redirect{Hostname: "elsewhere"}},
+			{Path: prefix("/"), Cors: cors, Backends: []*configv1.WeightedBackend{{Backend: "web", Weight: 1}}},
+		}}},
+		Backends: []*configv1.Backend{{Name: "web", Endpoints: ep}},
+	}
+	pre := func(path, origin string) Outcome {
+		return OutcomeOf(res, req(t, "http", "OPTIONS", "h", path, "Origin: "+origin, "Access-Control-Request-Method: PUT", "Access-Control-Request-Headers: x-a, x-b"))
+	}
+	for _, origin := range []string{"https://www.foo.com", "https://a.bar.com", "https://a.b.bar.com"} {
+		o := pre("/", origin)
+		want := http.Header{"Vary": {"Origin"}, "Access-Control-Allow-Origin": {origin}, "Access-Control-Allow-Credentials": {"true"},
+			"Access-Control-Allow-Methods": {"GET, OPTIONS"}, "Access-Control-Allow-Headers": {"x-header-1"},
+			"Access-Control-Expose-Headers": {"x-header-3, x-header-4"}, "Access-Control-Max-Age": {"3600"}}
+		if !o.Preflight || o.Status != http.StatusNoContent || len(o.Backends) != 0 || !equalHeader(o.Header, want) {
+			t.Errorf("preflight from %s: %+v, want 204 with %v", origin, o, want)
+		}
+	}
+	for _, origin := range []string{"https://foobar.com", "https://bar.com", "http://www.foo.com", "https://www.foo.com.evil"} {
+		if o := pre("/", origin); !o.Preflight || !equalHeader(o.Header, http.Header{"Vary": {"Origin"}}) {
+			t.Errorf("preflight from %s: %+v, want 204 with Vary only", origin, o)
+		}
+	}
+	o := pre("/any/x", "https://o.example:1")
+	if want := (http.Header{"Vary": {"Origin"}, "Access-Control-Allow-Origin": {"https://o.example:1"}, "Access-Control-Allow-Methods": {"PUT"}, "Access-Control-Allow-Headers": {"x-a, x-b"}}); o.Status != http.StatusNoContent || !equalHeader(o.Header, want) {
+		t.Errorf("preflight of a redirecting route with wildcards: %+v, want 204 with %v", o, want)
+	}
+	if o := OutcomeOf(res, req(t, "http", "OPTIONS", "h", "/", "Origin: https://www.foo.com")); o.Preflight || o.Status != http.StatusOK {
+		t.Errorf("OPTIONS without Access-Control-Request-Method: %+v, want proxied", o)
+	}
+	r := req(t, "http", "GET", "h", "/", "Origin: https://x.bar.com")
+	if o := OutcomeOf(res, r); o.Preflight || o.Status != http.StatusOK {
+		t.Errorf("cross-origin GET: %+v, want proxied", o)
+	}
+	h := http.Header{"Vary": {"Accept-Encoding"}, "Access-Control-Allow-Origin": {"*"}}
+	ApplyResponseCORS(cors, r, h)
+	if want := (http.Header{"Vary": {"Accept-Encoding", "Origin"}, "Access-Control-Allow-Origin": {"https://x.bar.com"}, "Access-Control-Allow-Credentials": {"true"}, "Access-Control-Expose-Headers": {"x-header-3, x-header-4"}}); !equalHeader(h, want) {
+		t.Errorf("answer to a cross-origin GET: %v, want %v", h, want)
+	}
+	h = http.Header{}
+	ApplyResponseCORS(cors, req(t, "http", "GET", "h", "/", "Origin: https://foobar.com"), h)
+	if len(h) != 0 {
+		t.Errorf("answer to a GET from an origin not allowed: %v, want nothing added", h)
 	}
 }

@@ -61,6 +61,9 @@ func Probes(res *configv1.Resources) []Request {
 				}
 				variants = append(variants, withQuery(full, o))
 			}
+			if c := rt.GetCors(); c != nil {
+				variants = append(variants, corsProbes(c, withQuery(full, q))...)
+			}
 			for _, p := range paths {
 				for _, r := range variants {
 					r.Path = p
@@ -77,6 +80,29 @@ func Probes(res *configv1.Resources) []Request {
 		for _, p := range []string{"/", "/nothing-here"} {
 			out = append(out, Request{Scheme: "http", Host: host, Method: http.MethodGet, Path: p, Header: http.Header{}, Query: url.Values{}})
 		}
+	}
+	return out
+}
+
+// corsProbes are full as a preflight and as a cross-origin request, from an origin c allows
+// and from one it does not.
+func corsProbes(c *configv1.Cors, full Request) []Request {
+	allowed := "https://allowed.example"
+	if os := c.GetAllowOrigins(); len(os) > 0 && os[0] != "*" {
+		allowed = strings.Replace(os[0], "*", "x.y", 1)
+	}
+	var out []Request
+	for _, origin := range []string{allowed, "https://other.example.org:8443"} {
+		pre := full
+		pre.Method = http.MethodOptions
+		pre.Header = full.Header.Clone()
+		pre.Header.Set("Origin", origin)
+		pre.Header.Set("Access-Control-Request-Method", "PUT")
+		pre.Header.Set("Access-Control-Request-Headers", "x-one, x-two")
+		actual := full
+		actual.Header = full.Header.Clone()
+		actual.Header.Set("Origin", origin)
+		out = append(out, pre, actual)
 	}
 	return out
 }
@@ -145,7 +171,7 @@ func sample(b *strings.Builder, re *syntax.Regexp) {
 type Outcome struct {
 	// Route is the route matched, nil for none (Status 404).
 	Route *configv1.Route
-	// Status is 404 (no route), the redirect's code, 500 (the route has an invalid share
+	// Status is 404 (no route), 204 (a CORS preflight), the redirect's code, 500 (the route has an invalid share
 	// and no backend with a ready endpoint), 503 (no backend of the route has a ready
 	// endpoint, and no invalid share) or 200 (proxied).
 	Status   int
@@ -165,6 +191,12 @@ type Outcome struct {
 	// backend's), in the route's order, when proxied; each gets its copy for its share of the
 	// requests (numerator/denominator). A copy changes nothing else of the Outcome.
 	Mirrors []Forward
+	// Preflight: req is a CORS preflight for the route (IsPreflight), answered by the proxy
+	// with Status 204 and Header (PreflightHeader), whatever the route's redirect or
+	// backends; nothing is proxied or mirrored.
+	Preflight bool
+	// Header, for a preflight, is the whole CORS header of the answer.
+	Header http.Header
 }
 
 // Forward is what one backend of a route receives of a request when it is picked.
@@ -174,13 +206,17 @@ type Forward struct {
 	Header     http.Header
 }
 
-// OutcomeOf is the Outcome of req under res: Match, then the route's redirect, its
+// OutcomeOf is the Outcome of req under res: Match, then a CORS preflight's answer, the
+// route's redirect, its
 // backends' readiness and its invalid share, what each backend that may be picked
 // receives (ForwardedTo), and what its mirrors receive.
 func OutcomeOf(res *configv1.Resources, req Request) Outcome {
 	rt := Match(res, req)
 	if rt == nil {
 		return Outcome{Status: http.StatusNotFound}
+	}
+	if IsPreflight(rt, req) {
+		return Outcome{Route: rt, Status: http.StatusNoContent, Preflight: true, Header: PreflightHeader(rt.GetCors(), req)}
 	}
 	if loc, code := RedirectLocation(rt, req); code != 0 {
 		return Outcome{Route: rt, Status: code, Location: loc}

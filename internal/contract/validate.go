@@ -40,6 +40,11 @@ const (
 	// MaxMirrorDenominator bounds the denominator of a mirror's share (the Gateway API's
 	// fraction has no bound; a million is finer than any use).
 	MaxMirrorDenominator = 1000000
+	// MaxCORSEntries bounds each list of a route's CORS policy (origins, methods, allowed
+	// and exposed headers): the Gateway API allows 64 of each.
+	MaxCORSEntries = 64
+	// MaxCORSOriginLength bounds one allowed origin, in bytes (a scheme and a hostname).
+	MaxCORSOriginLength = 512
 )
 
 // CheckRegex returns why expr is not a usable regular expression: over MaxRegexLength, or

@@ -1820,7 +1820,10 @@ type Route struct {
 	// Mirrors each get a copy of a share of the requests the route proxies (the Gateway API's
 	// RequestMirror filters). A copy never changes or delays the client's answer, and its own
 	// answer is discarded.
-	Mirrors       []*Mirror `protobuf:"bytes,16,rep,name=mirrors,proto3" json:"mirrors,omitempty"`
+	Mirrors []*Mirror `protobuf:"bytes,16,rep,name=mirrors,proto3" json:"mirrors,omitempty"`
+	// Cors, when set, is the route's CORS policy (the Gateway API's CORS filter): the proxy
+	// answers a preflight itself, and adds the CORS response headers to what it proxies.
+	Cors          *Cors `protobuf:"bytes,17,opt,name=cors,proto3" json:"cors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1967,6 +1970,105 @@ func (x *Route) GetMirrors() []*Mirror {
 	return nil
 }
 
+func (x *Route) GetCors() *Cors {
+	if x != nil {
+		return x.Cors
+	}
+	return nil
+}
+
+// Cors says which cross-origin requests a route allows and what browsers may see of them.
+type Cors struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// AllowOrigins are "*" (any origin) or origins "scheme://host[:port]" whose host may
+	// begin with "*." (any one or more labels in front of the rest).
+	AllowOrigins []string `protobuf:"bytes,1,rep,name=allow_origins,json=allowOrigins,proto3" json:"allow_origins,omitempty"`
+	// AllowCredentials sends Access-Control-Allow-Credentials: true.
+	AllowCredentials bool `protobuf:"varint,2,opt,name=allow_credentials,json=allowCredentials,proto3" json:"allow_credentials,omitempty"`
+	// AllowMethods are methods, or "*" for the one the preflight asks for.
+	AllowMethods []string `protobuf:"bytes,3,rep,name=allow_methods,json=allowMethods,proto3" json:"allow_methods,omitempty"`
+	// AllowHeaders are header names, or "*" for those the preflight asks for.
+	AllowHeaders []string `protobuf:"bytes,4,rep,name=allow_headers,json=allowHeaders,proto3" json:"allow_headers,omitempty"`
+	// ExposeHeaders are the response header names a browser may read.
+	ExposeHeaders []string `protobuf:"bytes,5,rep,name=expose_headers,json=exposeHeaders,proto3" json:"expose_headers,omitempty"`
+	// MaxAge is how many seconds a browser may cache a preflight's answer; 0 sends none.
+	MaxAge        uint32 `protobuf:"varint,6,opt,name=max_age,json=maxAge,proto3" json:"max_age,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Cors) Reset() {
+	*x = Cors{}
+	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Cors) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Cors) ProtoMessage() {}
+
+func (x *Cors) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Cors.ProtoReflect.Descriptor instead.
+func (*Cors) Descriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Cors) GetAllowOrigins() []string {
+	if x != nil {
+		return x.AllowOrigins
+	}
+	return nil
+}
+
+func (x *Cors) GetAllowCredentials() bool {
+	if x != nil {
+		return x.AllowCredentials
+	}
+	return false
+}
+
+func (x *Cors) GetAllowMethods() []string {
+	if x != nil {
+		return x.AllowMethods
+	}
+	return nil
+}
+
+func (x *Cors) GetAllowHeaders() []string {
+	if x != nil {
+		return x.AllowHeaders
+	}
+	return nil
+}
+
+func (x *Cors) GetExposeHeaders() []string {
+	if x != nil {
+		return x.ExposeHeaders
+	}
+	return nil
+}
+
+func (x *Cors) GetMaxAge() uint32 {
+	if x != nil {
+		return x.MaxAge
+	}
+	return 0
+}
+
 // Mirror sends a copy of numerator/denominator of a route's proxied requests to a backend,
 // as the route's rewrite and request header modifier left them.
 type Mirror struct {
@@ -1983,7 +2085,7 @@ type Mirror struct {
 
 func (x *Mirror) Reset() {
 	*x = Mirror{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2097,7 @@ func (x *Mirror) String() string {
 func (*Mirror) ProtoMessage() {}
 
 func (x *Mirror) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2110,7 @@ func (x *Mirror) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mirror.ProtoReflect.Descriptor instead.
 func (*Mirror) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{18}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Mirror) GetBackend() string {
@@ -2046,7 +2148,7 @@ type QueryMatch struct {
 
 func (x *QueryMatch) Reset() {
 	*x = QueryMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2160,7 @@ func (x *QueryMatch) String() string {
 func (*QueryMatch) ProtoMessage() {}
 
 func (x *QueryMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2173,7 @@ func (x *QueryMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryMatch.ProtoReflect.Descriptor instead.
 func (*QueryMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{19}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *QueryMatch) GetName() string {
@@ -2106,7 +2208,7 @@ type HeaderValue struct {
 
 func (x *HeaderValue) Reset() {
 	*x = HeaderValue{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2220,7 @@ func (x *HeaderValue) String() string {
 func (*HeaderValue) ProtoMessage() {}
 
 func (x *HeaderValue) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2233,7 @@ func (x *HeaderValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderValue.ProtoReflect.Descriptor instead.
 func (*HeaderValue) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{20}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HeaderValue) GetName() string {
@@ -2161,7 +2263,7 @@ type HeaderModifier struct {
 
 func (x *HeaderModifier) Reset() {
 	*x = HeaderModifier{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2275,7 @@ func (x *HeaderModifier) String() string {
 func (*HeaderModifier) ProtoMessage() {}
 
 func (x *HeaderModifier) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2288,7 @@ func (x *HeaderModifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderModifier.ProtoReflect.Descriptor instead.
 func (*HeaderModifier) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{21}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HeaderModifier) GetSet() []*HeaderValue {
@@ -2221,7 +2323,7 @@ type PathModifier struct {
 
 func (x *PathModifier) Reset() {
 	*x = PathModifier{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2233,7 +2335,7 @@ func (x *PathModifier) String() string {
 func (*PathModifier) ProtoMessage() {}
 
 func (x *PathModifier) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2246,7 +2348,7 @@ func (x *PathModifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathModifier.ProtoReflect.Descriptor instead.
 func (*PathModifier) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{22}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PathModifier) GetType() PathModifierType {
@@ -2280,7 +2382,7 @@ type Redirect struct {
 
 func (x *Redirect) Reset() {
 	*x = Redirect{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2394,7 @@ func (x *Redirect) String() string {
 func (*Redirect) ProtoMessage() {}
 
 func (x *Redirect) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2407,7 @@ func (x *Redirect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Redirect.ProtoReflect.Descriptor instead.
 func (*Redirect) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{23}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Redirect) GetScheme() string {
@@ -2355,7 +2457,7 @@ type Rewrite struct {
 
 func (x *Rewrite) Reset() {
 	*x = Rewrite{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2469,7 @@ func (x *Rewrite) String() string {
 func (*Rewrite) ProtoMessage() {}
 
 func (x *Rewrite) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +2482,7 @@ func (x *Rewrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rewrite.ProtoReflect.Descriptor instead.
 func (*Rewrite) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{24}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Rewrite) GetHostname() string {
@@ -2408,7 +2510,7 @@ type PathMatch struct {
 
 func (x *PathMatch) Reset() {
 	*x = PathMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2420,7 +2522,7 @@ func (x *PathMatch) String() string {
 func (*PathMatch) ProtoMessage() {}
 
 func (x *PathMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2433,7 +2535,7 @@ func (x *PathMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathMatch.ProtoReflect.Descriptor instead.
 func (*PathMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{25}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PathMatch) GetType() PathMatchType {
@@ -2462,7 +2564,7 @@ type HeaderMatch struct {
 
 func (x *HeaderMatch) Reset() {
 	*x = HeaderMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2474,7 +2576,7 @@ func (x *HeaderMatch) String() string {
 func (*HeaderMatch) ProtoMessage() {}
 
 func (x *HeaderMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2487,7 +2589,7 @@ func (x *HeaderMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderMatch.ProtoReflect.Descriptor instead.
 func (*HeaderMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{26}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HeaderMatch) GetName() string {
@@ -2526,7 +2628,7 @@ type WeightedBackend struct {
 
 func (x *WeightedBackend) Reset() {
 	*x = WeightedBackend{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2640,7 @@ func (x *WeightedBackend) String() string {
 func (*WeightedBackend) ProtoMessage() {}
 
 func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2653,7 @@ func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedBackend.ProtoReflect.Descriptor instead.
 func (*WeightedBackend) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{27}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WeightedBackend) GetBackend() string {
@@ -2589,7 +2691,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2601,7 +2703,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2614,7 +2716,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{28}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Backend) GetName() string {
@@ -2660,7 +2762,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2672,7 +2774,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2685,7 +2787,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{29}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Endpoint) GetAddress() string {
@@ -2739,7 +2841,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2751,7 +2853,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2764,7 +2866,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{30}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Certificate) GetName() string {
@@ -2826,7 +2928,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2838,7 +2940,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2851,7 +2953,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{31}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Finding) GetObject() *ObjectRef {
@@ -2904,7 +3006,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2916,7 +3018,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2929,7 +3031,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{32}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ObjectRef) GetGroup() string {
@@ -2985,7 +3087,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2997,7 +3099,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3010,7 +3112,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{33}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetStatusRequest) GetIncludeResources() bool {
@@ -3034,7 +3136,7 @@ type GetStatusResponse struct {
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3046,7 +3148,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3059,7 +3161,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{34}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetStatusResponse) GetCurrent() *Config {
@@ -3103,7 +3205,7 @@ type PusherStatus struct {
 
 func (x *PusherStatus) Reset() {
 	*x = PusherStatus{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3115,7 +3217,7 @@ func (x *PusherStatus) String() string {
 func (*PusherStatus) ProtoMessage() {}
 
 func (x *PusherStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3128,7 +3230,7 @@ func (x *PusherStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PusherStatus.ProtoReflect.Descriptor instead.
 func (*PusherStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{35}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PusherStatus) GetPusherId() string {
@@ -3295,7 +3397,7 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\vVirtualHost\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12 \n" +
 	"\vcertificate\x18\x02 \x01(\tR\vcertificate\x12/\n" +
-	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xae\x06\n" +
+	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xda\x06\n" +
 	"\x05Route\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x04path\x18\x02 \x01(\v2\x1b.sluice.config.v1.PathMatchR\x04path\x127\n" +
@@ -3313,7 +3415,15 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\x06scheme\x18\r \x01(\x0e2\x1d.sluice.config.v1.RouteSchemeR\x06scheme\x12\x1b\n" +
 	"\tany_depth\x18\x0e \x01(\bR\banyDepth\x12%\n" +
 	"\x0einvalid_weight\x18\x0f \x01(\rR\rinvalidWeight\x122\n" +
-	"\amirrors\x18\x10 \x03(\v2\x18.sluice.config.v1.MirrorR\amirrors\"b\n" +
+	"\amirrors\x18\x10 \x03(\v2\x18.sluice.config.v1.MirrorR\amirrors\x12*\n" +
+	"\x04cors\x18\x11 \x01(\v2\x16.sluice.config.v1.CorsR\x04cors\"\xe2\x01\n" +
+	"\x04Cors\x12#\n" +
+	"\rallow_origins\x18\x01 \x03(\tR\fallowOrigins\x12+\n" +
+	"\x11allow_credentials\x18\x02 \x01(\bR\x10allowCredentials\x12#\n" +
+	"\rallow_methods\x18\x03 \x03(\tR\fallowMethods\x12#\n" +
+	"\rallow_headers\x18\x04 \x03(\tR\fallowHeaders\x12%\n" +
+	"\x0eexpose_headers\x18\x05 \x03(\tR\rexposeHeaders\x12\x17\n" +
+	"\amax_age\x18\x06 \x01(\rR\x06maxAge\"b\n" +
 	"\x06Mirror\x12\x18\n" +
 	"\abackend\x18\x01 \x01(\tR\abackend\x12\x1c\n" +
 	"\tnumerator\x18\x02 \x01(\rR\tnumerator\x12 \n" +
@@ -3451,7 +3561,7 @@ func file_sluice_config_v1_config_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_config_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_sluice_config_v1_config_proto_goTypes = []any{
 	(DataPlaneKind)(0),            // 0: sluice.config.v1.DataPlaneKind
 	(RouteScheme)(0),              // 1: sluice.config.v1.RouteScheme
@@ -3478,26 +3588,27 @@ var file_sluice_config_v1_config_proto_goTypes = []any{
 	(*Resources)(nil),             // 22: sluice.config.v1.Resources
 	(*VirtualHost)(nil),           // 23: sluice.config.v1.VirtualHost
 	(*Route)(nil),                 // 24: sluice.config.v1.Route
-	(*Mirror)(nil),                // 25: sluice.config.v1.Mirror
-	(*QueryMatch)(nil),            // 26: sluice.config.v1.QueryMatch
-	(*HeaderValue)(nil),           // 27: sluice.config.v1.HeaderValue
-	(*HeaderModifier)(nil),        // 28: sluice.config.v1.HeaderModifier
-	(*PathModifier)(nil),          // 29: sluice.config.v1.PathModifier
-	(*Redirect)(nil),              // 30: sluice.config.v1.Redirect
-	(*Rewrite)(nil),               // 31: sluice.config.v1.Rewrite
-	(*PathMatch)(nil),             // 32: sluice.config.v1.PathMatch
-	(*HeaderMatch)(nil),           // 33: sluice.config.v1.HeaderMatch
-	(*WeightedBackend)(nil),       // 34: sluice.config.v1.WeightedBackend
-	(*Backend)(nil),               // 35: sluice.config.v1.Backend
-	(*Endpoint)(nil),              // 36: sluice.config.v1.Endpoint
-	(*Certificate)(nil),           // 37: sluice.config.v1.Certificate
-	(*Finding)(nil),               // 38: sluice.config.v1.Finding
-	(*ObjectRef)(nil),             // 39: sluice.config.v1.ObjectRef
-	(*GetStatusRequest)(nil),      // 40: sluice.config.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),     // 41: sluice.config.v1.GetStatusResponse
-	(*PusherStatus)(nil),          // 42: sluice.config.v1.PusherStatus
-	(*timestamppb.Timestamp)(nil), // 43: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 44: google.protobuf.Duration
+	(*Cors)(nil),                  // 25: sluice.config.v1.Cors
+	(*Mirror)(nil),                // 26: sluice.config.v1.Mirror
+	(*QueryMatch)(nil),            // 27: sluice.config.v1.QueryMatch
+	(*HeaderValue)(nil),           // 28: sluice.config.v1.HeaderValue
+	(*HeaderModifier)(nil),        // 29: sluice.config.v1.HeaderModifier
+	(*PathModifier)(nil),          // 30: sluice.config.v1.PathModifier
+	(*Redirect)(nil),              // 31: sluice.config.v1.Redirect
+	(*Rewrite)(nil),               // 32: sluice.config.v1.Rewrite
+	(*PathMatch)(nil),             // 33: sluice.config.v1.PathMatch
+	(*HeaderMatch)(nil),           // 34: sluice.config.v1.HeaderMatch
+	(*WeightedBackend)(nil),       // 35: sluice.config.v1.WeightedBackend
+	(*Backend)(nil),               // 36: sluice.config.v1.Backend
+	(*Endpoint)(nil),              // 37: sluice.config.v1.Endpoint
+	(*Certificate)(nil),           // 38: sluice.config.v1.Certificate
+	(*Finding)(nil),               // 39: sluice.config.v1.Finding
+	(*ObjectRef)(nil),             // 40: sluice.config.v1.ObjectRef
+	(*GetStatusRequest)(nil),      // 41: sluice.config.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),     // 42: sluice.config.v1.GetStatusResponse
+	(*PusherStatus)(nil),          // 43: sluice.config.v1.PusherStatus
+	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 45: google.protobuf.Duration
 }
 var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	8,  // 0: sluice.config.v1.StreamConfigRequest.hello:type_name -> sluice.config.v1.Hello
@@ -3507,7 +3618,7 @@ var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	0,  // 4: sluice.config.v1.Hello.data_plane:type_name -> sluice.config.v1.DataPlaneKind
 	12, // 5: sluice.config.v1.Ack.config:type_name -> sluice.config.v1.ConfigRef
 	12, // 6: sluice.config.v1.Nack.config:type_name -> sluice.config.v1.ConfigRef
-	39, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
+	40, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
 	12, // 8: sluice.config.v1.Resync.have:type_name -> sluice.config.v1.ConfigRef
 	19, // 9: sluice.config.v1.StreamConfigResponse.config:type_name -> sluice.config.v1.Config
 	17, // 10: sluice.config.v1.StreamConfigResponse.initial_sync_complete:type_name -> sluice.config.v1.InitialSyncComplete
@@ -3517,63 +3628,64 @@ var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	15, // 14: sluice.config.v1.StreamConfigResponse.config_chunk:type_name -> sluice.config.v1.ConfigChunk
 	16, // 15: sluice.config.v1.StreamConfigResponse.config_end:type_name -> sluice.config.v1.ConfigEnd
 	22, // 16: sluice.config.v1.ConfigChunk.resources:type_name -> sluice.config.v1.Resources
-	43, // 17: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	44, // 17: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
 	22, // 18: sluice.config.v1.Config.resources:type_name -> sluice.config.v1.Resources
 	23, // 19: sluice.config.v1.ConfigDelta.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
-	35, // 20: sluice.config.v1.ConfigDelta.backends:type_name -> sluice.config.v1.Backend
-	37, // 21: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
+	36, // 20: sluice.config.v1.ConfigDelta.backends:type_name -> sluice.config.v1.Backend
+	38, // 21: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
 	21, // 22: sluice.config.v1.ConfigDelta.findings:type_name -> sluice.config.v1.ObjectFindings
-	39, // 23: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
-	39, // 24: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
-	38, // 25: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
+	40, // 23: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
+	40, // 24: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
+	39, // 25: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
 	23, // 26: sluice.config.v1.Resources.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
-	35, // 27: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
-	37, // 28: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
-	38, // 29: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
+	36, // 27: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
+	38, // 28: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
+	39, // 29: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
 	24, // 30: sluice.config.v1.VirtualHost.routes:type_name -> sluice.config.v1.Route
-	32, // 31: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
-	33, // 32: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
-	34, // 33: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
-	44, // 34: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
-	39, // 35: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
-	26, // 36: sluice.config.v1.Route.query:type_name -> sluice.config.v1.QueryMatch
-	28, // 37: sluice.config.v1.Route.request_headers:type_name -> sluice.config.v1.HeaderModifier
-	28, // 38: sluice.config.v1.Route.response_headers:type_name -> sluice.config.v1.HeaderModifier
-	30, // 39: sluice.config.v1.Route.redirect:type_name -> sluice.config.v1.Redirect
-	31, // 40: sluice.config.v1.Route.rewrite:type_name -> sluice.config.v1.Rewrite
+	33, // 31: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
+	34, // 32: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
+	35, // 33: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
+	45, // 34: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
+	40, // 35: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
+	27, // 36: sluice.config.v1.Route.query:type_name -> sluice.config.v1.QueryMatch
+	29, // 37: sluice.config.v1.Route.request_headers:type_name -> sluice.config.v1.HeaderModifier
+	29, // 38: sluice.config.v1.Route.response_headers:type_name -> sluice.config.v1.HeaderModifier
+	31, // 39: sluice.config.v1.Route.redirect:type_name -> sluice.config.v1.Redirect
+	32, // 40: sluice.config.v1.Route.rewrite:type_name -> sluice.config.v1.Rewrite
 	1,  // 41: sluice.config.v1.Route.scheme:type_name -> sluice.config.v1.RouteScheme
-	25, // 42: sluice.config.v1.Route.mirrors:type_name -> sluice.config.v1.Mirror
-	2,  // 43: sluice.config.v1.QueryMatch.type:type_name -> sluice.config.v1.QueryMatchType
-	27, // 44: sluice.config.v1.HeaderModifier.set:type_name -> sluice.config.v1.HeaderValue
-	27, // 45: sluice.config.v1.HeaderModifier.add:type_name -> sluice.config.v1.HeaderValue
-	3,  // 46: sluice.config.v1.PathModifier.type:type_name -> sluice.config.v1.PathModifierType
-	29, // 47: sluice.config.v1.Redirect.path:type_name -> sluice.config.v1.PathModifier
-	29, // 48: sluice.config.v1.Rewrite.path:type_name -> sluice.config.v1.PathModifier
-	4,  // 49: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
-	5,  // 50: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
-	28, // 51: sluice.config.v1.WeightedBackend.request_headers:type_name -> sluice.config.v1.HeaderModifier
-	39, // 52: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
-	36, // 53: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
-	39, // 54: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
-	43, // 55: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	39, // 56: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
-	6,  // 57: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
-	19, // 58: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
-	42, // 59: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
-	0,  // 60: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
-	12, // 61: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
-	43, // 62: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
-	12, // 63: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
-	43, // 64: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
-	7,  // 65: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
-	40, // 66: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
-	13, // 67: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
-	41, // 68: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
-	67, // [67:69] is the sub-list for method output_type
-	65, // [65:67] is the sub-list for method input_type
-	65, // [65:65] is the sub-list for extension type_name
-	65, // [65:65] is the sub-list for extension extendee
-	0,  // [0:65] is the sub-list for field type_name
+	26, // 42: sluice.config.v1.Route.mirrors:type_name -> sluice.config.v1.Mirror
+	25, // 43: sluice.config.v1.Route.cors:type_name -> sluice.config.v1.Cors
+	2,  // 44: sluice.config.v1.QueryMatch.type:type_name -> sluice.config.v1.QueryMatchType
+	28, // 45: sluice.config.v1.HeaderModifier.set:type_name -> sluice.config.v1.HeaderValue
+	28, // 46: sluice.config.v1.HeaderModifier.add:type_name -> sluice.config.v1.HeaderValue
+	3,  // 47: sluice.config.v1.PathModifier.type:type_name -> sluice.config.v1.PathModifierType
+	30, // 48: sluice.config.v1.Redirect.path:type_name -> sluice.config.v1.PathModifier
+	30, // 49: sluice.config.v1.Rewrite.path:type_name -> sluice.config.v1.PathModifier
+	4,  // 50: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
+	5,  // 51: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
+	29, // 52: sluice.config.v1.WeightedBackend.request_headers:type_name -> sluice.config.v1.HeaderModifier
+	40, // 53: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
+	37, // 54: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
+	40, // 55: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
+	44, // 56: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	40, // 57: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
+	6,  // 58: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
+	19, // 59: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
+	43, // 60: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
+	0,  // 61: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
+	12, // 62: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
+	44, // 63: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
+	12, // 64: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
+	44, // 65: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
+	7,  // 66: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
+	41, // 67: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
+	13, // 68: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
+	42, // 69: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
+	68, // [68:70] is the sub-list for method output_type
+	66, // [66:68] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_sluice_config_v1_config_proto_init() }
@@ -3602,7 +3714,7 @@ func file_sluice_config_v1_config_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_config_v1_config_proto_rawDesc), len(file_sluice_config_v1_config_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   36,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
