@@ -609,9 +609,10 @@ func (h *healthWatch) close() { h.cancel() }
 // the reference (contract.OutcomeOf) says, over HTTP and (with SNI) HTTPS: the probes
 // (contract.Probes) carry the method, headers and query each route needs, and the same
 // requests without each of them; what matches nothing gets 404, a route without endpoints
-// 503 (500 when it has an invalid share), a redirect its status and Location, and a proxied request reaches a backend of the
-// route with the rewritten Host and path and the modified request headers, and comes back
-// with the modified response headers.
+// 503 (500 when it has an invalid share), a redirect its status and Location, a CORS
+// preflight 204 with the policy's headers from the proxy, and a proxied request reaches a
+// backend of the route with the rewritten Host and path and the modified request headers,
+// and comes back with the CORS headers and the modified response headers.
 func TestCaddyRoutesEveryGoldenCaseLikeTheReference(t *testing.T) {
 	for _, target := range []string{"module", "load"} {
 		t.Run(target, func(t *testing.T) { replayGoldens(t, target == "load") })
@@ -763,13 +764,15 @@ func expected(res *configv1.Resources, req contract.Request, got answered) (want
 		case http.StatusOK:
 		case http.StatusMovedPermanently, http.StatusFound:
 			return fmt.Sprintf("%d %s", a.status, a.location)
+		case http.StatusNoContent:
+			return fmt.Sprintf("204 %s", shown(a.responseHeader, corsNames))
 		default:
 			return strconv.Itoa(a.status)
 		}
 		return fmt.Sprintf("200 %s %s %s %s %s", a.backend, a.host, a.path,
-			shown(a.header, forwardedNames(o.Route, req)), shown(a.responseHeader, modifierNames(o.Route.GetResponseHeaders())))
+			shown(a.header, forwardedNames(o.Route, req)), shown(a.responseHeader, append(modifierNames(o.Route.GetResponseHeaders()), corsNames...)))
 	}
-	w := answered{status: o.Status, location: o.Location}
+	w := answered{status: o.Status, location: o.Location, responseHeader: o.Header}
 	if o.InvalidShare && o.Status == http.StatusOK && got.status == http.StatusInternalServerError {
 		w = answered{status: got.status} // the route's invalid share was drawn
 	}
@@ -790,6 +793,7 @@ func expected(res *configv1.Resources, req contract.Request, got answered) (want
 			c := w
 			c.backend, c.host, c.path, c.header = service(f.Backend), f.Host, f.Path, f.Header
 			c.responseHeader = http.Header{"Content-Type": {"application/json"}, "X-Sluice-Backend": {c.backend}}
+			contract.ApplyResponseCORS(o.Route.GetCors(), req, c.responseHeader)
 			contract.ModifyHeaders(o.Route.GetResponseHeaders(), c.responseHeader)
 			candidates = append(candidates, c)
 			services = append(services, c.backend)
@@ -805,6 +809,11 @@ func expected(res *configv1.Resources, req contract.Request, got answered) (want
 	}
 	return show(w), show(got)
 }
+
+// corsNames are the response headers a CORS policy sets, compared on every answer (a route
+// without a policy must send none of them).
+var corsNames = []string{"Vary", "Access-Control-Allow-Origin", "Access-Control-Allow-Credentials", "Access-Control-Allow-Methods",
+	"Access-Control-Allow-Headers", "Access-Control-Expose-Headers", "Access-Control-Max-Age"}
 
 // forwardedNames are the request headers worth comparing: those the request carried and
 // those the route's and its backends' request modifiers name (a proxy adds others of its
@@ -890,6 +899,9 @@ func send(t *testing.T, port int, req contract.Request, leaf []byte) (answered, 
 		return answered{}, err
 	}
 	a := answered{status: resp.StatusCode, location: resp.Header.Get("Location")}
+	if resp.StatusCode == http.StatusNoContent {
+		a.responseHeader = resp.Header
+	}
 	if resp.StatusCode != http.StatusOK {
 		return a, nil
 	}

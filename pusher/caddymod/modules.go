@@ -125,13 +125,14 @@ func answer(w http.ResponseWriter, err error) error {
 	return caddy.APIError{HTTPStatus: http.StatusUnprocessableEntity, Err: err}
 }
 
-// Router routes a request by the table (http.handlers.sluice): 404 without a route, the
-// route's redirect answered directly, 500 for the route's invalid share, 503 without ready
+// Router routes a request by the table (http.handlers.sluice): 404 without a route, a CORS
+// preflight answered directly (contract.PreflightHeader), the route's redirect answered directly, 500 for the route's invalid share, 503 without ready
 // endpoints, else a backend is picked, the route's mirrors get their copies (mirror), the
 // request is rewritten and its headers changed as
 // the route and then the picked backend say (contract.ForwardedTo) and handed to
 // the next handler (reverse_proxy with the sluice upstreams) with the chosen backend,
-// within the route's timeout; the route's response header modifier changes the response.
+// within the route's timeout; the route's CORS headers (contract.ApplyResponseCORS) and then
+// its response header modifier change the response.
 type Router struct{}
 
 // CaddyModule returns the Caddy module information.
@@ -153,6 +154,14 @@ func (Router) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 	}
 	if rt == nil {
 		return plain(w, http.StatusNotFound, "no route\n")
+	}
+	if contract.IsPreflight(rt.rt, req) {
+		// The proxy answers a CORS preflight itself; the backend never sees it.
+		for k, v := range contract.PreflightHeader(rt.rt.GetCors(), req) {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
 	}
 	if loc, code := contract.RedirectLocation(rt.rt, req); code != 0 {
 		w.Header().Set("Location", loc)
@@ -177,8 +186,8 @@ func (Router) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 		r.Host, r.URL.Path, r.URL.RawPath, r.Header = host, path, "", header
 		r.RequestURI = r.URL.RequestURI()
 	}
-	if m := rt.rt.GetResponseHeaders(); m != nil {
-		w = &modifiedResponse{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, m: m}
+	if m, c := rt.rt.GetResponseHeaders(), rt.rt.GetCors(); m != nil || c != nil {
+		w = &modifiedResponse{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, m: m, cors: c, req: req}
 	}
 	caddyhttp.SetVar(r.Context(), upstreamsVar, b.upstreams)
 	if rt.timeout > 0 {
@@ -189,11 +198,13 @@ func (Router) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 	return next.ServeHTTP(w, r)
 }
 
-// modifiedResponse applies a response header modifier when the (final) header is written,
-// after reverse_proxy copied the backend's header into it.
+// modifiedResponse applies the route's CORS headers and then its response header modifier
+// when the (final) header is written, after reverse_proxy copied the backend's header into it.
 type modifiedResponse struct {
 	*caddyhttp.ResponseWriterWrapper
 	m     *configv1.HeaderModifier
+	cors  *configv1.Cors
+	req   contract.Request
 	wrote bool
 }
 
@@ -203,6 +214,7 @@ func (w *modifiedResponse) WriteHeader(code int) {
 	}
 	if code < 100 || code > 199 { // an informational response is not the final header
 		w.wrote = true
+		contract.ApplyResponseCORS(w.cors, w.req, w.ResponseWriterWrapper.Header())
 		contract.ModifyHeaders(w.m, w.ResponseWriterWrapper.Header())
 	}
 	w.ResponseWriterWrapper.WriteHeader(code)

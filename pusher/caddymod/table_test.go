@@ -138,10 +138,11 @@ func TestTableMatchesLikeTheReference(t *testing.T) {
 }
 
 // The router does to every probe what the reference says (contract.OutcomeOf): 404, the
-// redirect (status and Location), 500 (the route's invalid share), 503, or the request handed on to a backend of the route
+// redirect (status and Location), a CORS preflight answered by the proxy with the reference's
+// header, 500 (the route's invalid share), 503, or the request handed on to a backend of the route
 // with the rewritten Host and path and the request headers modified by the route and then by
-// the backend picked; the response header
-// modifier changes what the backend answered.
+// the backend picked; the route's CORS headers and then its response header
+// modifier change what the backend answered.
 func TestRouterDoesWhatTheReferenceSays(t *testing.T) {
 	saved, savedDispatch := store, dispatch
 	t.Cleanup(func() { store, dispatch = saved, savedDispatch })
@@ -170,6 +171,12 @@ func TestRouterDoesWhatTheReferenceSays(t *testing.T) {
 				}
 				if got.status != want.Status || got.location != want.Location {
 					t.Errorf("%s: %d %q, want %d %q (route %s)", what, got.status, got.location, want.Status, want.Location, want.Route.GetName())
+					continue
+				}
+				if want.Preflight {
+					if got.backend != "" || !sameHeader(got.response, want.Header) {
+						t.Errorf("%s: preflight answered with %v (backend %q), want %v from the proxy", what, got.response, got.backend, want.Header)
+					}
 					continue
 				}
 				if want.Status != http.StatusOK {
@@ -201,6 +208,7 @@ func TestRouterDoesWhatTheReferenceSays(t *testing.T) {
 					t.Errorf("%s: %d copies, want at least the %d of whole mirrors", what, len(copies), whole)
 				}
 				resp := backendHeader(got.backend)
+				contract.ApplyResponseCORS(want.Route.GetCors(), req, resp)
 				contract.ModifyHeaders(want.Route.GetResponseHeaders(), resp)
 				if !sameHeader(got.response, resp) {
 					t.Errorf("%s: response header %v, want %v", what, got.response, resp)
@@ -258,7 +266,7 @@ func routeThrough(t *testing.T, req contract.Request, upstreams map[string]strin
 		t.Fatal(err)
 	}
 	got.status, got.location = w.Code, w.Header().Get("Location")
-	if got.status == http.StatusOK {
+	if got.status == http.StatusOK || got.status == http.StatusNoContent {
 		got.response = w.Header().Clone()
 	}
 	return got
