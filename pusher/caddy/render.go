@@ -271,6 +271,12 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 	if len(rt.GetMirrors()) > 0 {
 		return nil, fmt.Errorf("it mirrors requests: stock Caddy cannot mirror a request")
 	}
+	// A CORS policy answers with the request's own origin only when it is allowed (exactly or
+	// by a wildcard), and a preflight with what it asks for; stock Caddy's static headers
+	// cannot say that, so the route is refused rather than served without its policy.
+	if rt.GetCors() != nil {
+		return nil, fmt.Errorf("it has a CORS policy: stock Caddy cannot answer CORS requests as the policy says")
+	}
 	r := obj{}
 	match, err := matchers(rt)
 	if err != nil {
