@@ -1008,6 +1008,33 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 				return drop("UnsupportedValue", fmt.Sprintf("filters[%d]: %v", fi, err))
 			}
 			mirrorRefs = append(mirrorRefs, mirrorRef{fi, m.BackendRef, share})
+		case gatewayv1.HTTPRouteFilterCORS:
+			c := f.CORS
+			if c == nil {
+				return drop("UnsupportedValue", fmt.Sprintf("filters[%d] has no cors", fi))
+			}
+			// An unset maxAge is the Gateway API's default of 5 seconds (the CRD's default,
+			// for objects that did not pass through it).
+			cors := &configv1.Cors{MaxAge: 5}
+			if c.MaxAge > 0 {
+				cors.MaxAge = uint32(c.MaxAge)
+			}
+			if c.AllowCredentials != nil {
+				cors.AllowCredentials = *c.AllowCredentials
+			}
+			for _, o := range c.AllowOrigins {
+				cors.AllowOrigins = append(cors.AllowOrigins, string(o))
+			}
+			for _, m := range c.AllowMethods {
+				cors.AllowMethods = append(cors.AllowMethods, string(m))
+			}
+			for _, h := range c.AllowHeaders {
+				cors.AllowHeaders = append(cors.AllowHeaders, string(h))
+			}
+			for _, h := range c.ExposeHeaders {
+				cors.ExposeHeaders = append(cors.ExposeHeaders, string(h))
+			}
+			tmpl.Cors = cors
 		default:
 			return drop("UnsupportedValue", fmt.Sprintf("filters[%d]: filter type %q is not supported", fi, f.Type))
 		}
