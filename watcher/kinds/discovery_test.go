@@ -387,16 +387,7 @@ func TestInformersListPerNamespaceWithTheFieldSelector(t *testing.T) {
 			if len(infs) != tc.informers {
 				t.Fatalf("%d informers, want %d", len(infs), tc.informers)
 			}
-			stop := make(chan struct{})
-			t.Cleanup(func() { close(stop) })
-			var synced []cache.InformerSynced
-			for _, inf := range infs {
-				go inf.Run(stop)
-				synced = append(synced, inf.HasSynced)
-			}
-			if !cache.WaitForCacheSync(stop, synced...) {
-				t.Fatal("informers did not sync")
-			}
+			runInformers(t, infs)
 			var keys []string
 			for _, inf := range infs {
 				for _, o := range inf.GetStore().List() {
@@ -450,16 +441,7 @@ func TestNamespacesAreReadOnlyWhereWatched(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stop := make(chan struct{})
-			t.Cleanup(func() { close(stop) })
-			var synced []cache.InformerSynced
-			for _, inf := range infs {
-				go inf.Run(stop)
-				synced = append(synced, inf.HasSynced)
-			}
-			if !cache.WaitForCacheSync(stop, synced...) {
-				t.Fatal("informers did not sync")
-			}
+			runInformers(t, infs)
 			mu.Lock()
 			defer mu.Unlock()
 			slices.Sort(selectors)
@@ -467,5 +449,20 @@ func TestNamespacesAreReadOnlyWhereWatched(t *testing.T) {
 				t.Errorf("%d informers listing with field selectors %q, want %q", len(infs), selectors, tc.selectors)
 			}
 		})
+	}
+}
+
+// runInformers runs the informers until the test ends and waits until they have synced.
+func runInformers(t *testing.T, infs []cache.SharedIndexInformer) {
+	t.Helper()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	var synced []cache.InformerSynced
+	for _, inf := range infs {
+		go inf.Run(stop)
+		synced = append(synced, inf.HasSynced)
+	}
+	if !cache.WaitForCacheSync(stop, synced...) {
+		t.Fatal("informers did not sync")
 	}
 }
