@@ -21,6 +21,9 @@ import (
 type Request struct {
 	// Scheme is "http" or "https": the listener the request came in on.
 	Scheme string
+	// Listener names the proxy listener the request came in on (Route.listener): empty for
+	// the main HTTP and HTTPS listeners.
+	Listener string
 	// Host is the Host header as sent (it may carry a port).
 	Host   string
 	Method string
@@ -118,10 +121,10 @@ func SchemeMatches(s configv1.RouteScheme, scheme string) bool {
 	return true
 }
 
-// RouteMatches reports whether rt accepts req: its scheme, path, method, and every header
+// RouteMatches reports whether rt accepts req: its listener and scheme, path, method, and every header
 // and query match (of each name, only the first match counts, as in the Gateway API).
 func RouteMatches(rt *configv1.Route, req Request) bool {
-	if !SchemeMatches(rt.GetScheme(), req.Scheme) {
+	if rt.GetListener() != req.Listener || !SchemeMatches(rt.GetScheme(), req.Scheme) {
 		return false
 	}
 	if !PathMatches(rt.GetPath(), req.Path) {
@@ -235,8 +238,14 @@ func QueryMatchAccepts(q *configv1.QueryMatch, query url.Values) bool {
 // or scheme the reference does not know, a redirect's or rewrite's hostname that is not a
 // hostname, a path modifier of unknown type, more than MaxMirrors mirrors, a mirror without
 // a backend or whose share is not a fraction of at most 1 with a denominator up to
-// MaxMirrorDenominator, a CORS policy that fails CheckCORS.
+// MaxMirrorDenominator, a CORS policy that fails CheckCORS, a listener that fails
+// CheckListenerName.
 func CheckRoute(rt *configv1.Route) error {
+	if l := rt.GetListener(); l != "" {
+		if err := CheckListenerName(l); err != nil {
+			return err
+		}
+	}
 	if err := checkPath(rt.GetPath().GetValue()); err != nil {
 		return fmt.Errorf("path: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"regexp"
 	"regexp/syntax"
+	"sort"
 	"strings"
 
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
@@ -268,4 +269,30 @@ func ready(res *configv1.Resources, name string) bool {
 		}
 	}
 	return false
+}
+
+// ProbeListener is a further listener that routes of a config name (Route.listener).
+type ProbeListener struct {
+	Name string
+	// HTTPS says a route is served there over HTTPS (a listener has one scheme).
+	HTTPS bool
+}
+
+// ListenersOf are the further listeners res's routes name, sorted by name: what a test
+// binds so that Probes reach every route, sent on each listener as well as the main ones.
+func ListenersOf(res *configv1.Resources) []ProbeListener {
+	https := map[string]bool{}
+	for _, vh := range res.GetVirtualHosts() {
+		for _, rt := range vh.GetRoutes() {
+			if l := rt.GetListener(); l != "" {
+				https[l] = https[l] || rt.GetScheme() == configv1.RouteScheme_ROUTE_SCHEME_HTTPS
+			}
+		}
+	}
+	out := make([]ProbeListener, 0, len(https))
+	for name, s := range https {
+		out = append(out, ProbeListener{Name: name, HTTPS: s})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/cli"
 	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/identity"
 	"github.com/sluice-io/sluice/internal/run"
@@ -33,14 +35,16 @@ type Settings struct {
 	ProxyMetricsListen string
 	ProxyAccessLog     bool
 	ProxyHTTPSListen   string
-	Listen             string
-	HTTPListen         string
-	GuardMaxDeletes    float64
-	GuardHold          time.Duration
-	TLS                cli.TLSSettings
-	Pprof              string
-	MaxMessageSize     int
-	Bounds             cli.ConnectionBounds
+	// ProxyListeners are the further listeners: "http:NAME=LISTEN" or "https:NAME=LISTEN".
+	ProxyListeners  []string
+	Listen          string
+	HTTPListen      string
+	GuardMaxDeletes float64
+	GuardHold       time.Duration
+	TLS             cli.TLSSettings
+	Pprof           string
+	MaxMessageSize  int
+	Bounds          cli.ConnectionBounds
 }
 
 // Register adds the settings to fs.
@@ -51,6 +55,7 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.CaddyTarget, "caddy-target", "auto", "how configs reach Caddy: module (Sluice's Caddy module: changes in place, no reload), load (stock Caddy: POST /load of the whole config per change, a reload each time), or auto (the module when the Caddy has it, else load)")
 	fs.StringVar(&s.ProxyHTTPListen, "proxy-http-listen", ":8080", "address Caddy serves HTTP on")
 	fs.StringVar(&s.ProxyHTTPSListen, "proxy-https-listen", ":8443", "address Caddy serves HTTPS on")
+	fs.StringArrayVar(&s.ProxyListeners, "proxy-listener", nil, "a further listener, repeatable: SCHEME:NAME=ADDRESS, where SCHEME is http or https, NAME the listener the translator's routes name (a Gateway port on the shared address, \"8080\", or a Gateway address and port, \"192.0.2.21:80\") and ADDRESS what Caddy binds (\":18080\")")
 	fs.StringVar(&s.ProxyMetricsListen, "proxy-metrics-listen", "", "address of a Caddy server answering /metrics (Caddy's Prometheus metrics, turned on with it) and /healthz, for scrapers and probes; empty for none")
 	fs.BoolVar(&s.ProxyAccessLog, "proxy-access-log", false, "Caddy writes one JSON access log line per request to its standard output")
 	fs.StringVar(&s.Listen, "listen", "127.0.0.1:18020", "gRPC address of the pusher's health service")
@@ -72,6 +77,9 @@ func (s *Settings) Validate() error {
 		if err := config.CheckHostPort(a.name, a.v, false); err != nil {
 			return err
 		}
+	}
+	if _, err := s.listeners(); err != nil {
+		return err
 	}
 	if s.ProxyMetricsListen != "" {
 		if err := config.CheckHostPort("proxy-metrics-listen", s.ProxyMetricsListen, false); err != nil {
@@ -115,11 +123,42 @@ func (s *Settings) Validate() error {
 	return s.TLS.Validate()
 }
 
+// listeners parses --proxy-listener: every name once, every bind address once among all of
+// the proxy's listeners.
+func (s *Settings) listeners() ([]caddy.Listener, error) {
+	var out []caddy.Listener
+	names := map[string]bool{}
+	binds := map[string]bool{s.ProxyHTTPListen: true, s.ProxyHTTPSListen: true}
+	for _, v := range s.ProxyListeners {
+		scheme, rest, ok := strings.Cut(v, ":")
+		name, listen, ok2 := strings.Cut(rest, "=")
+		if !ok || !ok2 || (scheme != "http" && scheme != "https") {
+			return nil, config.Errorf("proxy-listener", v, "must be http:NAME=ADDRESS or https:NAME=ADDRESS")
+		}
+		if err := contract.CheckListenerName(name); err != nil {
+			return nil, config.Errorf("proxy-listener", v, "%v", err)
+		}
+		if err := config.CheckHostPort("proxy-listener", listen, false); err != nil {
+			return nil, err
+		}
+		if names[name] {
+			return nil, config.Errorf("proxy-listener", v, "listener %q is given twice", name)
+		}
+		if binds[listen] {
+			return nil, config.Errorf("proxy-listener", v, "address %s is bound by another listener", listen)
+		}
+		names[name], binds[listen] = true, true
+		out = append(out, caddy.Listener{Name: name, HTTPS: scheme == "https", Listen: listen})
+	}
+	return out, nil
+}
+
 // target chooses the data plane target: with auto, it asks Caddy (waiting for its admin API)
 // whether it has Sluice's module.
 func (s *Settings) target(ctx context.Context, log hclog.Logger) (gate.DataPlane, error) {
 	cc := caddy.Config{Admin: s.CaddyAdmin, Render: caddy.RenderOptions{HTTPListen: s.ProxyHTTPListen, HTTPSListen: s.ProxyHTTPSListen,
 		MetricsListen: s.ProxyMetricsListen, AccessLog: s.ProxyAccessLog}}
+	cc.Render.Listeners, _ = s.listeners() // checked by Validate
 	kind := s.CaddyTarget
 	if kind == "auto" {
 		for {

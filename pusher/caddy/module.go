@@ -41,13 +41,22 @@ func NewModule(cfg Config) (*ModuleTarget, error) {
 }
 
 // ModuleConfig is Caddy's whole config with the module: the admin endpoint, an HTTP and an
-// HTTPS server whose one route is the module's router followed by reverse_proxy with the
-// module's upstreams, and certificates from the module at handshake time.
+// HTTPS server and one per further listener, whose one route is the module's router (told
+// its server's listener) followed by reverse_proxy with the module's upstreams, and
+// certificates from the module at handshake time.
 func ModuleConfig(o RenderOptions) []byte {
-	routes := []any{obj{"handle": []any{obj{"handler": "sluice"}, obj{"handler": "reverse_proxy", "dynamic_upstreams": obj{"source": "sluice"}}}}}
-	servers := obj{
-		"http":  obj{"listen": []string{o.HTTPListen}, "routes": routes, "automatic_https": obj{"disable": true}},
-		"https": obj{"listen": []string{o.HTTPSListen}, "routes": routes, "automatic_https": obj{"disable": true}, "tls_connection_policies": []any{obj{}}},
+	servers := obj{}
+	for _, sv := range o.servers() {
+		router := obj{"handler": "sluice"}
+		if sv.listener != "" {
+			router["listener"] = sv.listener
+		}
+		routes := []any{obj{"handle": []any{router, obj{"handler": "reverse_proxy", "dynamic_upstreams": obj{"source": "sluice"}}}}}
+		srv := obj{"listen": []string{sv.listen}, "routes": routes, "automatic_https": obj{"disable": true}}
+		if sv.scheme == "https" {
+			srv["tls_connection_policies"] = []any{obj{}}
+		}
+		servers[sv.key] = srv
 	}
 	httpApp := obj{"servers": servers}
 	logs := obj{}

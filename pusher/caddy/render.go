@@ -46,6 +46,43 @@ type RenderOptions struct {
 	MetricsListen string
 	// AccessLog writes one JSON line per request to Caddy's standard output.
 	AccessLog bool
+	// Listeners are the proxy's listeners besides the main HTTP and HTTPS ones: the routes
+	// whose Route.listener names one are served there only.
+	Listeners []Listener
+}
+
+// Listener is one of the proxy's further listeners: a Gateway listener port on the shared
+// address ("8080"), or a Gateway's own address and port ("192.0.2.21:80"), bound to a local
+// address.
+type Listener struct {
+	// Name is Route.listener's value for the routes served here.
+	Name string
+	// HTTPS says the listener terminates TLS (with the table's certificates).
+	HTTPS bool
+	// Listen is the local address Caddy binds ("127.0.0.1:18080", ":18080").
+	Listen string
+}
+
+// server is one of the proxy's servers: the main HTTP or HTTPS one, or a further listener.
+type server struct {
+	key      string // its name in Caddy's config
+	listener string // Route.listener of its routes
+	scheme   string
+	listen   string
+}
+
+// servers lists the proxy's servers in a fixed order: http, https, then the further
+// listeners as given.
+func (o RenderOptions) servers() []server {
+	out := []server{{"http", "", "http", o.HTTPListen}, {"https", "", "https", o.HTTPSListen}}
+	for _, l := range o.Listeners {
+		scheme := "http"
+		if l.HTTPS {
+			scheme = "https"
+		}
+		out = append(out, server{scheme + "/" + l.Name, l.Name, scheme, l.Listen})
+	}
+	return out
 }
 
 // MetricsServer is the server MetricsListen adds; the Caddy container's probes and the
@@ -66,8 +103,8 @@ func observe(o RenderOptions, httpApp obj, servers obj, logs obj) {
 		servers["metrics"] = MetricsServer(o.MetricsListen)
 	}
 	if o.AccessLog {
-		for _, name := range []string{"http", "https"} {
-			if srv, ok := servers[name].(obj); ok {
+		for _, sv := range o.servers() {
+			if srv, ok := servers[sv.key].(obj); ok {
 				// Only the proxy's servers log requests, not the probes' and scrapers'.
 				srv["logs"] = obj{"default_logger_name": "sluice-access"}
 			}
@@ -104,14 +141,14 @@ func Render(cfg *configv1.Config, o RenderOptions) ([]byte, string, error) {
 	}
 	routes := map[string][]any{}
 	var refused RenderError
-	for _, scheme := range []string{"http", "https"} {
+	for _, sv := range o.servers() {
 		for _, vh := range orderedHosts(res.GetVirtualHosts()) {
 			var sub []any
 			for _, rt := range vh.GetRoutes() {
-				if !servedOn(rt, scheme) {
+				if !servedOn(rt, sv.listener, sv.scheme) {
 					continue
 				}
-				r, err := route(rt, backends, scheme)
+				r, err := route(rt, backends, sv.scheme)
 				if err != nil {
 					refused.add(vh.GetHostname(), rt.GetName(), err)
 					continue
@@ -125,16 +162,19 @@ func Render(cfg *configv1.Config, o RenderOptions) ([]byte, string, error) {
 			if vh.GetHostname() != "" {
 				r["match"] = []any{obj{"host": []string{vh.GetHostname()}}}
 			}
-			routes[scheme] = append(routes[scheme], r)
+			routes[sv.key] = append(routes[sv.key], r)
 		}
-		routes[scheme] = append(routes[scheme], obj{"handle": []any{obj{"handler": "static_response", "status_code": 404, "body": "no route\n"}}})
+		routes[sv.key] = append(routes[sv.key], obj{"handle": []any{obj{"handler": "static_response", "status_code": 404, "body": "no route\n"}}})
 	}
 	if len(refused.Refused) > 0 {
 		return nil, "", &refused
 	}
 
-	servers := obj{
-		"http": obj{"listen": []string{o.HTTPListen}, "routes": routes["http"], "automatic_https": obj{"disable": true}},
+	servers := obj{}
+	for _, sv := range o.servers() {
+		if sv.scheme == "http" {
+			servers[sv.key] = obj{"listen": []string{sv.listen}, "routes": routes[sv.key], "automatic_https": obj{"disable": true}}
+		}
 	}
 	httpApp := obj{"servers": servers}
 	apps := obj{"http": httpApp}
@@ -173,7 +213,11 @@ func Render(cfg *configv1.Config, o RenderOptions) ([]byte, string, error) {
 			policies = append(policies, fallback)
 		}
 		if len(pems) > 0 {
-			servers["https"] = obj{"listen": []string{o.HTTPSListen}, "routes": routes["https"], "automatic_https": obj{"disable": true}, "tls_connection_policies": policies}
+			for _, sv := range o.servers() {
+				if sv.scheme == "https" {
+					servers[sv.key] = obj{"listen": []string{sv.listen}, "routes": routes[sv.key], "automatic_https": obj{"disable": true}, "tls_connection_policies": policies}
+				}
+			}
 			apps["tls"] = obj{"certificates": obj{"load_pem": pems}}
 		}
 	}
@@ -243,8 +287,11 @@ func PathPattern(m *configv1.PathMatch) (string, error) {
 	return "", fmt.Errorf("unknown path match type %v", m.GetType())
 }
 
-// servedOn says whether rt is served on the listener of scheme.
-func servedOn(rt *configv1.Route, scheme string) bool {
+// servedOn says whether rt is served on the listener named listener, of scheme.
+func servedOn(rt *configv1.Route, listener, scheme string) bool {
+	if rt.GetListener() != listener {
+		return false
+	}
 	switch rt.GetScheme() {
 	case configv1.RouteScheme_ROUTE_SCHEME_HTTP:
 		return scheme == "http"

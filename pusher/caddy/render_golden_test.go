@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
@@ -21,6 +22,16 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 // goldenOptions are the pusher's defaults for stock Caddy (pusher/app: --caddy-admin
 // http://127.0.0.1:2019, --proxy-http-listen :8080, --proxy-https-listen :8443).
 var goldenOptions = RenderOptions{AdminListen: "127.0.0.1:2019", HTTPListen: ":8080", HTTPSListen: ":8443"}
+
+// goldenOptionsFor are goldenOptions with a further listener for each one res's routes name,
+// bound in order from :18100 (what a pusher of that fleet is given as --proxy-listener).
+func goldenOptionsFor(res *configv1.Resources) RenderOptions {
+	o := goldenOptions
+	for i, l := range contract.ListenersOf(res) {
+		o.Listeners = append(o.Listeners, Listener{Name: l.Name, HTTPS: l.HTTPS, Listen: fmt.Sprintf(":%d", 18100+i)})
+	}
+	return o
+}
 
 // renderGoldenDir holds one rendering per case: testdata/render/NAME.json.
 const renderGoldenDir = "testdata/render"
@@ -90,7 +101,7 @@ func dataplaneFixture(t *testing.T) *configv1.Resources {
 // indented (Render's own key order is already stable: encoding/json sorts map keys).
 func renderIndented(t *testing.T, res *configv1.Resources) []byte {
 	t.Helper()
-	body, _, err := Render(&configv1.Config{Epoch: "golden", Version: 1, Resources: res}, goldenOptions)
+	body, _, err := Render(&configv1.Config{Epoch: "golden", Version: 1, Resources: res}, goldenOptionsFor(res))
 	var refused *RenderError
 	if errors.As(err, &refused) {
 		// A config stock Caddy cannot express (docs/translation.md): the golden is the

@@ -94,7 +94,7 @@ func serve(t *testing.T, body string) (code int, backendBody string) {
 		w.WriteHeader(http.StatusOK)
 		return nil
 	})
-	if err := (Router{}).ServeHTTP(w, r, next); err != nil {
+	if err := (&Router{}).ServeHTTP(w, r, next); err != nil {
 		t.Fatal(err)
 	}
 	return w.Code, backendBody

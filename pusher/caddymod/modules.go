@@ -22,7 +22,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Admin{})
-	caddy.RegisterModule(Router{})
+	caddy.RegisterModule(new(Router))
 	caddy.RegisterModule(Upstreams{})
 	caddy.RegisterModule(Certificates{})
 	caddy.RegisterModule(NoIssuance{})
@@ -133,21 +133,26 @@ func answer(w http.ResponseWriter, err error) error {
 // the next handler (reverse_proxy with the sluice upstreams) with the chosen backend,
 // within the route's timeout; the route's CORS headers (contract.ApplyResponseCORS) and then
 // its response header modifier change the response.
-type Router struct{}
+type Router struct {
+	// Listener names the proxy listener of the server this handler is in (Route.listener):
+	// empty in the main HTTP and HTTPS servers. Only its routes are served there.
+	Listener string `json:"listener,omitempty"`
+}
 
 // CaddyModule returns the Caddy module information.
 func (Router) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{ID: "http.handlers.sluice", New: func() caddy.Module { return Router{} }}
+	return caddy.ModuleInfo{ID: "http.handlers.sluice", New: func() caddy.Module { return new(Router) }}
 }
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
-func (Router) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+func (h *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	t := store.Current()
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
 	req := contract.RequestOf(scheme, r)
+	req.Listener = h.Listener
 	var rt *route
 	if t != nil {
 		rt = t.Match(req)
@@ -297,7 +302,7 @@ func (NoIssuance) CertificateAllowed(_ context.Context, name string) error {
 var (
 	_ caddytls.OnDemandPermission = NoIssuance{}
 	_ caddy.AdminRouter           = Admin{}
-	_ caddyhttp.MiddlewareHandler = Router{}
+	_ caddyhttp.MiddlewareHandler = (*Router)(nil)
 	_ reverseproxy.UpstreamSource = Upstreams{}
 	_ certmagic.Manager           = Certificates{}
 )

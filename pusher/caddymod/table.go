@@ -335,7 +335,7 @@ func (t *Table) Match(req contract.Request) *route {
 }
 
 func (r *route) matches(req contract.Request) bool {
-	if !contract.SchemeMatches(r.rt.GetScheme(), req.Scheme) {
+	if r.rt.GetListener() != req.Listener || !contract.SchemeMatches(r.rt.GetScheme(), req.Scheme) {
 		return false
 	}
 	switch r.typ {

@@ -1823,7 +1823,13 @@ type Route struct {
 	Mirrors []*Mirror `protobuf:"bytes,16,rep,name=mirrors,proto3" json:"mirrors,omitempty"`
 	// Cors, when set, is the route's CORS policy (the Gateway API's CORS filter): the proxy
 	// answers a preflight itself, and adds the CORS response headers to what it proxies.
-	Cors          *Cors `protobuf:"bytes,17,opt,name=cors,proto3" json:"cors,omitempty"`
+	Cors *Cors `protobuf:"bytes,17,opt,name=cors,proto3" json:"cors,omitempty"`
+	// Listener names the proxy listener the route is served on, with Scheme. Empty: the
+	// proxy's main listeners (the shared address on the Gateway HTTP and HTTPS ports, and every
+	// Ingress). Otherwise the Gateway listener's port ("8080") on the shared address, or the
+	// Gateway's own address and port ("192.0.2.21:80") when Gateways get addresses of their own.
+	// The proxy serves the route only to requests that came in on that listener.
+	Listener      string `protobuf:"bytes,18,opt,name=listener,proto3" json:"listener,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1975,6 +1981,13 @@ func (x *Route) GetCors() *Cors {
 		return x.Cors
 	}
 	return nil
+}
+
+func (x *Route) GetListener() string {
+	if x != nil {
+		return x.Listener
+	}
+	return ""
 }
 
 // Cors says which cross-origin requests a route allows and what browsers may see of them.
@@ -3397,7 +3410,7 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\vVirtualHost\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12 \n" +
 	"\vcertificate\x18\x02 \x01(\tR\vcertificate\x12/\n" +
-	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xda\x06\n" +
+	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xf6\x06\n" +
 	"\x05Route\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x04path\x18\x02 \x01(\v2\x1b.sluice.config.v1.PathMatchR\x04path\x127\n" +
@@ -3416,7 +3429,8 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\tany_depth\x18\x0e \x01(\bR\banyDepth\x12%\n" +
 	"\x0einvalid_weight\x18\x0f \x01(\rR\rinvalidWeight\x122\n" +
 	"\amirrors\x18\x10 \x03(\v2\x18.sluice.config.v1.MirrorR\amirrors\x12*\n" +
-	"\x04cors\x18\x11 \x01(\v2\x16.sluice.config.v1.CorsR\x04cors\"\xe2\x01\n" +
+	"\x04cors\x18\x11 \x01(\v2\x16.sluice.config.v1.CorsR\x04cors\x12\x1a\n" +
+	"\blistener\x18\x12 \x01(\tR\blistener\"\xe2\x01\n" +
 	"\x04Cors\x12#\n" +
 	"\rallow_origins\x18\x01 \x03(\tR\fallowOrigins\x12+\n" +
 	"\x11allow_credentials\x18\x02 \x01(\bR\x10allowCredentials\x12#\n" +
