@@ -177,6 +177,13 @@ func startPusherOn(t testing.TB, stock bool, translatorAddr string, extra ...str
 	// The same options as the pusher's, so that fingerprints compare.
 	cc := caddy.Config{Admin: cd.AdminURL, Render: caddy.RenderOptions{
 		HTTPListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPPort), HTTPSListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPSPort)}}
+	for i := 0; i+1 < len(extra); i++ {
+		if extra[i] == "--proxy-listener" {
+			scheme, rest, _ := strings.Cut(extra[i+1], ":")
+			name, listen, _ := strings.Cut(rest, "=")
+			cc.Render.Listeners = append(cc.Render.Listeners, caddy.Listener{Name: name, HTTPS: scheme == "https", Listen: listen})
+		}
+	}
 	var target probe
 	if stock {
 		target, err = caddy.New(cc)
@@ -629,13 +636,29 @@ func replayGoldens(t *testing.T, stock bool) {
 		}
 		backends[name] = b
 	}
-	fake, addr := startFake(t)
-	e := startPusherOn(t, stock, addr)
-	s := fake.nextStream(t)
 	goldens, err := filepath.Glob("../translator/translate/testdata/*.yaml")
 	if err != nil || len(goldens) == 0 {
 		t.Fatalf("golden inputs: %v", err)
 	}
+	// The further listeners the cases' routes name, each bound to a loopback port of its own,
+	// as a fleet's pushers are given them (--proxy-listener).
+	bound := map[string]int{}
+	var listenerFlags []string
+	for _, path := range goldens {
+		res := translateGolden(t, path, nil)
+		for _, l := range contract.ListenersOf(res) {
+			if _, ok := bound[l.Name]; ok {
+				continue
+			}
+			a := testenv.Addrs(t, 1)[0]
+			_, port, _ := net.SplitHostPort(a)
+			bound[l.Name], _ = strconv.Atoi(port)
+			listenerFlags = append(listenerFlags, "--proxy-listener", map[bool]string{false: "http:", true: "https:"}[l.HTTPS]+l.Name+"="+a)
+		}
+	}
+	fake, addr := startFake(t)
+	e := startPusherOn(t, stock, addr, listenerFlags...)
+	s := fake.nextStream(t)
 	cases := append(goldens, "../internal/contract/testdata/dataplane.json")
 	for i, path := range cases {
 		t.Run(filepath.Base(path), func(t *testing.T) {
@@ -643,16 +666,7 @@ func replayGoldens(t *testing.T, stock bool) {
 			if strings.HasSuffix(path, ".json") {
 				res = fixture(t, path, backends)
 			} else {
-				data, err := os.ReadFile(path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				in, _, err := translate.LoadManifests(path, data)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pointAtBackends(&in, backends)
-				res = translate.Translate(in, translate.Options{IngressClass: "sluice", ControllerName: "sluice.io/ingress-controller", Now: time.Now()})
+				res = translateGolden(t, path, backends)
 			}
 			cfg := &configv1.Config{Epoch: "golden", Version: uint64(i + 1), Hash: translate.Hash(res), Resources: res}
 			if i == 0 {
@@ -677,20 +691,29 @@ func replayGoldens(t *testing.T, stock bool) {
 			}
 			e.waitConfig(t, cfg)
 			probes := 0
+			// Every probe on the main listeners, over both schemes, and on each further
+			// listener the routes name, over its scheme.
+			type on struct {
+				listener, scheme string
+				port             int
+			}
+			ons := []on{{"", "http", e.caddy.HTTPPort}, {"", "https", e.caddy.HTTPSPort}}
+			for _, l := range contract.ListenersOf(res) {
+				ons = append(ons, on{l.Name, map[bool]string{false: "http", true: "https"}[l.HTTPS], bound[l.Name]})
+			}
 			for _, req := range contract.Probes(res) {
-				port := map[string]int{"http": e.caddy.HTTPPort, "https": e.caddy.HTTPSPort}
-				for _, scheme := range []string{"http", "https"} {
-					if scheme == "https" && !hasCertificate(res, req.Host) {
+				for _, o := range ons {
+					if o.scheme == "https" && !hasCertificate(res, req.Host) {
 						continue
 					}
-					req.Scheme = scheme
-					got, err := send(t, port[scheme], req, leafFor(res, req.Host))
+					req.Scheme, req.Listener = o.scheme, o.listener
+					got, err := send(t, o.port, req, leafFor(res, req.Host))
 					if err != nil {
-						t.Errorf("%s %s://%s%s?%s: %v", req.Method, scheme, req.Host, req.Path, req.RawQuery, err)
+						t.Errorf("%s %s://%s%s?%s on listener %q: %v", req.Method, o.scheme, req.Host, req.Path, req.RawQuery, o.listener, err)
 						continue
 					}
 					if want, have := expected(res, req, got); have != want {
-						t.Errorf("%s %s://%s%s?%s %v:\n got %s\nwant %s", req.Method, scheme, req.Host, req.Path, req.RawQuery, req.Header, have, want)
+						t.Errorf("%s %s://%s%s?%s %v on listener %q:\n got %s\nwant %s", req.Method, o.scheme, req.Host, req.Path, req.RawQuery, req.Header, o.listener, have, want)
 					}
 					probes++
 				}
@@ -698,6 +721,28 @@ func replayGoldens(t *testing.T, stock bool) {
 			t.Logf("%d probes", probes)
 		})
 	}
+}
+
+// translateGolden translates the translator's golden case at path with its options
+// (translate.CaseOptions), its endpoints pointed at backends when given.
+func translateGolden(t *testing.T, path string, backends map[string]*testenv.Backend) *configv1.Resources {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _, err := translate.LoadManifests(path, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if backends != nil {
+		pointAtBackends(&in, backends)
+	}
+	opts := translate.Options{IngressClass: "sluice", ControllerName: "sluice.io/ingress-controller", Now: time.Now()}
+	if err := translate.CaseOptions(path, &opts); err != nil {
+		t.Fatal(err)
+	}
+	return translate.Translate(in, opts)
 }
 
 // fixture is the data plane fixture with its backends at the test's backends (by Service

@@ -48,7 +48,11 @@ func goldenConfigs(t *testing.T) map[string]*configv1.Config {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res := translate.Translate(in, translate.Options{IngressClass: "sluice", ControllerName: "sluice.io/ingress-controller", Now: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)})
+		opts := translate.Options{IngressClass: "sluice", ControllerName: "sluice.io/ingress-controller", Now: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)}
+		if err := translate.CaseOptions(p, &opts); err != nil {
+			t.Fatal(err)
+		}
+		res := translate.Translate(in, opts)
 		out[filepath.Base(p)] = &configv1.Config{Epoch: "golden", Version: uint64(i + 1), Hash: contract.Hash(res), Resources: res}
 	}
 	return out
@@ -85,13 +89,21 @@ func allConfigs(t *testing.T) map[string]*configv1.Config {
 	return out
 }
 
-// schemes are the probes of res over plain HTTP, and over HTTPS too.
+// schemes are the probes of res over plain HTTP, and over HTTPS too, on the main listeners
+// and on each further listener its routes name.
 func schemes(res *configv1.Resources) []contract.Request {
+	listeners := []string{""}
+	for _, l := range contract.ListenersOf(res) {
+		listeners = append(listeners, l.Name)
+	}
 	var out []contract.Request
 	for _, r := range contract.Probes(res) {
-		s := r
-		s.Scheme = "https"
-		out = append(out, r, s)
+		for _, l := range listeners {
+			r.Listener = l
+			s := r
+			s.Scheme = "https"
+			out = append(out, r, s)
+		}
 	}
 	return out
 }
@@ -114,7 +126,7 @@ func TestTableMatchesLikeTheReference(t *testing.T) {
 					req.Host = h
 					want, got := contract.Match(res, req), tb.Match(req)
 					if (want == nil) != (got == nil) || (want != nil && want.GetName() != got.name) {
-						t.Errorf("%s %s://%s%s?%s %v: module routes to %v, the reference to %v", req.Method, req.Scheme, h, req.Path, req.RawQuery, req.Header, got, want.GetName())
+						t.Errorf("%s %s://%s%s?%s %v on listener %q: module routes to %v, the reference to %v", req.Method, req.Scheme, h, req.Path, req.RawQuery, req.Header, req.Listener, got, want.GetName())
 					}
 					probes++
 				}
@@ -165,7 +177,7 @@ func TestRouterDoesWhatTheReferenceSays(t *testing.T) {
 				want := contract.OutcomeOf(res, req)
 				copies = nil
 				got := routeThrough(t, req, upstreams)
-				what := fmt.Sprintf("%s %s://%s%s?%s %v", req.Method, req.Scheme, req.Host, req.Path, req.RawQuery, req.Header)
+				what := fmt.Sprintf("%s %s://%s%s?%s %v on listener %q", req.Method, req.Scheme, req.Host, req.Path, req.RawQuery, req.Header, req.Listener)
 				if want.InvalidShare && want.Status == http.StatusOK && got.status == http.StatusInternalServerError {
 					continue // the route's invalid share was drawn
 				}
@@ -262,7 +274,7 @@ func routeThrough(t *testing.T, req contract.Request, upstreams map[string]strin
 		_, err := w.Write([]byte("{}"))
 		return err
 	})
-	if err := (Router{}).ServeHTTP(w, r, next); err != nil {
+	if err := (&Router{Listener: req.Listener}).ServeHTTP(w, r, next); err != nil {
 		t.Fatal(err)
 	}
 	got.status, got.location = w.Code, w.Header().Get("Location")

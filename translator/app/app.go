@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,6 +51,46 @@ type Settings struct {
 	GatewayControllerName    string
 	GatewayHTTPPort          int32
 	GatewayHTTPSPort         int32
+	// GatewayPorts are "PORT/HTTP" or "PORT/HTTPS"; GatewayAddresses the pool of addresses.
+	GatewayPorts     []string
+	GatewayAddresses []string
+}
+
+// gatewayPorts parses --gateway-port: each port once, none of them a main port.
+func (s *Settings) gatewayPorts() ([]translate.GatewayPort, error) {
+	seen := map[int32]bool{s.GatewayHTTPPort: true, s.GatewayHTTPSPort: true}
+	var out []translate.GatewayPort
+	for _, v := range s.GatewayPorts {
+		ps, proto, ok := strings.Cut(v, "/")
+		p, err := strconv.ParseUint(ps, 10, 16)
+		if !ok || err != nil || p == 0 || (proto != "HTTP" && proto != "HTTPS") {
+			return nil, config.Errorf("gateway-port", v, "must be PORT/HTTP or PORT/HTTPS with a port number (1-65535)")
+		}
+		if seen[int32(p)] {
+			return nil, config.Errorf("gateway-port", v, "port %d is given twice (or is --gateway-http-port or --gateway-https-port)", p)
+		}
+		seen[int32(p)] = true
+		out = append(out, translate.GatewayPort{Port: int32(p), HTTPS: proto == "HTTPS"})
+	}
+	return out, nil
+}
+
+// gatewayAddresses parses --gateway-address: IP addresses, each once, in canonical form.
+func (s *Settings) gatewayAddresses() ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	for _, v := range s.GatewayAddresses {
+		a, err := netip.ParseAddr(v)
+		if err != nil || a.Zone() != "" {
+			return nil, config.Errorf("gateway-address", v, "must be an IP address")
+		}
+		if seen[a.String()] {
+			return nil, config.Errorf("gateway-address", v, "is given twice")
+		}
+		seen[a.String()] = true
+		out = append(out, a.String())
+	}
+	return out, nil
 }
 
 // Register adds the settings to fs.
@@ -67,6 +109,8 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.BoolVar(&s.ReportStatus, "report-status", true, "report the served Ingresses' statuses and findings to the watcher, which writes them")
 	fs.StringVar(&s.GatewayControllerName, "gateway-controller-name", translate.DefaultGatewayControllerName, "spec.controllerName of the GatewayClasses this translator serves (Gateway API)")
 	fs.Int32Var(&s.GatewayHTTPPort, "gateway-http-port", translate.DefaultGatewayHTTPPort, "Gateway listener port served on the proxy's HTTP listener: the port clients see, whatever the proxy binds; HTTP listeners on other ports are refused (PortUnavailable)")
+	fs.StringSliceVar(&s.GatewayPorts, "gateway-port", nil, "further Gateway listener ports the proxies serve, as PORT/HTTP or PORT/HTTPS (comma-separated or repeated): each is a --proxy-listener of every pusher, named by the port on the shared address and by ADDRESS:PORT on each --gateway-address")
+	fs.StringSliceVar(&s.GatewayAddresses, "gateway-address", nil, "a pool of IP addresses the proxies serve Gateways on, one Gateway each: spec.addresses when it asks for one of them, else one chosen by name; each Gateway port on each address is a --proxy-listener of every pusher (ADDRESS:PORT). Empty: every Gateway shares the published addresses")
 	fs.Int32Var(&s.GatewayHTTPSPort, "gateway-https-port", translate.DefaultGatewayHTTPSPort, "Gateway listener port served on the proxy's HTTPS listener: the port clients see, whatever the proxy binds; HTTPS listeners on other ports are refused (PortUnavailable)")
 	s.TLS.Register(fs, true)
 	fs.IntVar(&s.MaxStreams, "max-streams", 64, "concurrent Config streams that pushers may hold together; more get RESOURCE_EXHAUSTED")
@@ -121,6 +165,12 @@ func (s *Settings) Validate() error {
 	}
 	if s.GatewayHTTPPort == s.GatewayHTTPSPort {
 		return config.Errorf("gateway-https-port", fmt.Sprint(s.GatewayHTTPSPort), "must differ from --gateway-http-port")
+	}
+	if _, err := s.gatewayPorts(); err != nil {
+		return err
+	}
+	if _, err := s.gatewayAddresses(); err != nil {
+		return err
 	}
 	if s.Holdoff < 0 {
 		return config.Errorf("holdoff", s.Holdoff.String(), "must not be negative")
@@ -208,11 +258,14 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 		sink, gwSink = rep, rep
 		g.Add("status", rep.Run)
 	}
+	ports, _ := s.gatewayPorts()     // checked by Validate
+	addrs, _ := s.gatewayAddresses() // checked by Validate
 	eng, err = engine.New(engine.Config{
 		Logger: log.Named("engine"), Client: watchv1.NewWatchServiceClient(conn), Publisher: cfgSrv, Metrics: m, Status: sink, GatewayStatus: gwSink,
 		Options: translate.Options{IngressClass: s.IngressClass, ControllerName: s.ControllerName, WatchIngressWithoutClass: s.WatchIngressWithoutClass,
 			PublishService: s.PublishService, PublishAddresses: s.PublishAddresses,
-			GatewayControllerName: s.GatewayControllerName, GatewayHTTPPort: s.GatewayHTTPPort, GatewayHTTPSPort: s.GatewayHTTPSPort},
+			GatewayControllerName: s.GatewayControllerName, GatewayHTTPPort: s.GatewayHTTPPort, GatewayHTTPSPort: s.GatewayHTTPSPort,
+			GatewayPorts: ports, GatewayAddresses: addrs},
 		Holdoff: s.Holdoff, MaxDelay: s.MaxDelay,
 	})
 	if err != nil {

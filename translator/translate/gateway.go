@@ -75,7 +75,9 @@ type gatewayState struct {
 
 	// Work since the last Build.
 	dirtyGateways, dirtyRoutes set[nsName]
-	statusDirty                set[string] // status keys (findings keys) of GatewayClasses, Gateways, HTTPRoutes
+	// addresses is the address pool's assignment (assignAddresses), when there is a pool.
+	addresses   map[nsName]addressGrant
+	statusDirty set[string] // status keys (findings keys) of GatewayClasses, Gateways, HTTPRoutes
 }
 
 func newGatewayState() gatewayState {
@@ -101,6 +103,8 @@ type gatewayOut struct {
 	secrets    []nsName
 	grantNs    []string
 	claims     map[string][]gwClaim // host -> certificate claims
+	// address is the Gateway's own address from the pool; "" when it shares the proxies'.
+	address string
 }
 
 // listenerOut is one listener as translated.
@@ -109,9 +113,10 @@ type listenerOut struct {
 	port       int32
 	hostname   string // lower case; "" matches every host
 	scheme     configv1.RouteScheme
-	attachable bool // routes of an allowed namespace may attach
-	served     bool // programmed: routes attached to it are served
-	allowAll   bool // allowedRoutes.namespaces.from All
+	listener   string // Route.listener of the routes served here
+	attachable bool   // routes of an allowed namespace may attach
+	served     bool   // programmed: routes attached to it are served
+	allowAll   bool   // allowedRoutes.namespaces.from All
 	cert       string
 	certNames  []string
 	kinds      []*watchv1.RouteGroupKind
@@ -168,6 +173,7 @@ type routePrec struct {
 	ns, name       string
 	rule, match    int
 	scheme         configv1.RouteScheme
+	listener       string
 }
 
 // less orders matches as the Gateway API says (docs/translation.md): Exact paths, then
@@ -199,8 +205,10 @@ func (a routePrec) less(b routePrec) bool {
 		return a.rule < b.rule
 	case a.match != b.match:
 		return a.match < b.match
+	case a.scheme != b.scheme:
+		return a.scheme < b.scheme
 	}
-	return a.scheme < b.scheme
+	return a.listener < b.listener
 }
 
 func gatewayKey(k nsName) string   { return "Gateway/" + k.ns + "/" + k.name }
@@ -401,8 +409,17 @@ func (t *Translator) translateGateway(gw *gatewayv1.Gateway) *gatewayOut {
 	add := func(field string, sev configv1.FindingSeverity, reason, cause string) {
 		out.findings = append(out.findings, &configv1.Finding{Object: owner, Field: field, Cause: cause, Severity: sev, Reason: reason})
 	}
-	if len(gw.Spec.Addresses) > 0 {
-		add("spec.addresses", sevWarn, "UnsupportedAddress", "requested addresses are not supported; status.addresses shows the proxy's published addresses")
+	var addrRefused *addressGrant
+	switch {
+	case len(t.opts.GatewayAddresses) > 0:
+		g := t.gw.addresses[nsName{gw.Namespace, gw.Name}]
+		if g.address == "" {
+			addrRefused = &g
+			add("spec.addresses", sevError, g.reason, "the Gateway has no address, so none of its listeners is served: "+g.message)
+		}
+		out.address = g.address
+	case len(gw.Spec.Addresses) > 0:
+		add("spec.addresses", sevWarn, "UnsupportedAddress", "requested addresses are not supported without a pool of Gateway addresses; status.addresses shows the proxy's published addresses")
 	}
 	type hostPort struct {
 		host string
@@ -438,9 +455,11 @@ func (t *Translator) translateGateway(gw *gatewayv1.Gateway) *gatewayOut {
 			refuse("UnsupportedProtocol", fmt.Sprintf("protocol %q is not supported (only HTTP and HTTPS)", l.Protocol))
 		}
 		if lo.scheme != configv1.RouteScheme_ROUTE_SCHEME_UNSPECIFIED {
-			if want := t.gatewayPort(lo.scheme); l.Port != want {
-				refuse("PortUnavailable", fmt.Sprintf("port %d is not available: %s listeners are served on port %d only", l.Port, l.Protocol, want))
+			https := lo.scheme == configv1.RouteScheme_ROUTE_SCHEME_HTTPS
+			if !t.portServed(l.Port, https) {
+				refuse("PortUnavailable", fmt.Sprintf("port %d is not available: the proxies serve %s listeners on %s only", l.Port, l.Protocol, t.servedPorts(https)))
 			}
+			lo.listener = contract.ListenerName(out.address, l.Port, t.gatewayPort(lo.scheme))
 		}
 
 		// Route kinds: HTTPRoute only.
@@ -515,9 +534,12 @@ func (t *Translator) translateGateway(gw *gatewayv1.Gateway) *gatewayOut {
 			}
 		}
 		lo.attachable = accepted.Status == condTrue && conflicted.Status == condFalse && httpRoutes
-		lo.served = lo.attachable && resolved.Status == condTrue
+		lo.served = lo.attachable && resolved.Status == condTrue && addrRefused == nil
 		programmed := cond("Programmed", condTrue, "Programmed", "listener programmed", gen)
-		if !lo.served {
+		switch {
+		case addrRefused != nil && lo.attachable && resolved.Status == condTrue:
+			programmed = cond("Programmed", condFalse, "Pending", "listener not programmed: the Gateway has no address", gen)
+		case !lo.served:
 			programmed = cond("Programmed", condFalse, "Invalid", "listener not programmed: see its other conditions", gen)
 		}
 		lo.conditions = []*watchv1.Condition{accepted, programmed, resolved, conflicted}
@@ -557,9 +579,12 @@ func (t *Translator) translateGateway(gw *gatewayv1.Gateway) *gatewayOut {
 	default:
 		out.conditions = append(out.conditions, cond("Accepted", condFalse, "ListenersNotValid", "no listener is valid: see their conditions", gen))
 	}
-	if programmed > 0 {
+	switch {
+	case addrRefused != nil:
+		out.conditions = append(out.conditions, cond("Programmed", condFalse, addrRefused.reason, addrRefused.message, gen))
+	case programmed > 0:
 		out.conditions = append(out.conditions, cond("Programmed", condTrue, "Programmed", "gateway programmed", gen))
-	} else {
+	default:
 		out.conditions = append(out.conditions, cond("Programmed", condFalse, "Invalid", "no listener is programmed", gen))
 	}
 	return out
@@ -792,18 +817,22 @@ func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
 						continue
 					}
 					for mi, tmpl := range r.routes {
-						key := fmt.Sprintf("%s|%d|%d|%d", h, lo.scheme, ri, mi)
+						key := fmt.Sprintf("%s|%d|%s|%d|%d", h, lo.scheme, lo.listener, ri, mi)
 						if seen[key] {
 							continue
 						}
 						seen[key] = true
 						route := proto.Clone(tmpl).(*configv1.Route)
 						route.Scheme = lo.scheme
+						route.Listener = lo.listener
 						// The Gateway API's wildcard hostnames match any number of labels.
 						route.AnyDepth = isWildcard(h)
 						route.Name = fmt.Sprintf("httproute/%s/%s/rules[%d]/matches[%d]/%s", rt.Namespace, rt.Name, ri, mi, schemeName(lo.scheme))
+						if lo.listener != "" {
+							route.Name += "@" + lo.listener
+						}
 						prec := r.precs[mi]
-						prec.scheme = lo.scheme
+						prec.scheme, prec.listener = lo.scheme, lo.listener
 						out.claims[h] = append(out.claims[h], gwClaim{route: route, owner: owner, prec: prec})
 					}
 				}

@@ -146,7 +146,13 @@ func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBal
 				SupportedKinds: lo.kinds, Conditions: lo.conditions})
 		}
 		st.ManageAddresses = manage
-		if manage {
+		if len(t.opts.GatewayAddresses) > 0 {
+			// A Gateway of the pool shows its own address, or none while it has none.
+			st.ManageAddresses = true
+			if o.address != "" {
+				st.Addresses = []*watchv1.GatewayAddress{{Type: "IPAddress", Value: o.address}}
+			}
+		} else if manage {
 			for _, a := range lb {
 				if a.GetIp() != "" {
 					st.Addresses = append(st.Addresses, &watchv1.GatewayAddress{Type: "IPAddress", Value: a.GetIp()})

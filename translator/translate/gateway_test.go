@@ -21,10 +21,10 @@ func TestGoldenGatewayStatuses(t *testing.T) {
 	if err != nil || len(inputs) == 0 {
 		t.Fatalf("no Gateway API golden inputs: %v", err)
 	}
-	opts := goldenOpts
-	opts.PublishAddresses = []string{"lb.example.com", "203.0.113.7"}
 	for _, path := range inputs {
 		name := strings.TrimSuffix(filepath.Base(path), ".yaml")
+		opts := goldenOptions(t, name)
+		opts.PublishAddresses = []string{"lb.example.com", "203.0.113.7"}
 		t.Run(name, func(t *testing.T) {
 			got := renderGatewayStatuses(t, GatewayStatuses(load(t, name+".yaml"), opts))
 			golden := filepath.Join("testdata", name+".gateway-status.json")
@@ -76,8 +76,9 @@ func TestGatewayDeterministic(t *testing.T) {
 	}
 	for _, path := range inputs {
 		in := load(t, filepath.Base(path))
-		want := Hash(Translate(in, goldenOpts))
-		wantSt := renderGatewayStatuses(t, GatewayStatuses(in, goldenOpts))
+		opts := goldenOptions(t, filepath.Base(path))
+		want := Hash(Translate(in, opts))
+		wantSt := renderGatewayStatuses(t, GatewayStatuses(in, opts))
 		for i := range 12 {
 			shuffled := in
 			shuffled.Gateways = rotate(in.Gateways, i)
@@ -87,10 +88,10 @@ func TestGatewayDeterministic(t *testing.T) {
 			shuffled.Services = rotate(in.Services, i)
 			shuffled.Secrets = rotate(in.Secrets, i)
 			shuffled.Namespaces = rotate(in.Namespaces, i)
-			if got := Hash(Translate(shuffled, goldenOpts)); got != want {
+			if got := Hash(Translate(shuffled, opts)); got != want {
 				t.Fatalf("%s: hash %s after reordering, want %s", path, got, want)
 			}
-			if got := renderGatewayStatuses(t, GatewayStatuses(shuffled, goldenOpts)); !bytes.Equal(got, wantSt) {
+			if got := renderGatewayStatuses(t, GatewayStatuses(shuffled, opts)); !bytes.Equal(got, wantSt) {
 				t.Fatalf("%s: statuses differ after reordering:\n%s", path, diffLines(string(wantSt), string(got)))
 			}
 		}

@@ -342,6 +342,8 @@ func (t *Translator) Build() {
 	for k := range t.dirtyIngresses {
 		t.retranslate(k)
 	}
+	// The address pool's assignment first: a Gateway whose address changed is re-translated.
+	t.reassignAddresses()
 	// Gateways before routes: a route attaches to the listeners its Gateways have now.
 	for k := range t.gw.dirtyGateways {
 		t.retranslateGateway(k)

@@ -220,6 +220,15 @@ func TestIncrementalEqualsFullTranslation(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			u := &universe{r: mrand.New(mrand.NewPCG(uint64(seed), 7)), certs: certs, base: base}
 			opts := Options{IngressClass: "sluice", ControllerName: "sluice.io/ingress-controller", WatchIngressWithoutClass: seed%3 == 0}
+			// Some seeds serve a further port, some also give Gateways addresses of their own
+			// from a pool smaller than the Gateways that may want one (docs/design.md,
+			// "Gateway addresses and ports").
+			if seed%4 >= 2 {
+				opts.GatewayPorts = []GatewayPort{{Port: 8080}}
+			}
+			if seed%4 == 3 {
+				opts.GatewayAddresses = []string{"192.0.2.21", "192.0.2.22", "192.0.2.23"}
+			}
 			cur := objects{}
 			inc := New(opts)
 			receiver := contract.NewState()

@@ -3,8 +3,14 @@ package translate
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -126,4 +132,23 @@ func (in *Input) objects() []any {
 		out = append(out, o)
 	}
 	return out
+}
+
+// CaseOptions sets over o the options that a manifest's golden case is translated with: the
+// fields of NAME.options.json beside NAME.yaml (Options' field names), when there is one. The
+// translator's goldens and the data plane tests that replay them read the same file.
+func CaseOptions(manifest string, o *Options) error {
+	data, err := os.ReadFile(strings.TrimSuffix(manifest, filepath.Ext(manifest)) + ".options.json")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(o); err != nil {
+		return fmt.Errorf("%s: options: %w", manifest, err)
+	}
+	return nil
 }

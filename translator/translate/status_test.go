@@ -23,10 +23,10 @@ func TestGoldenStatuses(t *testing.T) {
 	if err != nil || len(inputs) == 0 {
 		t.Fatalf("no golden inputs: %v", err)
 	}
-	opts := goldenOpts
-	opts.PublishAddresses = []string{"lb.example.com", "203.0.113.7"}
 	for _, path := range inputs {
 		name := strings.TrimSuffix(filepath.Base(path), ".yaml")
+		opts := goldenOptions(t, name)
+		opts.PublishAddresses = []string{"lb.example.com", "203.0.113.7"}
 		t.Run(name, func(t *testing.T) {
 			in := load(t, name+".yaml")
 			got := renderStatuses(t, Statuses(in, opts, Translate(in, opts)))

@@ -72,6 +72,15 @@ type Options struct {
 	// DefaultGatewayHTTPSPort when 0). A listener on another port is not served.
 	GatewayHTTPPort  int32
 	GatewayHTTPSPort int32
+	// GatewayPorts are the further Gateway listener ports the proxies serve, each with its
+	// protocol, on the shared address and on every address of GatewayAddresses (the proxies'
+	// further listeners, named by contract.ListenerName).
+	GatewayPorts []GatewayPort
+	// GatewayAddresses is the pool of addresses Gateways are given one each of
+	// (docs/design.md, "Gateway addresses and ports"): spec.addresses when it asks for one of
+	// them, else one chosen by name. Empty: every Gateway shares the proxies' published
+	// addresses.
+	GatewayAddresses []string
 
 	// Quarantined are objects a data plane rejected, by findings key ("Ingress/ns/name",
 	// "HTTPRoute/ns/name", "Secret/ns/name"), with the data plane's error: each is left out

@@ -22,6 +22,17 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 
 var goldenOpts = Options{IngressClass: "sluice", ControllerName: "sluice.io/ingress-controller", Now: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)}
 
+// goldenOptions are the options of golden case name ("gateway-ports", or a file name):
+// goldenOpts, with testdata/NAME.options.json over them where there is one (CaseOptions).
+func goldenOptions(t testing.TB, name string) Options {
+	t.Helper()
+	o := goldenOpts
+	if err := CaseOptions(filepath.Join("testdata", strings.TrimSuffix(name, ".yaml")+".yaml"), &o); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
 func load(t testing.TB, name string) Input {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", name))
@@ -63,7 +74,7 @@ func TestGolden(t *testing.T) {
 	for _, path := range inputs {
 		name := strings.TrimSuffix(filepath.Base(path), ".yaml")
 		t.Run(name, func(t *testing.T) {
-			got := render(t, Translate(load(t, name+".yaml"), goldenOpts))
+			got := render(t, Translate(load(t, name+".yaml"), goldenOptions(t, name)))
 			golden := filepath.Join("testdata", name+".golden.json")
 			if *update {
 				if err := os.WriteFile(golden, got, 0o644); err != nil {
