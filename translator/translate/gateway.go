@@ -572,6 +572,8 @@ func (t *Translator) translateGateway(gw *gatewayv1.Gateway) *gatewayOut {
 		}
 	}
 	switch {
+	case addrRefused != nil && addrRefused.unsupported:
+		out.conditions = append(out.conditions, cond("Accepted", condFalse, addrRefused.reason, addrRefused.message, gen))
 	case accepted == len(out.listeners):
 		out.conditions = append(out.conditions, cond("Accepted", condTrue, "Accepted", "gateway accepted", gen))
 	case accepted > 0:
@@ -580,6 +582,8 @@ func (t *Translator) translateGateway(gw *gatewayv1.Gateway) *gatewayOut {
 		out.conditions = append(out.conditions, cond("Accepted", condFalse, "ListenersNotValid", "no listener is valid: see their conditions", gen))
 	}
 	switch {
+	case addrRefused != nil && addrRefused.unsupported:
+		out.conditions = append(out.conditions, cond("Programmed", condFalse, "Invalid", "the Gateway is not accepted", gen))
 	case addrRefused != nil:
 		out.conditions = append(out.conditions, cond("Programmed", condFalse, addrRefused.reason, addrRefused.message, gen))
 	case programmed > 0:

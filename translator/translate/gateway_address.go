@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"fmt"
 	"hash/fnv"
 	"net/netip"
 	"sort"
@@ -33,21 +34,52 @@ func (t *Translator) portServed(port int32, https bool) bool {
 }
 
 // addressGrant is a Gateway's place in the address pool: the address it is given, or why
-// none (a Programmed condition's reason and message).
+// none (a condition's reason and message: Accepted's when unsupported, else Programmed's).
 type addressGrant struct {
-	address string
-	reason  string
-	message string
+	address     string
+	unsupported bool
+	reason      string
+	message     string
+}
+
+// addressRequest is what a Gateway's spec.addresses asks of the pool: an address, nothing in
+// particular (no addresses, or only ones without a value: GatewayAddressEmpty), or something
+// it cannot have.
+func addressRequest(gw *gatewayv1.Gateway, pool map[string]int) (want string, refused *addressGrant) {
+	var values []string
+	for _, a := range gw.Spec.Addresses {
+		if a.Type != nil && *a.Type != gatewayv1.IPAddressType {
+			return "", &addressGrant{unsupported: true, reason: "UnsupportedAddress",
+				message: fmt.Sprintf("address type %q is not supported (only IPAddress)", *a.Type)}
+		}
+		if a.Value != "" {
+			values = append(values, a.Value)
+		}
+	}
+	switch {
+	case len(values) == 0:
+		return "", nil
+	case len(values) > 1:
+		return "", &addressGrant{reason: "AddressNotUsable", message: "a Gateway is given one address, and spec.addresses names " + strings.Join(values, ", ")}
+	}
+	ap, err := netip.ParseAddr(values[0])
+	if err != nil {
+		return "", &addressGrant{reason: "AddressNotUsable", message: fmt.Sprintf("address %q is not an IP address", values[0])}
+	}
+	if _, ok := pool[ap.String()]; !ok {
+		return "", &addressGrant{reason: "AddressNotUsable", message: "address " + values[0] + " is not one of the proxies' (--gateway-address)"}
+	}
+	return ap.String(), nil
 }
 
 // assignAddresses gives each Gateway of ours an address of Options.GatewayAddresses, the same
 // answer for the same Gateways whatever the order they came in (docs/design.md, "Gateway
-// addresses and ports"). Oldest first, a Gateway whose spec.addresses names pool addresses
-// takes the first one still free; then, oldest first, every other Gateway takes the pool
+// addresses and ports"). Oldest first, a Gateway whose spec.addresses names a pool address
+// takes it if it is still free; then, oldest first, every other Gateway takes the pool
 // address its namespace/name hashes to, or the next free one after it. So a Gateway keeps
-// its address while Gateways come and go, unless it had to step past a taken one. A
-// Gateway is given none when what it asks for is not in the pool or taken, or when the pool
-// is exhausted.
+// its address while Gateways come and go, unless it had to step past a taken one, or a
+// Gateway asks for its address by name. A Gateway is given none when what it asks for is
+// not supported, not in the pool or taken, or when the pool is exhausted.
 func (t *Translator) assignAddresses() map[nsName]addressGrant {
 	pool := t.opts.GatewayAddresses
 	var ours []*gatewayv1.Gateway
@@ -72,37 +104,22 @@ func (t *Translator) assignAddresses() map[nsName]addressGrant {
 	}
 	taken := make([]bool, len(pool))
 	out := make(map[nsName]addressGrant, len(ours))
+	var auto []nsName
 	for _, gw := range ours {
-		if len(gw.Spec.Addresses) == 0 {
-			continue
-		}
-		g := addressGrant{reason: "AddressNotUsable", message: "no address of spec.addresses is one of the proxies' (" + joinPool(pool) + ")"}
-		for _, a := range gw.Spec.Addresses {
-			if a.Type != nil && *a.Type != gatewayv1.IPAddressType {
-				continue
-			}
-			ap, err := netip.ParseAddr(a.Value)
-			if err != nil {
-				continue
-			}
-			i, ok := index[ap.String()]
-			if !ok {
-				continue
-			}
-			if taken[i] {
-				g = addressGrant{reason: "AddressNotAssigned", message: "address " + a.Value + " is taken by an older Gateway"}
-				continue
-			}
-			taken[i], g = true, addressGrant{address: pool[i]}
-			break
-		}
-		out[nsName{gw.Namespace, gw.Name}] = g
-	}
-	for _, gw := range ours {
-		if len(gw.Spec.Addresses) > 0 {
-			continue
-		}
 		k := nsName{gw.Namespace, gw.Name}
+		want, refused := addressRequest(gw, index)
+		switch {
+		case refused != nil:
+			out[k] = *refused
+		case want == "":
+			auto = append(auto, k)
+		case taken[index[want]]:
+			out[k] = addressGrant{reason: "AddressNotAssigned", message: "address " + want + " is taken by an older Gateway"}
+		default:
+			taken[index[want]], out[k] = true, addressGrant{address: want}
+		}
+	}
+	for _, k := range auto {
 		g := addressGrant{reason: "AddressNotAssigned", message: "every address of the pool is taken (" + joinPool(pool) + ")"}
 		if n := len(pool); n > 0 {
 			h := fnv.New32a()

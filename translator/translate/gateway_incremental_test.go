@@ -86,7 +86,7 @@ func (u *universe) gateway() *gatewayv1.Gateway {
 	}
 	// Asks for an address of the pool (the seeds that have one), or for one outside it.
 	if u.r.IntN(5) == 0 {
-		g.Spec.Addresses = []gatewayv1.GatewaySpecAddress{{Value: u.pick([]string{"192.0.2.21", "192.0.2.99"})}}
+		g.Spec.Addresses = []gatewayv1.GatewaySpecAddress{{Value: u.pick([]string{"192.0.2.21", "192.0.2.99", ""})}}
 	}
 	return g
 }
