@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/net/websocket"
 
+	v1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/conformance"
 	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
 	"sigs.k8s.io/gateway-api/conformance/utils/config"
@@ -70,13 +71,18 @@ func baseManifests(t *testing.T) fs.FS {
 	return fstest.MapFS{"sluice/base-manifests.yaml": &fstest.MapFile{Data: bytes.Join(kept, []byte("\n---"))}}
 }
 
-// TestSluiceConformance runs the suite's GATEWAY-HTTP profile against Sluice. The Gateway's
-// published address is a documentation address nothing listens on; the round tripper (and the
-// WebSocket dialer) send what the suite addresses to its port 80 and 443 to Caddy's listeners
-// on loopback, keeping the Host header and SNI as they are.
+// TestSluiceConformance runs the suite's GATEWAY-HTTP profile against Sluice. Each Gateway's
+// address is a documentation address of the translator's pool, which nothing listens on; the
+// round tripper (and the WebSocket dialer) send what the suite addresses to ADDRESS:PORT to
+// Caddy's listener of that name on loopback (SLUICE_CONFORMANCE_LISTENERS), keeping the Host
+// header and SNI as they are.
 func TestSluiceConformance(t *testing.T) {
 	t.Setenv("KUBECONFIG", env(t, "SLUICE_CONFORMANCE_KUBECONFIG"))
-	httpAddr, httpsAddr := env(t, "SLUICE_CONFORMANCE_HTTP"), env(t, "SLUICE_CONFORMANCE_HTTPS")
+	listeners := map[string]string{}
+	for _, l := range list(env(t, "SLUICE_CONFORMANCE_LISTENERS")) {
+		name, bind, _ := strings.Cut(l, "=")
+		listeners[name] = bind
+	}
 	opts := conformance.DefaultOptions(t)
 	opts.GatewayClassName = env(t, "SLUICE_CONFORMANCE_GATEWAY_CLASS")
 	opts.ConformanceProfiles = []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName}
@@ -94,16 +100,16 @@ func TestSluiceConformance(t *testing.T) {
 	opts.ManifestFS = []fs.FS{baseManifests(t), &conformance.Manifests}
 	opts.BaseManifests = "sluice/base-manifests.yaml"
 	opts.TimeoutConfig = config.DefaultTimeoutConfig()
+	opts.UsableNetworkAddresses = []v1.GatewaySpecAddress{{Type: ptr(v1.IPAddressType), Value: env(t, "SLUICE_CONFORMANCE_USABLE_ADDRESS")}}
+	opts.UnusableNetworkAddresses = []v1.GatewaySpecAddress{{Type: ptr(v1.IPAddressType), Value: env(t, "SLUICE_CONFORMANCE_UNUSABLE_ADDRESS")}}
+	// A Gateway's ADDRESS:PORT is served by Caddy's listener of that name on loopback; an
+	// address without port is port 80's. Anything else is dialled as it is, and fails.
 	remap := func(addr string) string {
-		port := "80"
-		if _, p, err := net.SplitHostPort(addr); err == nil {
-			port = p
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			addr = net.JoinHostPort(addr, "80")
 		}
-		switch port {
-		case "80":
-			return httpAddr
-		case "443":
-			return httpsAddr
+		if bind, ok := listeners[addr]; ok {
+			return bind
 		}
 		return addr
 	}
@@ -155,3 +161,5 @@ func (d wsDialer) Dial(url, protocol, origin string) (*websocket.Conn, error) {
 	}
 	return ws, nil
 }
+
+func ptr[T any](v T) *T { return &v }

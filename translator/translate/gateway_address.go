@@ -21,11 +21,22 @@ type GatewayPort struct {
 
 // portServed says whether the proxies serve Gateway listeners of scheme https (or not) on
 // port: the scheme's main port or one of Options.GatewayPorts of that protocol.
-func (t *Translator) portServed(port int32, https bool) bool {
-	if https && port == t.gatewayPort(configv1.RouteScheme_ROUTE_SCHEME_HTTPS) || !https && port == t.gatewayPort(configv1.RouteScheme_ROUTE_SCHEME_HTTP) {
+func (t *Translator) portServed(port int32, https bool) bool { return servesPort(t.opts, port, https) }
+
+func servesPort(opts Options, port int32, https bool) bool {
+	main := opts.GatewayHTTPPort
+	switch {
+	case https && opts.GatewayHTTPSPort != 0:
+		main = opts.GatewayHTTPSPort
+	case https:
+		main = DefaultGatewayHTTPSPort
+	case main == 0:
+		main = DefaultGatewayHTTPPort
+	}
+	if port == main {
 		return true
 	}
-	for _, p := range t.opts.GatewayPorts {
+	for _, p := range opts.GatewayPorts {
 		if p.Port == port && p.HTTPS == https {
 			return true
 		}

@@ -87,9 +87,10 @@ func (t *Translator) TakeGatewayStatusChanges() []*watchv1.ObjectKey {
 }
 
 // SupportedFeatures are the Gateway API features Sluice declares on its GatewayClasses
-// (status.supportedFeatures), in ascending order: exactly those whose conformance tests all
-// pass, as internal/harness/conformance checks by running the suite with what a GatewayClass
-// declares.
+// (status.supportedFeatures) whatever its settings, in ascending order: exactly those whose
+// conformance tests all pass, as internal/harness/conformance checks by running the suite
+// with what a GatewayClass declares. Features lists what a translator declares with its
+// settings.
 var SupportedFeatures = []string{
 	"Gateway", "HTTPRoute",
 	"HTTPRoute303RedirectStatusCode", "HTTPRoute307RedirectStatusCode", "HTTPRoute308RedirectStatusCode",
@@ -99,6 +100,29 @@ var SupportedFeatures = []string{
 	"HTTPRouteRequestMirror", "HTTPRouteRequestMultipleMirrors", "HTTPRouteRequestPercentageMirror",
 	"HTTPRouteRequestTimeout", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
 	"ReferenceGrant",
+}
+
+// Features are the Gateway API features a translator with opts declares, sorted: the
+// SupportedFeatures, and those its settings make true (docs/design.md, "Gateway addresses and
+// ports"): GatewayPort8080 when it serves HTTP listeners on 8080, HTTPRouteParentRefPort when
+// it serves HTTP listeners on more than one port, GatewayStaticAddresses and
+// GatewayAddressEmpty when Gateways get addresses of their own.
+func Features(opts Options) []string {
+	out := append([]string(nil), SupportedFeatures...)
+	if servesPort(opts, 8080, false) {
+		out = append(out, "GatewayPort8080")
+	}
+	for _, p := range opts.GatewayPorts {
+		if !p.HTTPS {
+			out = append(out, "HTTPRouteParentRefPort")
+			break
+		}
+	}
+	if len(opts.GatewayAddresses) > 0 {
+		out = append(out, "GatewayAddressEmpty", "GatewayStaticAddresses")
+	}
+	sort.Strings(out)
+	return out
 }
 
 // GatewayStatus is the desired status of one Gateway API object, nil when it is not served;
@@ -115,7 +139,7 @@ func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBal
 		}
 		st.Uid = string(c.UID)
 		st.Conditions = []*watchv1.Condition{cond("Accepted", condTrue, "Accepted", "accepted by "+t.gatewayControllerName(), c.Generation)}
-		st.SupportedFeatures = append([]string(nil), SupportedFeatures...)
+		st.SupportedFeatures = Features(t.opts)
 	case "Gateway":
 		o := t.gw.gwOut[k]
 		if o == nil || !o.ours {

@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,14 +22,14 @@ import (
 func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }
 
 // core are the GATEWAY-HTTP profile's Core features; every other feature Sluice declares on
-// its GatewayClasses (translate.SupportedFeatures) is an Extended one, whose tests must all
-// pass too (docs/conformance.md says how each was decided).
+// its GatewayClasses (translate.Features) is an Extended one, whose tests must all pass too
+// (docs/conformance.md says how each was decided).
 var core = map[string]bool{"Gateway": true, "HTTPRoute": true, "ReferenceGrant": true}
 
-// extended are the Extended features Sluice declares.
-func extended() []string {
+// extended are the Extended features the translator declares with the fleet's settings.
+func extended(opts translate.Options) []string {
 	var out []string
-	for _, f := range translate.SupportedFeatures {
+	for _, f := range translate.Features(opts) {
 		if !core[f] {
 			out = append(out, f)
 		}
@@ -38,13 +39,54 @@ func extended() []string {
 
 // skipped are the tests left out of the run, each with the reason; a skipped Core test is a
 // gap, and docs/conformance.md lists it.
-var skipped = map[string]string{
-	// Every Gateway of a Sluice fleet is served by the same proxies on the same addresses, so
-	// two Gateways with hostname-less listeners on one port share their routes for any host;
-	// this test gives two such Gateways a "/" route each and expects each address to serve its
-	// own. Per-Gateway addresses need the proxies to listen on an address per Gateway and to
-	// key routes by it (docs/conformance.md).
-	"HTTPRouteMultipleGateways": "all Gateways share the fleet's addresses; no per-Gateway address yet",
+var skipped = map[string]string{}
+
+// The fleet the suite runs against (docs/design.md, "Gateway addresses and ports"): a pool of
+// documentation addresses (RFC 5737), one per Gateway, on the main ports and the further
+// ones the suite's Gateways use. Every address and port is a listener of its own in Caddy,
+// on a loopback port; the suite's round tripper sends what it addresses to ADDRESS:PORT
+// there, as a Service in front of the fleet would.
+const (
+	sharedAddress   = "192.0.2.10" // every Ingress's (none in this suite)
+	poolFirst       = 21           // 192.0.2.21 ...
+	poolSize        = 16           // more than the suite's Gateways at any time
+	unusableAddress = "198.51.100.1"
+)
+
+var furtherPorts = []struct {
+	port  int
+	https bool
+}{{8080, false}, {8090, false}, {8443, true}}
+
+// fleet returns the translator's and the pusher's arguments for the pool and the further
+// ports, the suite's map of ADDRESS:PORT to the loopback address that serves it, and the
+// translator's options that those arguments give (for the features it declares).
+func fleet(t *testing.T) (translatorArgs, pusherArgs []string, listeners map[string]string, opts translate.Options) {
+	t.Helper()
+	ports := append([]struct {
+		port  int
+		https bool
+	}{{80, false}, {443, true}}, furtherPorts...)
+	var portFlags []string
+	for _, p := range furtherPorts {
+		portFlags = append(portFlags, fmt.Sprintf("%d/%s", p.port, map[bool]string{false: "HTTP", true: "HTTPS"}[p.https]))
+		opts.GatewayPorts = append(opts.GatewayPorts, translate.GatewayPort{Port: int32(p.port), HTTPS: p.https})
+	}
+	translatorArgs = []string{"--publish-address", sharedAddress, "--gateway-port", strings.Join(portFlags, ",")}
+	listeners = map[string]string{}
+	binds := testenv.Addrs(t, poolSize*len(ports))
+	for i := range poolSize {
+		addr := fmt.Sprintf("192.0.2.%d", poolFirst+i)
+		translatorArgs = append(translatorArgs, "--gateway-address", addr)
+		opts.GatewayAddresses = append(opts.GatewayAddresses, addr)
+		for j, p := range ports {
+			name := net.JoinHostPort(addr, fmt.Sprint(p.port))
+			bind := binds[i*len(ports)+j]
+			listeners[name] = bind
+			pusherArgs = append(pusherArgs, "--proxy-listener", map[bool]string{false: "http:", true: "https:"}[p.https]+name+"="+bind)
+		}
+	}
+	return translatorArgs, pusherArgs, listeners, opts
 }
 
 // report is the part of the suite's ConformanceReport this test judges.
@@ -97,10 +139,9 @@ func TestGatewayAPIConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A documentation address (RFC 5737) as every Gateway's: the suite's round tripper sends
-	// what it addresses there to Caddy's listeners.
+	translatorArgs, pusherArgs, listeners, fleetOpts := fleet(t)
 	st, err := stack.Start(ctx, stack.Config{Cluster: c, BinDir: bin, Dir: t.TempDir(), LogLevel: "info",
-		TranslatorArgs: []string{"--publish-address", "192.0.2.10"}})
+		TranslatorArgs: translatorArgs, PusherArgs: pusherArgs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +158,7 @@ func TestGatewayAPIConformance(t *testing.T) {
 	out := os.Getenv("SLUICE_CONFORMANCE_OUT")
 	// The declared Extended features run in make test too: the whole suite takes well under
 	// a minute here, and a declared feature that stops passing must fail CI.
-	ext := strings.Join(extended(), ",")
+	ext := strings.Join(extended(fleetOpts), ",")
 	var skip []string
 	for name := range skipped {
 		skip = append(skip, name)
@@ -134,7 +175,10 @@ func TestGatewayAPIConformance(t *testing.T) {
 	cmd.Dir = filepath.Join(root, "tools", "gateway")
 	cmd.Env = append(os.Environ(),
 		"SLUICE_CONFORMANCE_KUBECONFIG="+c.AdminKubeconfig,
-		"SLUICE_CONFORMANCE_HTTP="+st.HTTPAddr(), "SLUICE_CONFORMANCE_HTTPS="+st.HTTPSAddr(),
+		"SLUICE_CONFORMANCE_LISTENERS="+listenerList(listeners),
+		// The last address of the pool is the one GatewayStaticAddresses asks for.
+		fmt.Sprintf("SLUICE_CONFORMANCE_USABLE_ADDRESS=192.0.2.%d", poolFirst+poolSize-1),
+		"SLUICE_CONFORMANCE_UNUSABLE_ADDRESS="+unusableAddress,
 		"SLUICE_CONFORMANCE_GATEWAY_CLASS=sluice",
 		"SLUICE_CONFORMANCE_EXTENDED="+ext,
 		"SLUICE_CONFORMANCE_SKIP="+strings.Join(skip, ","),
@@ -191,6 +235,16 @@ func TestGatewayAPIConformance(t *testing.T) {
 	if t.Failed() {
 		t.Logf("the suite's log ends:\n%s", tail(logPath, 150))
 	}
+}
+
+// listenerList is the suite's form of the listeners: ADDRESS:PORT=BIND, comma-separated.
+func listenerList(m map[string]string) string {
+	var out []string
+	for name, bind := range m {
+		out = append(out, name+"="+bind)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
 }
 
 // applyClass creates the GatewayClass the suite runs against, Sluice's.
