@@ -28,6 +28,7 @@ const (
 	singleNodeValues = "helm/values-single-node.yaml" // as overlays/single-node
 	namespacedValues = "helm/values-namespaced.yaml"  // as overlays/namespaced
 	customValues     = "helm/testdata/custom.yaml"    // every value away from its default
+	gatewayValues    = "helm/values-gateway-addresses.yaml"
 )
 
 // helmCmd runs the pinned helm binary (tools/build.sh helm) and returns its output.
@@ -170,7 +171,7 @@ func kustomize(t *testing.T, dir string) []byte {
 
 // Issue 19: helm lint passes on the chart with its defaults and with each value set.
 func TestHelmLint(t *testing.T) {
-	for _, values := range []string{"", singleNodeValues, namespacedValues, customValues} {
+	for _, values := range []string{"", singleNodeValues, namespacedValues, customValues, gatewayValues} {
 		args := []string{"lint", "--strict", chart}
 		if values != "" {
 			args = append(args, "-f", values)
@@ -280,6 +281,9 @@ func TestHelmValuesTakeEffect(t *testing.T) {
 		{"RoleBinding/blog/sluice-watcher", []any{"roleRef", "name"}, "sluice-watcher"},
 		{"Role/shop/sluice-watcher", []any{"rules", 0, "resources", 0}, "ingresses"},
 		{"Role/blog/sluice-watcher", []any{"rules", 3, "resources", 0}, "secrets"},
+		{"Service/sluice-proxy-2001-db8--21", []any{"spec", "externalIPs", 0}, "2001:db8::21"},
+		{"Service/sluice-proxy-2001-db8--21", []any{"metadata", "annotations", "example.com/pool"}, "blue"},
+		{"Service/sluice-proxy-2001-db8--21", []any{"metadata", "annotations", "example.com/lb"}, "gateway-blue"},
 	} {
 		if got := field(m[tc.object], tc.path...); got != tc.want {
 			t.Errorf("%s %v = %v (%T), want %v", tc.object, tc.path, got, got, tc.want)
@@ -355,6 +359,7 @@ func TestHelmTemplateAcceptedByServerSideDryRun(t *testing.T) {
 		{"single-node", "sluice-system", []string{"-f", singleNodeValues}},
 		{"namespaced", "sluice-system", []string{"-f", namespacedValues}},
 		{"custom", "sluice-custom", []string{"-f", customValues}},
+		{"gateway-addresses", "sluice-system", []string{"-f", gatewayValues}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rendered := helmTemplate(t, tc.ns, tc.args...)
