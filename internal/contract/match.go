@@ -238,8 +238,8 @@ func QueryMatchAccepts(q *configv1.QueryMatch, query url.Values) bool {
 // or scheme the reference does not know, a redirect's or rewrite's hostname that is not a
 // hostname, a path modifier of unknown type, more than MaxMirrors mirrors, a mirror without
 // a backend or whose share is not a fraction of at most 1 with a denominator up to
-// MaxMirrorDenominator, a CORS policy that fails CheckCORS, a listener that fails
-// CheckListenerName.
+// MaxMirrorDenominator, a CORS policy that fails CheckCORS, a retry policy that fails
+// CheckRetry, a listener that fails CheckListenerName.
 func CheckRoute(rt *configv1.Route) error {
 	if l := rt.GetListener(); l != "" {
 		if err := CheckListenerName(l); err != nil {
@@ -310,6 +310,9 @@ func CheckRoute(rt *configv1.Route) error {
 	}
 	if err := CheckCORS(rt.GetCors()); err != nil {
 		return fmt.Errorf("cors: %w", err)
+	}
+	if err := CheckRetry(rt.GetRetry()); err != nil {
+		return fmt.Errorf("retry: %w", err)
 	}
 	if rd := rt.GetRedirect(); rd != nil {
 		switch rd.GetStatusCode() {

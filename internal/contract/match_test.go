@@ -5,8 +5,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
@@ -293,6 +295,13 @@ func TestCheckRouteNamesTheFieldAtFault(t *testing.T) {
 		{&configv1.Route{Path: prefix("/"), Cors: &configv1.Cors{AllowHeaders: []string{"x\n"}}}, "cors: allowed header"},
 		{&configv1.Route{Path: prefix("/"), Cors: &configv1.Cors{ExposeHeaders: []string{"x y"}}}, "cors: exposed header"},
 		{&configv1.Route{Path: prefix("/"), Cors: &configv1.Cors{AllowMethods: make([]string, MaxCORSEntries+1)}}, "cors: 65 allowMethods"},
+		{&configv1.Route{Path: prefix("/"), Retry: &configv1.Retry{Codes: []uint32{500, 502}, Attempts: 2, Backoff: durationpb.New(100 * time.Millisecond)}}, ""},
+		{&configv1.Route{Path: prefix("/"), Retry: &configv1.Retry{Codes: []uint32{200}, Attempts: 2}}, "retry: code 200"},
+		{&configv1.Route{Path: prefix("/"), Retry: &configv1.Retry{Codes: []uint32{500, 500}, Attempts: 2}}, "retry: code 500 given twice"},
+		{&configv1.Route{Path: prefix("/"), Retry: &configv1.Retry{Codes: []uint32{500}}}, "retry: 0 attempts"},
+		{&configv1.Route{Path: prefix("/"), Retry: &configv1.Retry{Codes: []uint32{500}, Attempts: MaxRetryAttempts + 1}}, "retry: 11 attempts"},
+		{&configv1.Route{Path: prefix("/"), Retry: &configv1.Retry{Codes: []uint32{500}, Attempts: 1, Backoff: durationpb.New(-time.Second)}}, "retry: backoff"},
+		{&configv1.Route{Path: prefix("/"), Retry: &configv1.Retry{Codes: []uint32{500}, Attempts: 1, Backoff: durationpb.New(MaxRetryBackoff + 1)}}, "retry: backoff"},
 	} {
 		err := CheckRoute(c.rt)
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
@@ -454,5 +463,39 @@ func TestCORSPreflightIsAnsweredByTheProxy(t *testing.T) {
 	ApplyResponseCORS(cors, req(t, "http", "GET", "h", "/", "Origin: https://foobar.com"), h)
 	if len(h) != 0 {
 		t.Errorf("answer to a GET from an origin not allowed: %v, want nothing added", h)
+	}
+}
+
+// A route's retry policy (docs/translation.md, "Retry"): a try answered with one of its codes
+// is tried again while fewer than attempts tries again were made; the client gets the answer
+// of the try that is not tried again, whatever its status.
+func TestRetriedAnswer(t *testing.T) {
+	rt := func(attempts uint32, codes ...uint32) *configv1.Route {
+		return &configv1.Route{Retry: &configv1.Retry{Codes: codes, Attempts: attempts}}
+	}
+	for _, c := range []struct {
+		name               string
+		rt                 *configv1.Route
+		statuses           []int
+		wantStatus, wantTr int
+	}{
+		{"no policy", &configv1.Route{}, []int{500, 200}, 500, 1},
+		{"succeeds after 2 retries of 3", rt(3, 500), []int{500, 500, 200}, 200, 3},
+		{"3 retries are not enough", rt(3, 500), []int{500, 500, 500, 500, 200}, 500, 4},
+		{"a code not retried", rt(3, 500), []int{503, 200}, 503, 1},
+		{"another code on a later try ends it", rt(3, 500, 502), []int{500, 502, 504, 200}, 504, 3},
+		{"the last try's answer, whatever it is", rt(2, 500, 502, 503, 504), []int{502, 502, 502, 200}, 502, 3},
+		{"a success is never retried", rt(2, 500), []int{200, 500}, 200, 1},
+	} {
+		status, tries := RetriedAnswer(c.rt, c.statuses)
+		if status != c.wantStatus || tries != c.wantTr {
+			t.Errorf("%s: %d after %d tries, want %d after %d", c.name, status, tries, c.wantStatus, c.wantTr)
+		}
+	}
+	if d := RetryBackoff(&configv1.Route{Retry: &configv1.Retry{Backoff: durationpb.New(time.Second)}}); d != time.Second {
+		t.Errorf("backoff %s, want 1s", d)
+	}
+	if d := RetryBackoff(&configv1.Route{}); d != 0 {
+		t.Errorf("backoff without a policy %s, want 0", d)
 	}
 }

@@ -346,6 +346,56 @@ func (HeaderMatchType) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{5}
 }
 
+// BackendProtocol is the protocol a backend's endpoints are spoken to in.
+type BackendProtocol int32
+
+const (
+	// BACKEND_PROTOCOL_UNSPECIFIED: HTTP/1.1 (a WebSocket upgrade included).
+	BackendProtocol_BACKEND_PROTOCOL_UNSPECIFIED BackendProtocol = 0
+	// BACKEND_PROTOCOL_H2C: HTTP/2 over cleartext with prior knowledge (appProtocol
+	// kubernetes.io/h2c), whatever protocol the client spoke.
+	BackendProtocol_BACKEND_PROTOCOL_H2C BackendProtocol = 1
+)
+
+// Enum value maps for BackendProtocol.
+var (
+	BackendProtocol_name = map[int32]string{
+		0: "BACKEND_PROTOCOL_UNSPECIFIED",
+		1: "BACKEND_PROTOCOL_H2C",
+	}
+	BackendProtocol_value = map[string]int32{
+		"BACKEND_PROTOCOL_UNSPECIFIED": 0,
+		"BACKEND_PROTOCOL_H2C":         1,
+	}
+)
+
+func (x BackendProtocol) Enum() *BackendProtocol {
+	p := new(BackendProtocol)
+	*p = x
+	return p
+}
+
+func (x BackendProtocol) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BackendProtocol) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_config_v1_config_proto_enumTypes[6].Descriptor()
+}
+
+func (BackendProtocol) Type() protoreflect.EnumType {
+	return &file_sluice_config_v1_config_proto_enumTypes[6]
+}
+
+func (x BackendProtocol) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BackendProtocol.Descriptor instead.
+func (BackendProtocol) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{6}
+}
+
 // FindingSeverity says how much a finding affects what is served.
 type FindingSeverity int32
 
@@ -382,11 +432,11 @@ func (x FindingSeverity) String() string {
 }
 
 func (FindingSeverity) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_config_v1_config_proto_enumTypes[6].Descriptor()
+	return file_sluice_config_v1_config_proto_enumTypes[7].Descriptor()
 }
 
 func (FindingSeverity) Type() protoreflect.EnumType {
-	return &file_sluice_config_v1_config_proto_enumTypes[6]
+	return &file_sluice_config_v1_config_proto_enumTypes[7]
 }
 
 func (x FindingSeverity) Number() protoreflect.EnumNumber {
@@ -395,7 +445,7 @@ func (x FindingSeverity) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FindingSeverity.Descriptor instead.
 func (FindingSeverity) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{6}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{7}
 }
 
 // StreamConfigRequest is a message from a pusher.
@@ -1829,7 +1879,10 @@ type Route struct {
 	// Ingress). Otherwise the Gateway listener's port ("8080") on the shared address, or the
 	// Gateway's own address and port ("192.0.2.21:80") when Gateways get addresses of their own.
 	// The proxy serves the route only to requests that came in on that listener.
-	Listener      string `protobuf:"bytes,18,opt,name=listener,proto3" json:"listener,omitempty"`
+	Listener string `protobuf:"bytes,18,opt,name=listener,proto3" json:"listener,omitempty"`
+	// Retry, when set, sends a request again when its backend answers with one of Retry's
+	// codes (the Gateway API's HTTPRouteRetry); unset, every request is tried once.
+	Retry         *Retry `protobuf:"bytes,19,opt,name=retry,proto3" json:"retry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1990,6 +2043,82 @@ func (x *Route) GetListener() string {
 	return ""
 }
 
+func (x *Route) GetRetry() *Retry {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
+// Retry says when a route tries a request again. A try whose answer has one of Codes is
+// held back (its answer is discarded, never sent to the client) while tries remain; the
+// next try waits Backoff and may go to another backend or endpoint of the route. The last
+// try's answer is the client's, whatever its status. A request whose body the data plane
+// cannot hold (docs/translation.md, "Retry") is tried once.
+type Retry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Codes are the answer statuses that are tried again, each 400-599.
+	Codes []uint32 `protobuf:"varint,1,rep,packed,name=codes,proto3" json:"codes,omitempty"`
+	// Attempts is how many times a request is tried again at most (1 to MaxRetryAttempts):
+	// it is tried up to Attempts+1 times in all.
+	Attempts uint32 `protobuf:"varint,2,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// Backoff is the least wait before each further try; unset or zero: none.
+	Backoff       *durationpb.Duration `protobuf:"bytes,3,opt,name=backoff,proto3" json:"backoff,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Retry) Reset() {
+	*x = Retry{}
+	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Retry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Retry) ProtoMessage() {}
+
+func (x *Retry) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Retry.ProtoReflect.Descriptor instead.
+func (*Retry) Descriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Retry) GetCodes() []uint32 {
+	if x != nil {
+		return x.Codes
+	}
+	return nil
+}
+
+func (x *Retry) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *Retry) GetBackoff() *durationpb.Duration {
+	if x != nil {
+		return x.Backoff
+	}
+	return nil
+}
+
 // Cors says which cross-origin requests a route allows and what browsers may see of them.
 type Cors struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2012,7 +2141,7 @@ type Cors struct {
 
 func (x *Cors) Reset() {
 	*x = Cors{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2024,7 +2153,7 @@ func (x *Cors) String() string {
 func (*Cors) ProtoMessage() {}
 
 func (x *Cors) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2037,7 +2166,7 @@ func (x *Cors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cors.ProtoReflect.Descriptor instead.
 func (*Cors) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{18}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Cors) GetAllowOrigins() []string {
@@ -2098,7 +2227,7 @@ type Mirror struct {
 
 func (x *Mirror) Reset() {
 	*x = Mirror{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2110,7 +2239,7 @@ func (x *Mirror) String() string {
 func (*Mirror) ProtoMessage() {}
 
 func (x *Mirror) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2123,7 +2252,7 @@ func (x *Mirror) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mirror.ProtoReflect.Descriptor instead.
 func (*Mirror) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{19}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Mirror) GetBackend() string {
@@ -2161,7 +2290,7 @@ type QueryMatch struct {
 
 func (x *QueryMatch) Reset() {
 	*x = QueryMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2302,7 @@ func (x *QueryMatch) String() string {
 func (*QueryMatch) ProtoMessage() {}
 
 func (x *QueryMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2315,7 @@ func (x *QueryMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryMatch.ProtoReflect.Descriptor instead.
 func (*QueryMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{20}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *QueryMatch) GetName() string {
@@ -2221,7 +2350,7 @@ type HeaderValue struct {
 
 func (x *HeaderValue) Reset() {
 	*x = HeaderValue{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2233,7 +2362,7 @@ func (x *HeaderValue) String() string {
 func (*HeaderValue) ProtoMessage() {}
 
 func (x *HeaderValue) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2246,7 +2375,7 @@ func (x *HeaderValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderValue.ProtoReflect.Descriptor instead.
 func (*HeaderValue) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{21}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HeaderValue) GetName() string {
@@ -2276,7 +2405,7 @@ type HeaderModifier struct {
 
 func (x *HeaderModifier) Reset() {
 	*x = HeaderModifier{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2417,7 @@ func (x *HeaderModifier) String() string {
 func (*HeaderModifier) ProtoMessage() {}
 
 func (x *HeaderModifier) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2430,7 @@ func (x *HeaderModifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderModifier.ProtoReflect.Descriptor instead.
 func (*HeaderModifier) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{22}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HeaderModifier) GetSet() []*HeaderValue {
@@ -2336,7 +2465,7 @@ type PathModifier struct {
 
 func (x *PathModifier) Reset() {
 	*x = PathModifier{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +2477,7 @@ func (x *PathModifier) String() string {
 func (*PathModifier) ProtoMessage() {}
 
 func (x *PathModifier) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +2490,7 @@ func (x *PathModifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathModifier.ProtoReflect.Descriptor instead.
 func (*PathModifier) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{23}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PathModifier) GetType() PathModifierType {
@@ -2395,7 +2524,7 @@ type Redirect struct {
 
 func (x *Redirect) Reset() {
 	*x = Redirect{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2536,7 @@ func (x *Redirect) String() string {
 func (*Redirect) ProtoMessage() {}
 
 func (x *Redirect) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2549,7 @@ func (x *Redirect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Redirect.ProtoReflect.Descriptor instead.
 func (*Redirect) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{24}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Redirect) GetScheme() string {
@@ -2470,7 +2599,7 @@ type Rewrite struct {
 
 func (x *Rewrite) Reset() {
 	*x = Rewrite{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2482,7 +2611,7 @@ func (x *Rewrite) String() string {
 func (*Rewrite) ProtoMessage() {}
 
 func (x *Rewrite) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2495,7 +2624,7 @@ func (x *Rewrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rewrite.ProtoReflect.Descriptor instead.
 func (*Rewrite) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{25}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Rewrite) GetHostname() string {
@@ -2523,7 +2652,7 @@ type PathMatch struct {
 
 func (x *PathMatch) Reset() {
 	*x = PathMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2535,7 +2664,7 @@ func (x *PathMatch) String() string {
 func (*PathMatch) ProtoMessage() {}
 
 func (x *PathMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2548,7 +2677,7 @@ func (x *PathMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathMatch.ProtoReflect.Descriptor instead.
 func (*PathMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{26}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PathMatch) GetType() PathMatchType {
@@ -2577,7 +2706,7 @@ type HeaderMatch struct {
 
 func (x *HeaderMatch) Reset() {
 	*x = HeaderMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2589,7 +2718,7 @@ func (x *HeaderMatch) String() string {
 func (*HeaderMatch) ProtoMessage() {}
 
 func (x *HeaderMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2602,7 +2731,7 @@ func (x *HeaderMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderMatch.ProtoReflect.Descriptor instead.
 func (*HeaderMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{27}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *HeaderMatch) GetName() string {
@@ -2641,7 +2770,7 @@ type WeightedBackend struct {
 
 func (x *WeightedBackend) Reset() {
 	*x = WeightedBackend{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2653,7 +2782,7 @@ func (x *WeightedBackend) String() string {
 func (*WeightedBackend) ProtoMessage() {}
 
 func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2666,7 +2795,7 @@ func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedBackend.ProtoReflect.Descriptor instead.
 func (*WeightedBackend) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{28}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WeightedBackend) GetBackend() string {
@@ -2696,15 +2825,18 @@ type Backend struct {
 	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Service *ObjectRef             `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
 	// Port is the Service port the backend was resolved from.
-	ServicePort   int32       `protobuf:"varint,3,opt,name=service_port,json=servicePort,proto3" json:"service_port,omitempty"`
-	Endpoints     []*Endpoint `protobuf:"bytes,4,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	ServicePort int32       `protobuf:"varint,3,opt,name=service_port,json=servicePort,proto3" json:"service_port,omitempty"`
+	Endpoints   []*Endpoint `protobuf:"bytes,4,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// Protocol is how the proxy speaks to the endpoints: from the Service port's appProtocol,
+	// whichever API refers to the port.
+	Protocol      BackendProtocol `protobuf:"varint,5,opt,name=protocol,proto3,enum=sluice.config.v1.BackendProtocol" json:"protocol,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2716,7 +2848,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2729,7 +2861,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{29}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Backend) GetName() string {
@@ -2760,6 +2892,13 @@ func (x *Backend) GetEndpoints() []*Endpoint {
 	return nil
 }
 
+func (x *Backend) GetProtocol() BackendProtocol {
+	if x != nil {
+		return x.Protocol
+	}
+	return BackendProtocol_BACKEND_PROTOCOL_UNSPECIFIED
+}
+
 // Endpoint is one address of a backend, with its readiness as EndpointSlices report it.
 type Endpoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2775,7 +2914,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2787,7 +2926,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2800,7 +2939,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{30}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Endpoint) GetAddress() string {
@@ -2854,7 +2993,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +3005,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +3018,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{31}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Certificate) GetName() string {
@@ -2941,7 +3080,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2953,7 +3092,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2966,7 +3105,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{32}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Finding) GetObject() *ObjectRef {
@@ -3019,7 +3158,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3031,7 +3170,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3044,7 +3183,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{33}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ObjectRef) GetGroup() string {
@@ -3100,7 +3239,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3112,7 +3251,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3125,7 +3264,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{34}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetStatusRequest) GetIncludeResources() bool {
@@ -3149,7 +3288,7 @@ type GetStatusResponse struct {
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3161,7 +3300,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3174,7 +3313,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{35}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetStatusResponse) GetCurrent() *Config {
@@ -3218,7 +3357,7 @@ type PusherStatus struct {
 
 func (x *PusherStatus) Reset() {
 	*x = PusherStatus{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3230,7 +3369,7 @@ func (x *PusherStatus) String() string {
 func (*PusherStatus) ProtoMessage() {}
 
 func (x *PusherStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3243,7 +3382,7 @@ func (x *PusherStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PusherStatus.ProtoReflect.Descriptor instead.
 func (*PusherStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{36}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PusherStatus) GetPusherId() string {
@@ -3410,7 +3549,7 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\vVirtualHost\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12 \n" +
 	"\vcertificate\x18\x02 \x01(\tR\vcertificate\x12/\n" +
-	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xf6\x06\n" +
+	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xa5\a\n" +
 	"\x05Route\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x04path\x18\x02 \x01(\v2\x1b.sluice.config.v1.PathMatchR\x04path\x127\n" +
@@ -3430,7 +3569,12 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\x0einvalid_weight\x18\x0f \x01(\rR\rinvalidWeight\x122\n" +
 	"\amirrors\x18\x10 \x03(\v2\x18.sluice.config.v1.MirrorR\amirrors\x12*\n" +
 	"\x04cors\x18\x11 \x01(\v2\x16.sluice.config.v1.CorsR\x04cors\x12\x1a\n" +
-	"\blistener\x18\x12 \x01(\tR\blistener\"\xe2\x01\n" +
+	"\blistener\x18\x12 \x01(\tR\blistener\x12-\n" +
+	"\x05retry\x18\x13 \x01(\v2\x17.sluice.config.v1.RetryR\x05retry\"n\n" +
+	"\x05Retry\x12\x14\n" +
+	"\x05codes\x18\x01 \x03(\rR\x05codes\x12\x1a\n" +
+	"\battempts\x18\x02 \x01(\rR\battempts\x123\n" +
+	"\abackoff\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\abackoff\"\xe2\x01\n" +
 	"\x04Cors\x12#\n" +
 	"\rallow_origins\x18\x01 \x03(\tR\fallowOrigins\x12+\n" +
 	"\x11allow_credentials\x18\x02 \x01(\bR\x10allowCredentials\x12#\n" +
@@ -3477,12 +3621,13 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\x0fWeightedBackend\x12\x18\n" +
 	"\abackend\x18\x01 \x01(\tR\abackend\x12\x16\n" +
 	"\x06weight\x18\x02 \x01(\rR\x06weight\x12I\n" +
-	"\x0frequest_headers\x18\x03 \x01(\v2 .sluice.config.v1.HeaderModifierR\x0erequestHeaders\"\xb1\x01\n" +
+	"\x0frequest_headers\x18\x03 \x01(\v2 .sluice.config.v1.HeaderModifierR\x0erequestHeaders\"\xf0\x01\n" +
 	"\aBackend\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
 	"\aservice\x18\x02 \x01(\v2\x1b.sluice.config.v1.ObjectRefR\aservice\x12!\n" +
 	"\fservice_port\x18\x03 \x01(\x05R\vservicePort\x128\n" +
-	"\tendpoints\x18\x04 \x03(\v2\x1a.sluice.config.v1.EndpointR\tendpoints\"\x8a\x01\n" +
+	"\tendpoints\x18\x04 \x03(\v2\x1a.sluice.config.v1.EndpointR\tendpoints\x12=\n" +
+	"\bprotocol\x18\x05 \x01(\x0e2!.sluice.config.v1.BackendProtocolR\bprotocol\"\x8a\x01\n" +
 	"\bEndpoint\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x14\n" +
@@ -3553,7 +3698,10 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\x0fHeaderMatchType\x12!\n" +
 	"\x1dHEADER_MATCH_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17HEADER_MATCH_TYPE_EXACT\x10\x01\x12\x1b\n" +
-	"\x17HEADER_MATCH_TYPE_REGEX\x10\x02*m\n" +
+	"\x17HEADER_MATCH_TYPE_REGEX\x10\x02*M\n" +
+	"\x0fBackendProtocol\x12 \n" +
+	"\x1cBACKEND_PROTOCOL_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14BACKEND_PROTOCOL_H2C\x10\x01*m\n" +
 	"\x0fFindingSeverity\x12 \n" +
 	"\x1cFINDING_SEVERITY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FINDING_SEVERITY_WARNING\x10\x01\x12\x1a\n" +
@@ -3574,8 +3722,8 @@ func file_sluice_config_v1_config_proto_rawDescGZIP() []byte {
 	return file_sluice_config_v1_config_proto_rawDescData
 }
 
-var file_sluice_config_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_sluice_config_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_sluice_config_v1_config_proto_goTypes = []any{
 	(DataPlaneKind)(0),            // 0: sluice.config.v1.DataPlaneKind
 	(RouteScheme)(0),              // 1: sluice.config.v1.RouteScheme
@@ -3583,123 +3731,128 @@ var file_sluice_config_v1_config_proto_goTypes = []any{
 	(PathModifierType)(0),         // 3: sluice.config.v1.PathModifierType
 	(PathMatchType)(0),            // 4: sluice.config.v1.PathMatchType
 	(HeaderMatchType)(0),          // 5: sluice.config.v1.HeaderMatchType
-	(FindingSeverity)(0),          // 6: sluice.config.v1.FindingSeverity
-	(*StreamConfigRequest)(nil),   // 7: sluice.config.v1.StreamConfigRequest
-	(*Hello)(nil),                 // 8: sluice.config.v1.Hello
-	(*Ack)(nil),                   // 9: sluice.config.v1.Ack
-	(*Nack)(nil),                  // 10: sluice.config.v1.Nack
-	(*Resync)(nil),                // 11: sluice.config.v1.Resync
-	(*ConfigRef)(nil),             // 12: sluice.config.v1.ConfigRef
-	(*StreamConfigResponse)(nil),  // 13: sluice.config.v1.StreamConfigResponse
-	(*ConfigStart)(nil),           // 14: sluice.config.v1.ConfigStart
-	(*ConfigChunk)(nil),           // 15: sluice.config.v1.ConfigChunk
-	(*ConfigEnd)(nil),             // 16: sluice.config.v1.ConfigEnd
-	(*InitialSyncComplete)(nil),   // 17: sluice.config.v1.InitialSyncComplete
-	(*Heartbeat)(nil),             // 18: sluice.config.v1.Heartbeat
-	(*Config)(nil),                // 19: sluice.config.v1.Config
-	(*ConfigDelta)(nil),           // 20: sluice.config.v1.ConfigDelta
-	(*ObjectFindings)(nil),        // 21: sluice.config.v1.ObjectFindings
-	(*Resources)(nil),             // 22: sluice.config.v1.Resources
-	(*VirtualHost)(nil),           // 23: sluice.config.v1.VirtualHost
-	(*Route)(nil),                 // 24: sluice.config.v1.Route
-	(*Cors)(nil),                  // 25: sluice.config.v1.Cors
-	(*Mirror)(nil),                // 26: sluice.config.v1.Mirror
-	(*QueryMatch)(nil),            // 27: sluice.config.v1.QueryMatch
-	(*HeaderValue)(nil),           // 28: sluice.config.v1.HeaderValue
-	(*HeaderModifier)(nil),        // 29: sluice.config.v1.HeaderModifier
-	(*PathModifier)(nil),          // 30: sluice.config.v1.PathModifier
-	(*Redirect)(nil),              // 31: sluice.config.v1.Redirect
-	(*Rewrite)(nil),               // 32: sluice.config.v1.Rewrite
-	(*PathMatch)(nil),             // 33: sluice.config.v1.PathMatch
-	(*HeaderMatch)(nil),           // 34: sluice.config.v1.HeaderMatch
-	(*WeightedBackend)(nil),       // 35: sluice.config.v1.WeightedBackend
-	(*Backend)(nil),               // 36: sluice.config.v1.Backend
-	(*Endpoint)(nil),              // 37: sluice.config.v1.Endpoint
-	(*Certificate)(nil),           // 38: sluice.config.v1.Certificate
-	(*Finding)(nil),               // 39: sluice.config.v1.Finding
-	(*ObjectRef)(nil),             // 40: sluice.config.v1.ObjectRef
-	(*GetStatusRequest)(nil),      // 41: sluice.config.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),     // 42: sluice.config.v1.GetStatusResponse
-	(*PusherStatus)(nil),          // 43: sluice.config.v1.PusherStatus
-	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 45: google.protobuf.Duration
+	(BackendProtocol)(0),          // 6: sluice.config.v1.BackendProtocol
+	(FindingSeverity)(0),          // 7: sluice.config.v1.FindingSeverity
+	(*StreamConfigRequest)(nil),   // 8: sluice.config.v1.StreamConfigRequest
+	(*Hello)(nil),                 // 9: sluice.config.v1.Hello
+	(*Ack)(nil),                   // 10: sluice.config.v1.Ack
+	(*Nack)(nil),                  // 11: sluice.config.v1.Nack
+	(*Resync)(nil),                // 12: sluice.config.v1.Resync
+	(*ConfigRef)(nil),             // 13: sluice.config.v1.ConfigRef
+	(*StreamConfigResponse)(nil),  // 14: sluice.config.v1.StreamConfigResponse
+	(*ConfigStart)(nil),           // 15: sluice.config.v1.ConfigStart
+	(*ConfigChunk)(nil),           // 16: sluice.config.v1.ConfigChunk
+	(*ConfigEnd)(nil),             // 17: sluice.config.v1.ConfigEnd
+	(*InitialSyncComplete)(nil),   // 18: sluice.config.v1.InitialSyncComplete
+	(*Heartbeat)(nil),             // 19: sluice.config.v1.Heartbeat
+	(*Config)(nil),                // 20: sluice.config.v1.Config
+	(*ConfigDelta)(nil),           // 21: sluice.config.v1.ConfigDelta
+	(*ObjectFindings)(nil),        // 22: sluice.config.v1.ObjectFindings
+	(*Resources)(nil),             // 23: sluice.config.v1.Resources
+	(*VirtualHost)(nil),           // 24: sluice.config.v1.VirtualHost
+	(*Route)(nil),                 // 25: sluice.config.v1.Route
+	(*Retry)(nil),                 // 26: sluice.config.v1.Retry
+	(*Cors)(nil),                  // 27: sluice.config.v1.Cors
+	(*Mirror)(nil),                // 28: sluice.config.v1.Mirror
+	(*QueryMatch)(nil),            // 29: sluice.config.v1.QueryMatch
+	(*HeaderValue)(nil),           // 30: sluice.config.v1.HeaderValue
+	(*HeaderModifier)(nil),        // 31: sluice.config.v1.HeaderModifier
+	(*PathModifier)(nil),          // 32: sluice.config.v1.PathModifier
+	(*Redirect)(nil),              // 33: sluice.config.v1.Redirect
+	(*Rewrite)(nil),               // 34: sluice.config.v1.Rewrite
+	(*PathMatch)(nil),             // 35: sluice.config.v1.PathMatch
+	(*HeaderMatch)(nil),           // 36: sluice.config.v1.HeaderMatch
+	(*WeightedBackend)(nil),       // 37: sluice.config.v1.WeightedBackend
+	(*Backend)(nil),               // 38: sluice.config.v1.Backend
+	(*Endpoint)(nil),              // 39: sluice.config.v1.Endpoint
+	(*Certificate)(nil),           // 40: sluice.config.v1.Certificate
+	(*Finding)(nil),               // 41: sluice.config.v1.Finding
+	(*ObjectRef)(nil),             // 42: sluice.config.v1.ObjectRef
+	(*GetStatusRequest)(nil),      // 43: sluice.config.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),     // 44: sluice.config.v1.GetStatusResponse
+	(*PusherStatus)(nil),          // 45: sluice.config.v1.PusherStatus
+	(*timestamppb.Timestamp)(nil), // 46: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 47: google.protobuf.Duration
 }
 var file_sluice_config_v1_config_proto_depIdxs = []int32{
-	8,  // 0: sluice.config.v1.StreamConfigRequest.hello:type_name -> sluice.config.v1.Hello
-	9,  // 1: sluice.config.v1.StreamConfigRequest.ack:type_name -> sluice.config.v1.Ack
-	10, // 2: sluice.config.v1.StreamConfigRequest.nack:type_name -> sluice.config.v1.Nack
-	11, // 3: sluice.config.v1.StreamConfigRequest.resync:type_name -> sluice.config.v1.Resync
+	9,  // 0: sluice.config.v1.StreamConfigRequest.hello:type_name -> sluice.config.v1.Hello
+	10, // 1: sluice.config.v1.StreamConfigRequest.ack:type_name -> sluice.config.v1.Ack
+	11, // 2: sluice.config.v1.StreamConfigRequest.nack:type_name -> sluice.config.v1.Nack
+	12, // 3: sluice.config.v1.StreamConfigRequest.resync:type_name -> sluice.config.v1.Resync
 	0,  // 4: sluice.config.v1.Hello.data_plane:type_name -> sluice.config.v1.DataPlaneKind
-	12, // 5: sluice.config.v1.Ack.config:type_name -> sluice.config.v1.ConfigRef
-	12, // 6: sluice.config.v1.Nack.config:type_name -> sluice.config.v1.ConfigRef
-	40, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
-	12, // 8: sluice.config.v1.Resync.have:type_name -> sluice.config.v1.ConfigRef
-	19, // 9: sluice.config.v1.StreamConfigResponse.config:type_name -> sluice.config.v1.Config
-	17, // 10: sluice.config.v1.StreamConfigResponse.initial_sync_complete:type_name -> sluice.config.v1.InitialSyncComplete
-	18, // 11: sluice.config.v1.StreamConfigResponse.heartbeat:type_name -> sluice.config.v1.Heartbeat
-	20, // 12: sluice.config.v1.StreamConfigResponse.delta:type_name -> sluice.config.v1.ConfigDelta
-	14, // 13: sluice.config.v1.StreamConfigResponse.config_start:type_name -> sluice.config.v1.ConfigStart
-	15, // 14: sluice.config.v1.StreamConfigResponse.config_chunk:type_name -> sluice.config.v1.ConfigChunk
-	16, // 15: sluice.config.v1.StreamConfigResponse.config_end:type_name -> sluice.config.v1.ConfigEnd
-	22, // 16: sluice.config.v1.ConfigChunk.resources:type_name -> sluice.config.v1.Resources
-	44, // 17: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	22, // 18: sluice.config.v1.Config.resources:type_name -> sluice.config.v1.Resources
-	23, // 19: sluice.config.v1.ConfigDelta.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
-	36, // 20: sluice.config.v1.ConfigDelta.backends:type_name -> sluice.config.v1.Backend
-	38, // 21: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
-	21, // 22: sluice.config.v1.ConfigDelta.findings:type_name -> sluice.config.v1.ObjectFindings
-	40, // 23: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
-	40, // 24: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
-	39, // 25: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
-	23, // 26: sluice.config.v1.Resources.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
-	36, // 27: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
-	38, // 28: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
-	39, // 29: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
-	24, // 30: sluice.config.v1.VirtualHost.routes:type_name -> sluice.config.v1.Route
-	33, // 31: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
-	34, // 32: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
-	35, // 33: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
-	45, // 34: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
-	40, // 35: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
-	27, // 36: sluice.config.v1.Route.query:type_name -> sluice.config.v1.QueryMatch
-	29, // 37: sluice.config.v1.Route.request_headers:type_name -> sluice.config.v1.HeaderModifier
-	29, // 38: sluice.config.v1.Route.response_headers:type_name -> sluice.config.v1.HeaderModifier
-	31, // 39: sluice.config.v1.Route.redirect:type_name -> sluice.config.v1.Redirect
-	32, // 40: sluice.config.v1.Route.rewrite:type_name -> sluice.config.v1.Rewrite
+	13, // 5: sluice.config.v1.Ack.config:type_name -> sluice.config.v1.ConfigRef
+	13, // 6: sluice.config.v1.Nack.config:type_name -> sluice.config.v1.ConfigRef
+	42, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
+	13, // 8: sluice.config.v1.Resync.have:type_name -> sluice.config.v1.ConfigRef
+	20, // 9: sluice.config.v1.StreamConfigResponse.config:type_name -> sluice.config.v1.Config
+	18, // 10: sluice.config.v1.StreamConfigResponse.initial_sync_complete:type_name -> sluice.config.v1.InitialSyncComplete
+	19, // 11: sluice.config.v1.StreamConfigResponse.heartbeat:type_name -> sluice.config.v1.Heartbeat
+	21, // 12: sluice.config.v1.StreamConfigResponse.delta:type_name -> sluice.config.v1.ConfigDelta
+	15, // 13: sluice.config.v1.StreamConfigResponse.config_start:type_name -> sluice.config.v1.ConfigStart
+	16, // 14: sluice.config.v1.StreamConfigResponse.config_chunk:type_name -> sluice.config.v1.ConfigChunk
+	17, // 15: sluice.config.v1.StreamConfigResponse.config_end:type_name -> sluice.config.v1.ConfigEnd
+	23, // 16: sluice.config.v1.ConfigChunk.resources:type_name -> sluice.config.v1.Resources
+	46, // 17: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	23, // 18: sluice.config.v1.Config.resources:type_name -> sluice.config.v1.Resources
+	24, // 19: sluice.config.v1.ConfigDelta.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
+	38, // 20: sluice.config.v1.ConfigDelta.backends:type_name -> sluice.config.v1.Backend
+	40, // 21: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
+	22, // 22: sluice.config.v1.ConfigDelta.findings:type_name -> sluice.config.v1.ObjectFindings
+	42, // 23: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
+	42, // 24: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
+	41, // 25: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
+	24, // 26: sluice.config.v1.Resources.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
+	38, // 27: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
+	40, // 28: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
+	41, // 29: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
+	25, // 30: sluice.config.v1.VirtualHost.routes:type_name -> sluice.config.v1.Route
+	35, // 31: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
+	36, // 32: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
+	37, // 33: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
+	47, // 34: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
+	42, // 35: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
+	29, // 36: sluice.config.v1.Route.query:type_name -> sluice.config.v1.QueryMatch
+	31, // 37: sluice.config.v1.Route.request_headers:type_name -> sluice.config.v1.HeaderModifier
+	31, // 38: sluice.config.v1.Route.response_headers:type_name -> sluice.config.v1.HeaderModifier
+	33, // 39: sluice.config.v1.Route.redirect:type_name -> sluice.config.v1.Redirect
+	34, // 40: sluice.config.v1.Route.rewrite:type_name -> sluice.config.v1.Rewrite
 	1,  // 41: sluice.config.v1.Route.scheme:type_name -> sluice.config.v1.RouteScheme
-	26, // 42: sluice.config.v1.Route.mirrors:type_name -> sluice.config.v1.Mirror
-	25, // 43: sluice.config.v1.Route.cors:type_name -> sluice.config.v1.Cors
-	2,  // 44: sluice.config.v1.QueryMatch.type:type_name -> sluice.config.v1.QueryMatchType
-	28, // 45: sluice.config.v1.HeaderModifier.set:type_name -> sluice.config.v1.HeaderValue
-	28, // 46: sluice.config.v1.HeaderModifier.add:type_name -> sluice.config.v1.HeaderValue
-	3,  // 47: sluice.config.v1.PathModifier.type:type_name -> sluice.config.v1.PathModifierType
-	30, // 48: sluice.config.v1.Redirect.path:type_name -> sluice.config.v1.PathModifier
-	30, // 49: sluice.config.v1.Rewrite.path:type_name -> sluice.config.v1.PathModifier
-	4,  // 50: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
-	5,  // 51: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
-	29, // 52: sluice.config.v1.WeightedBackend.request_headers:type_name -> sluice.config.v1.HeaderModifier
-	40, // 53: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
-	37, // 54: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
-	40, // 55: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
-	44, // 56: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	40, // 57: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
-	6,  // 58: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
-	19, // 59: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
-	43, // 60: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
-	0,  // 61: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
-	12, // 62: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
-	44, // 63: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
-	12, // 64: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
-	44, // 65: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
-	7,  // 66: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
-	41, // 67: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
-	13, // 68: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
-	42, // 69: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
-	68, // [68:70] is the sub-list for method output_type
-	66, // [66:68] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	28, // 42: sluice.config.v1.Route.mirrors:type_name -> sluice.config.v1.Mirror
+	27, // 43: sluice.config.v1.Route.cors:type_name -> sluice.config.v1.Cors
+	26, // 44: sluice.config.v1.Route.retry:type_name -> sluice.config.v1.Retry
+	47, // 45: sluice.config.v1.Retry.backoff:type_name -> google.protobuf.Duration
+	2,  // 46: sluice.config.v1.QueryMatch.type:type_name -> sluice.config.v1.QueryMatchType
+	30, // 47: sluice.config.v1.HeaderModifier.set:type_name -> sluice.config.v1.HeaderValue
+	30, // 48: sluice.config.v1.HeaderModifier.add:type_name -> sluice.config.v1.HeaderValue
+	3,  // 49: sluice.config.v1.PathModifier.type:type_name -> sluice.config.v1.PathModifierType
+	32, // 50: sluice.config.v1.Redirect.path:type_name -> sluice.config.v1.PathModifier
+	32, // 51: sluice.config.v1.Rewrite.path:type_name -> sluice.config.v1.PathModifier
+	4,  // 52: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
+	5,  // 53: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
+	31, // 54: sluice.config.v1.WeightedBackend.request_headers:type_name -> sluice.config.v1.HeaderModifier
+	42, // 55: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
+	39, // 56: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
+	6,  // 57: sluice.config.v1.Backend.protocol:type_name -> sluice.config.v1.BackendProtocol
+	42, // 58: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
+	46, // 59: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	42, // 60: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
+	7,  // 61: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
+	20, // 62: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
+	45, // 63: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
+	0,  // 64: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
+	13, // 65: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
+	46, // 66: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
+	13, // 67: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
+	46, // 68: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
+	8,  // 69: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
+	43, // 70: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
+	14, // 71: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
+	44, // 72: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
+	71, // [71:73] is the sub-list for method output_type
+	69, // [69:71] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_sluice_config_v1_config_proto_init() }
@@ -3727,8 +3880,8 @@ func file_sluice_config_v1_config_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_config_v1_config_proto_rawDesc), len(file_sluice_config_v1_config_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   37,
+			NumEnums:      8,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
