@@ -40,10 +40,22 @@ func NewModule(cfg Config) (*ModuleTarget, error) {
 	return &ModuleTarget{t: t, base: ModuleConfig(t.cfg.Render)}, nil
 }
 
+// The request variable through which the module's router says which reverse_proxy speaks
+// the backend it picked (caddymod's protocolVar and protocolH2C): ModuleH2C selects the one
+// that speaks HTTP/2 over cleartext, anything else the default one.
+const (
+	ModuleProtocolVar = "sluice.protocol"
+	ModuleH2C         = "h2c"
+)
+
 // ModuleConfig is Caddy's whole config with the module: the admin endpoint, an HTTP and an
-// HTTPS server and one per further listener, whose one route is the module's router (told
-// its server's listener) followed by reverse_proxy with the module's upstreams, and
-// certificates from the module at handshake time.
+// HTTPS server and one per further listener, whose routes are the module's router (told its
+// server's listener) followed by reverse_proxy with the module's upstreams, and
+// certificates from the module at handshake time. There are two reverse_proxy handlers, as
+// a transport's HTTP versions are fixed in its config: one whose transport speaks HTTP/2
+// over cleartext with prior knowledge (Caddy's "h2c" version) for the backends whose Service
+// port says kubernetes.io/h2c, chosen by the router's ModuleProtocolVar, and the default one
+// for every other backend.
 func ModuleConfig(o RenderOptions) []byte {
 	servers := obj{}
 	for _, sv := range o.servers() {
@@ -51,7 +63,13 @@ func ModuleConfig(o RenderOptions) []byte {
 		if sv.listener != "" {
 			router["listener"] = sv.listener
 		}
-		routes := []any{obj{"handle": []any{router, obj{"handler": "reverse_proxy", "dynamic_upstreams": obj{"source": "sluice"}}}}}
+		routes := []any{
+			obj{"handle": []any{router}},
+			obj{"match": []any{obj{"vars": obj{ModuleProtocolVar: []string{ModuleH2C}}}}, "terminal": true,
+				"handle": []any{obj{"handler": "reverse_proxy", "dynamic_upstreams": obj{"source": "sluice"},
+					"transport": obj{"protocol": "http", "versions": []string{"h2c"}}}}},
+			obj{"handle": []any{obj{"handler": "reverse_proxy", "dynamic_upstreams": obj{"source": "sluice"}}}},
+		}
 		srv := obj{"listen": []string{sv.listen}, "routes": routes, "automatic_https": obj{"disable": true}}
 		if sv.scheme == "https" {
 			srv["tls_connection_policies"] = []any{obj{}}

@@ -161,7 +161,7 @@ func mirror(t *Table, rt *configv1.Route, req contract.Request, r *http.Request)
 	if len(copies) == 0 {
 		return
 	}
-	body, ok := copyBody(r)
+	body, ok := copyBody(r, maxMirrorBody)
 	if !ok {
 		mirrors.dropped.Add(uint64(len(copies)))
 		return
@@ -173,14 +173,14 @@ func mirror(t *Table, rt *configv1.Route, req contract.Request, r *http.Request)
 	}
 }
 
-// copyBody reads r's body when it is known to be at most maxMirrorBody and puts it back
-// for the backend; false when it cannot be copied (too large, of unknown length, or the
-// client failed to send it: the backend then sees the same failure).
-func copyBody(r *http.Request) ([]byte, bool) {
+// copyBody reads r's body when it is known to be at most limit bytes and puts it back for
+// the backend; false when it cannot be copied (too large, of unknown length, or the client
+// failed to send it: the backend then sees the same failure).
+func copyBody(r *http.Request, limit int64) ([]byte, bool) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil, true
 	}
-	if r.ContentLength < 0 || r.ContentLength > maxMirrorBody {
+	if r.ContentLength < 0 || r.ContentLength > limit {
 		return nil, false
 	}
 	buf := make([]byte, r.ContentLength)

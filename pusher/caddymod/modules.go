@@ -38,6 +38,15 @@ const (
 // endpoints to the upstream source.
 const upstreamsVar = "sluice.upstreams"
 
+// protocolVar is the request variable through which the router tells Caddy's config which
+// reverse_proxy speaks the chosen backend's protocol: protocolH2C selects the one whose
+// transport speaks HTTP/2 over cleartext (ProtocolVar and ProtocolH2C in pusher/caddy's
+// ModuleConfig); unset or empty, the default one (HTTP/1.1).
+const (
+	protocolVar = "sluice.protocol"
+	protocolH2C = "h2c"
+)
+
 // Admin is the pusher's endpoint on Caddy's admin API (admin.api.sluice).
 type Admin struct{}
 
@@ -130,9 +139,10 @@ func answer(w http.ResponseWriter, err error) error {
 // endpoints, else a backend is picked, the route's mirrors get their copies (mirror), the
 // request is rewritten and its headers changed as
 // the route and then the picked backend say (contract.ForwardedTo) and handed to
-// the next handler (reverse_proxy with the sluice upstreams) with the chosen backend,
-// within the route's timeout; the route's CORS headers (contract.ApplyResponseCORS) and then
-// its response header modifier change the response.
+// the next handler (reverse_proxy with the sluice upstreams: the one of the chosen backend's
+// protocol, through protocolVar) with the chosen backend, within the route's timeout, and
+// tried again as the route's retry policy says (retry); the route's CORS headers
+// (contract.ApplyResponseCORS) and then its response header modifier change the response.
 type Router struct {
 	// Listener names the proxy listener of the server this handler is in (Route.listener):
 	// empty in the main HTTP and HTTPS servers. Only its routes are served there.
@@ -185,22 +195,35 @@ func (h *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	if len(rt.rt.GetMirrors()) > 0 {
 		mirror(t, rt.rt, req, r)
 	}
-	// The picked backend's own modifier applies after the route's, so only once it is picked.
+	if m, c := rt.rt.GetResponseHeaders(), rt.rt.GetCors(); m != nil || c != nil {
+		w = &modifiedResponse{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, m: m, cors: c, req: req}
+	}
+	if rt.timeout > 0 {
+		// The route's timeout bounds the whole request, every try of it included.
+		ctx, cancel := context.WithTimeout(r.Context(), rt.timeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
+	if rt.rt.GetRetry() != nil {
+		if body, ok := retryable(r); ok {
+			return retry(t, rt, req, b, wb, body, w, r, next)
+		}
+	}
+	forward(rt, req, b, wb, r)
+	return next.ServeHTTP(w, r)
+}
+
+// forward makes r what backend b (the route's entry wb) is sent, and hands b's endpoints and
+// protocol to reverse_proxy. The picked backend's own modifier applies after the route's, so
+// only once it is picked.
+func forward(rt *route, req contract.Request, b *backend, wb *configv1.WeightedBackend, r *http.Request) {
 	if rt.rt.GetRewrite() != nil || rt.rt.GetRequestHeaders() != nil || wb.GetRequestHeaders() != nil {
 		host, path, header := contract.ForwardedTo(rt.rt, wb, req)
 		r.Host, r.URL.Path, r.URL.RawPath, r.Header = host, path, "", header
 		r.RequestURI = r.URL.RequestURI()
 	}
-	if m, c := rt.rt.GetResponseHeaders(), rt.rt.GetCors(); m != nil || c != nil {
-		w = &modifiedResponse{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, m: m, cors: c, req: req}
-	}
 	caddyhttp.SetVar(r.Context(), upstreamsVar, b.upstreams)
-	if rt.timeout > 0 {
-		ctx, cancel := context.WithTimeout(r.Context(), rt.timeout)
-		defer cancel()
-		r = r.WithContext(ctx)
-	}
-	return next.ServeHTTP(w, r)
+	caddyhttp.SetVar(r.Context(), protocolVar, b.protocol)
 }
 
 // modifiedResponse applies the route's CORS headers and then its response header modifier

@@ -18,7 +18,9 @@
 //     503 when the route has no ready endpoints; otherwise it picks a backend by weight,
 //     rewrites the request and changes its headers as the route and then the picked
 //     backend say (contract.ForwardedTo),
-//     changes the response's headers on the way back, and hands the request on.
+//     changes the response's headers on the way back, and hands the request on (to the
+//     reverse_proxy that speaks the backend's protocol), again for each try the route's
+//     retry policy asks for (retry.go).
 //   - http.reverse_proxy.upstreams.sluice: the backend's ready endpoints, for Caddy's own
 //     reverse_proxy, which does the proxying (transport, load balancing, retries, passive
 //     health). Routing and proxying are split this way because reverse_proxy's dynamic
@@ -100,6 +102,8 @@ type queryMatch struct {
 
 type backend struct {
 	upstreams []*reverseproxy.Upstream // ready endpoints only
+	// protocol is how reverse_proxy speaks to them: the router tells it through protocolVar.
+	protocol string
 }
 
 // ErrNotAtBase means a delta is not onto the version held (or nothing is held): the sender
@@ -296,6 +300,9 @@ func compileRoute(rt *configv1.Route) (*route, error) {
 
 func buildBackend(b *configv1.Backend) *backend {
 	out := &backend{}
+	if b.GetProtocol() == configv1.BackendProtocol_BACKEND_PROTOCOL_H2C {
+		out.protocol = protocolH2C
+	}
 	for _, ep := range b.GetEndpoints() {
 		if ep.GetReady() {
 			out.upstreams = append(out.upstreams, &reverseproxy.Upstream{Dial: net.JoinHostPort(ep.GetAddress(), strconv.Itoa(int(ep.GetPort())))})
