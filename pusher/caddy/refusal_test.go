@@ -71,3 +71,32 @@ func TestModuleRefusalIsRead(t *testing.T) {
 		t.Fatalf("a refusal naming nothing: %v", err)
 	}
 }
+
+// One reverse_proxy speaks one protocol: a route whose backends speak h2c and HTTP/1.1 is
+// refused, whether or not they have ready endpoints; one whose backends all speak h2c gets
+// a transport that does.
+func TestRenderRefusesBackendsOfDifferentProtocols(t *testing.T) {
+	mk := func(backends ...string) *configv1.Route {
+		rt := &configv1.Route{Name: "r", Path: &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: "/"}}
+		for _, b := range backends {
+			rt.Backends = append(rt.Backends, &configv1.WeightedBackend{Backend: b, Weight: 1})
+		}
+		return rt
+	}
+	backends := map[string]*configv1.Backend{
+		"h2c":   {Name: "h2c", Protocol: configv1.BackendProtocol_BACKEND_PROTOCOL_H2C, Endpoints: []*configv1.Endpoint{{Address: "10.0.0.1", Port: 3001, Ready: true}}},
+		"h2c-2": {Name: "h2c-2", Protocol: configv1.BackendProtocol_BACKEND_PROTOCOL_H2C, Endpoints: []*configv1.Endpoint{{Address: "10.0.0.2", Port: 3001, Ready: true}}},
+		"http":  {Name: "http"}, // no ready endpoint
+	}
+	if _, err := route(mk("h2c", "http"), backends, "http"); err == nil || !strings.Contains(err.Error(), "different protocols") {
+		t.Errorf("h2c beside HTTP/1.1: %v, want a refusal naming the protocols", err)
+	}
+	r, err := route(mk("h2c", "h2c-2"), backends, "http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(r)
+	if !strings.Contains(string(b), `"transport":{"protocol":"http","versions":["h2c"]}`) {
+		t.Errorf("h2c backends rendered as %s, want a transport speaking h2c", b)
+	}
+}

@@ -306,7 +306,9 @@ func servedOn(rt *configv1.Route, listener, scheme string) bool {
 const pathCapture = "sluice"
 
 // route renders rt for the server of scheme: its matchers, then what it does (a redirect,
-// 500 for an invalid share without ready endpoints, 503 without ready endpoints, or the rewrite, the header modifiers and reverse_proxy).
+// 500 for an invalid share without ready endpoints, 503 without ready endpoints, or the
+// rewrite, the header modifiers and reverse_proxy, its transport speaking h2c to h2c
+// backends).
 func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme string) (obj, error) {
 	// Caddy would refuse the whole document for a bad expression, naming no route.
 	if err := contract.CheckRoute(rt); err != nil {
@@ -324,6 +326,13 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 	if rt.GetCors() != nil {
 		return nil, fmt.Errorf("it has a CORS policy: stock Caddy cannot answer CORS requests as the policy says")
 	}
+	// Stock Caddy's reverse_proxy can retry on an answer's status (retry_match), but the
+	// client of the last try then gets Caddy's error, not the backend's answer, and dial
+	// errors are retried whatever the policy says; the route is refused rather than served
+	// otherwise than its policy says.
+	if rt.GetRetry() != nil {
+		return nil, fmt.Errorf("it has a retry policy: stock Caddy cannot answer with the last try's answer")
+	}
 	r := obj{}
 	match, err := matchers(rt)
 	if err != nil {
@@ -339,11 +348,13 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 	var upstreams []any
 	var weights []int
 	distinct := map[uint32]bool{}
+	protocols := map[configv1.BackendProtocol]bool{}
 	for _, wb := range rt.GetBackends() {
 		b, ok := backends[wb.GetBackend()]
 		if !ok {
 			return nil, fmt.Errorf("backend %q is not in the config", wb.GetBackend())
 		}
+		protocols[b.GetProtocol()] = true
 		for _, ep := range b.GetEndpoints() {
 			if !ep.GetReady() {
 				continue
@@ -364,12 +375,28 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 		r["handle"] = []any{obj{"handler": "static_response", "status_code": 503, "body": "no ready endpoints\n"}}
 		return r, nil
 	}
+	// One reverse_proxy has one transport, which speaks one set of HTTP versions: a route
+	// whose backends speak different protocols (h2c beside HTTP/1.1) is refused rather than
+	// one of them spoken to in the other's (whether or not they have ready endpoints, so
+	// that readiness never decides a refusal).
+	if len(protocols) > 1 {
+		return nil, fmt.Errorf("its backends speak different protocols (h2c and HTTP/1.1): stock Caddy's reverse_proxy speaks one")
+	}
 	proxy := obj{"handler": "reverse_proxy", "upstreams": upstreams}
 	if len(distinct) > 1 {
 		proxy["load_balancing"] = obj{"selection_policy": obj{"policy": "weighted_round_robin", "weights": weights}}
 	}
+	transport := obj{}
 	if d := rt.GetTimeout(); d != nil {
-		proxy["transport"] = obj{"protocol": "http", "response_header_timeout": d.AsDuration().String()}
+		transport["response_header_timeout"] = d.AsDuration().String()
+	}
+	if protocols[configv1.BackendProtocol_BACKEND_PROTOCOL_H2C] {
+		// HTTP/2 over cleartext with prior knowledge (appProtocol kubernetes.io/h2c).
+		transport["versions"] = []string{"h2c"}
+	}
+	if len(transport) > 0 {
+		transport["protocol"] = "http"
+		proxy["transport"] = transport
 	}
 	bm, err := backendModifier(rt)
 	if err != nil {
