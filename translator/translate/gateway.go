@@ -959,6 +959,14 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 		}
 	}
 
+	if rule.Retry != nil {
+		r, why := retryPolicy(rule.Retry)
+		if why != "" {
+			return drop("UnsupportedValue", "retry: "+why)
+		}
+		tmpl.Retry = r
+	}
+
 	var prefixRewrite bool
 	type mirrorRef struct {
 		fi    int

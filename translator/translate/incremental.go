@@ -640,6 +640,20 @@ func (t *Translator) resolveBackend(lo *ingressOut, b networkingv1.IngressBacken
 	return name
 }
 
+// AppProtocolH2C is the Service port appProtocol (a Kubernetes standard name) of endpoints
+// that speak HTTP/2 over cleartext with prior knowledge.
+const AppProtocolH2C = "kubernetes.io/h2c"
+
+// backendProtocol is the protocol of a Service port's endpoints by its appProtocol: h2c for
+// kubernetes.io/h2c, HTTP/1.1 for anything else (unset, "http", kubernetes.io/ws, which is
+// HTTP/1.1 with its upgrade, and names Sluice does not know).
+func backendProtocol(appProtocol *string) configv1.BackendProtocol {
+	if appProtocol != nil && *appProtocol == AppProtocolH2C {
+		return configv1.BackendProtocol_BACKEND_PROTOCOL_H2C
+	}
+	return configv1.BackendProtocol_BACKEND_PROTOCOL_UNSPECIFIED
+}
+
 func backendName(ns, svc string, port int32) string { return fmt.Sprintf("%s/%s:%d", ns, svc, port) }
 
 func parseBackendName(name string) (nsName, int32) {
@@ -693,6 +707,9 @@ func buildBackend(svc *corev1.Service, portNum int32, slices map[nsName]*discove
 	if port == nil {
 		return &backendOut{be: be}
 	}
+	// The Service port says what its endpoints speak; the backend is the port's whichever API
+	// refers to it, so an Ingress's backend on such a port speaks it too.
+	be.Protocol = backendProtocol(port.AppProtocol)
 	seen := map[string]*configv1.Endpoint{}
 	for _, s := range slices {
 		if s.AddressType == discoveryv1.AddressTypeFQDN {

@@ -175,6 +175,12 @@ func (n *Net) startBackend(name string, useTLS bool) (*Backend, error) {
 	}
 	b := &Backend{Name: name, Address: addr, Port: port, TLS: useTLS}
 	b.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: backend.Handler(name, "", func() { b.requests.Add(1) })}
+	// HTTP/1.1 and HTTP/2 with prior knowledge over cleartext too, as a Service port with
+	// appProtocol kubernetes.io/h2c speaks: a golden case's h2c backend is one of these.
+	b.srv.Protocols = new(http.Protocols)
+	b.srv.Protocols.SetHTTP1(true)
+	b.srv.Protocols.SetHTTP2(true)
+	b.srv.Protocols.SetUnencryptedHTTP2(true)
 	if useTLS {
 		certPEM, keyPEM, err := pki.SelfSigned(name, addr)
 		if err != nil {
