@@ -54,6 +54,8 @@ type Settings struct {
 	// GatewayPorts are "PORT/HTTP" or "PORT/HTTPS"; GatewayAddresses the pool of addresses.
 	GatewayPorts     []string
 	GatewayAddresses []string
+	// GatewayReservedAddresses are given only to a Gateway asking for one by name.
+	GatewayReservedAddresses []string
 }
 
 // gatewayPorts parses --gateway-port: each port once, none of them a main port.
@@ -75,22 +77,35 @@ func (s *Settings) gatewayPorts() ([]translate.GatewayPort, error) {
 	return out, nil
 }
 
-// gatewayAddresses parses --gateway-address: IP addresses, each once, in canonical form.
-func (s *Settings) gatewayAddresses() ([]string, error) {
+// gatewayAddresses parses --gateway-address and --gateway-reserved-address: IP addresses,
+// each once in both, in canonical form; reserved ones only beside a pool.
+func (s *Settings) gatewayAddresses() (pool, reserved []string, err error) {
 	seen := map[string]bool{}
-	var out []string
-	for _, v := range s.GatewayAddresses {
-		a, err := netip.ParseAddr(v)
-		if err != nil || a.Zone() != "" {
-			return nil, config.Errorf("gateway-address", v, "must be an IP address")
+	parse := func(flag string, vs []string) ([]string, error) {
+		var out []string
+		for _, v := range vs {
+			a, err := netip.ParseAddr(v)
+			if err != nil || a.Zone() != "" {
+				return nil, config.Errorf(flag, v, "must be an IP address")
+			}
+			if seen[a.String()] {
+				return nil, config.Errorf(flag, v, "is given twice (in --gateway-address or --gateway-reserved-address)")
+			}
+			seen[a.String()] = true
+			out = append(out, a.String())
 		}
-		if seen[a.String()] {
-			return nil, config.Errorf("gateway-address", v, "is given twice")
-		}
-		seen[a.String()] = true
-		out = append(out, a.String())
+		return out, nil
 	}
-	return out, nil
+	if pool, err = parse("gateway-address", s.GatewayAddresses); err != nil {
+		return nil, nil, err
+	}
+	if reserved, err = parse("gateway-reserved-address", s.GatewayReservedAddresses); err != nil {
+		return nil, nil, err
+	}
+	if len(reserved) > 0 && len(pool) == 0 {
+		return nil, nil, config.Errorf("gateway-reserved-address", strings.Join(s.GatewayReservedAddresses, ","), "needs --gateway-address: without a pool every Gateway shares the published addresses")
+	}
+	return pool, reserved, nil
 }
 
 // Register adds the settings to fs.
@@ -111,6 +126,7 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.Int32Var(&s.GatewayHTTPPort, "gateway-http-port", translate.DefaultGatewayHTTPPort, "Gateway listener port served on the proxy's HTTP listener: the port clients see, whatever the proxy binds; HTTP listeners on other ports are refused (PortUnavailable)")
 	fs.StringSliceVar(&s.GatewayPorts, "gateway-port", nil, "further Gateway listener ports the proxies serve, as PORT/HTTP or PORT/HTTPS (comma-separated or repeated): each is a --proxy-listener of every pusher, named by the port on the shared address and by ADDRESS:PORT on each --gateway-address")
 	fs.StringSliceVar(&s.GatewayAddresses, "gateway-address", nil, "a pool of IP addresses the proxies serve Gateways on, one Gateway each: spec.addresses when it asks for one of them, else one chosen by name; each Gateway port on each address is a --proxy-listener of every pusher (ADDRESS:PORT). Empty: every Gateway shares the published addresses")
+	fs.StringSliceVar(&s.GatewayReservedAddresses, "gateway-reserved-address", nil, "IP addresses the proxies also serve Gateways on, given only to a Gateway whose spec.addresses asks for one of them (never chosen for a Gateway that asks for none); needs --gateway-address")
 	fs.Int32Var(&s.GatewayHTTPSPort, "gateway-https-port", translate.DefaultGatewayHTTPSPort, "Gateway listener port served on the proxy's HTTPS listener: the port clients see, whatever the proxy binds; HTTPS listeners on other ports are refused (PortUnavailable)")
 	s.TLS.Register(fs, true)
 	fs.IntVar(&s.MaxStreams, "max-streams", 64, "concurrent Config streams that pushers may hold together; more get RESOURCE_EXHAUSTED")
@@ -169,7 +185,7 @@ func (s *Settings) Validate() error {
 	if _, err := s.gatewayPorts(); err != nil {
 		return err
 	}
-	if _, err := s.gatewayAddresses(); err != nil {
+	if _, _, err := s.gatewayAddresses(); err != nil {
 		return err
 	}
 	if s.Holdoff < 0 {
@@ -258,14 +274,14 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 		sink, gwSink = rep, rep
 		g.Add("status", rep.Run)
 	}
-	ports, _ := s.gatewayPorts()     // checked by Validate
-	addrs, _ := s.gatewayAddresses() // checked by Validate
+	ports, _ := s.gatewayPorts()               // checked by Validate
+	addrs, reserved, _ := s.gatewayAddresses() // checked by Validate
 	eng, err = engine.New(engine.Config{
 		Logger: log.Named("engine"), Client: watchv1.NewWatchServiceClient(conn), Publisher: cfgSrv, Metrics: m, Status: sink, GatewayStatus: gwSink,
 		Options: translate.Options{IngressClass: s.IngressClass, ControllerName: s.ControllerName, WatchIngressWithoutClass: s.WatchIngressWithoutClass,
 			PublishService: s.PublishService, PublishAddresses: s.PublishAddresses,
 			GatewayControllerName: s.GatewayControllerName, GatewayHTTPPort: s.GatewayHTTPPort, GatewayHTTPSPort: s.GatewayHTTPSPort,
-			GatewayPorts: ports, GatewayAddresses: addrs},
+			GatewayPorts: ports, GatewayAddresses: addrs, GatewayReservedAddresses: reserved},
 		Holdoff: s.Holdoff, MaxDelay: s.MaxDelay,
 	})
 	if err != nil {

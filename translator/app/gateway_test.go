@@ -45,6 +45,8 @@ func TestGatewaySettings(t *testing.T) {
 		{[]string{"--gateway-address", "192.0.2.300"}, "gateway-address"},
 		{[]string{"--gateway-address", "gw.example.com"}, "gateway-address"},
 		{[]string{"--gateway-address", "192.0.2.21,192.0.2.21"}, "gateway-address"},
+		{[]string{"--gateway-reserved-address", "192.0.2.40"}, "gateway-reserved-address"},
+		{[]string{"--gateway-address", "192.0.2.21", "--gateway-reserved-address", "192.0.2.21"}, "gateway-reserved-address"},
 	} {
 		err := settings(t, c.args...).Validate()
 		if err == nil || !strings.Contains(err.Error(), c.flag) {
@@ -61,7 +63,7 @@ func TestGatewayPortsAndAddresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	ports, _ := s.gatewayPorts()
-	addrs, _ := s.gatewayAddresses()
+	addrs, _, _ := s.gatewayAddresses()
 	if len(ports) != 2 || ports[0].Port != 8080 || ports[0].HTTPS || ports[1].Port != 8443 || !ports[1].HTTPS {
 		t.Errorf("ports %+v, want 8080 HTTP and 8443 HTTPS", ports)
 	}

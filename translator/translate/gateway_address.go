@@ -78,19 +78,25 @@ func addressRequest(gw *gatewayv1.Gateway, pool map[string]int) (want string, re
 		return "", &addressGrant{reason: "AddressNotUsable", message: fmt.Sprintf("address %q is not an IP address", values[0])}
 	}
 	if _, ok := pool[ap.String()]; !ok {
-		return "", &addressGrant{reason: "AddressNotUsable", message: "address " + values[0] + " is not one of the proxies' (--gateway-address)"}
+		return "", &addressGrant{reason: "AddressNotUsable", message: "address " + values[0] + " is not one of the proxies' (--gateway-address, --gateway-reserved-address)"}
 	}
 	return ap.String(), nil
 }
 
-// assignAddresses gives each Gateway of ours an address of Options.GatewayAddresses, the same
-// answer for the same Gateways whatever the order they came in (docs/design.md, "Gateway
-// addresses and ports"). Oldest first, a Gateway whose spec.addresses names a pool address
-// takes it if it is still free; then, oldest first, every other Gateway takes the pool
-// address its namespace/name hashes to, or the next free one after it. So a Gateway keeps
-// its address while Gateways come and go, unless it had to step past a taken one, or a
-// Gateway asks for its address by name. A Gateway is given none when what it asks for is
-// not supported, not in the pool or taken, or when the pool is exhausted.
+// assignAddresses gives each Gateway of ours an address of Options.GatewayAddresses (or of
+// Options.GatewayReservedAddresses, when it asks for one of those by name), the same answer
+// for the same Gateways whatever the order they came in (docs/design.md, "Gateway addresses
+// and ports"):
+//
+//  1. oldest first, a Gateway keeps the address its status shows while no older one kept it:
+//     the one it asks for, or any address of the pool when it asks for none; clients were
+//     given it, so neither a request by name nor a freed address moves it;
+//  2. oldest first, a Gateway asking for an address by name takes it if it is free;
+//  3. oldest first, the rest take the pool address their namespace/name hashes to, or the
+//     next free one after it.
+//
+// A Gateway is given none when what it asks for is not supported, not in the pools or in
+// use, or when the pool is exhausted.
 func (t *Translator) assignAddresses() map[nsName]addressGrant {
 	pool := t.opts.GatewayAddresses
 	var ours []*gatewayv1.Gateway
@@ -109,36 +115,56 @@ func (t *Translator) assignAddresses() map[nsName]addressGrant {
 		}
 		return a.Name < b.Name
 	})
+	// Every address a Gateway may hold, the pool's first (only those are handed out by hash).
+	all := append(append([]string(nil), pool...), t.opts.GatewayReservedAddresses...)
 	index := map[string]int{}
-	for i, a := range pool {
+	for i, a := range all {
 		index[a] = i
 	}
-	taken := make([]bool, len(pool))
+	holder := make([]string, len(all)) // namespace/name of the Gateway holding each address
 	out := make(map[nsName]addressGrant, len(ours))
-	var auto []nsName
+	wants := make(map[nsName]string, len(ours))
+	take := func(k nsName, a string) {
+		holder[index[a]], out[k] = k.ns+"/"+k.name, addressGrant{address: a}
+	}
 	for _, gw := range ours {
 		k := nsName{gw.Namespace, gw.Name}
 		want, refused := addressRequest(gw, index)
-		switch {
-		case refused != nil:
+		if refused != nil {
 			out[k] = *refused
-		case want == "":
-			auto = append(auto, k)
-		case taken[index[want]]:
-			out[k] = addressGrant{reason: "AddressNotAssigned", message: "address " + want + " is taken by an older Gateway"}
-		default:
-			taken[index[want]], out[k] = true, addressGrant{address: want}
+			continue
+		}
+		wants[k] = want
+		if a, ok := shownAddress(gw, index); ok && holder[index[a]] == "" && (a == want || want == "" && index[a] < len(pool)) {
+			take(k, a)
 		}
 	}
-	for _, k := range auto {
+	var rest []nsName
+	for _, gw := range ours {
+		k := nsName{gw.Namespace, gw.Name}
+		want, ok := wants[k]
+		if _, done := out[k]; done || !ok {
+			continue
+		}
+		switch {
+		case want == "":
+			rest = append(rest, k)
+		case holder[index[want]] != "":
+			out[k] = addressGrant{reason: "AddressNotAssigned", message: "address " + want + " is in use by Gateway " + holder[index[want]]}
+		default:
+			take(k, want)
+		}
+	}
+	for _, k := range rest {
 		g := addressGrant{reason: "AddressNotAssigned", message: "every address of the pool is taken (" + joinPool(pool) + ")"}
 		if n := len(pool); n > 0 {
 			h := fnv.New32a()
 			h.Write([]byte(k.ns + "/" + k.name))
 			start := int(h.Sum32() % uint32(n))
 			for d := 0; d < n; d++ {
-				if i := (start + d) % n; !taken[i] {
-					taken[i], g = true, addressGrant{address: pool[i]}
+				if i := (start + d) % n; holder[i] == "" {
+					take(k, pool[i])
+					g = out[k]
 					break
 				}
 			}
@@ -146,6 +172,21 @@ func (t *Translator) assignAddresses() map[nsName]addressGrant {
 		out[k] = g
 	}
 	return out
+}
+
+// shownAddress is the first pool address gw's status.addresses shows.
+func shownAddress(gw *gatewayv1.Gateway, pool map[string]int) (string, bool) {
+	for _, a := range gw.Status.Addresses {
+		if a.Type != nil && *a.Type != gatewayv1.IPAddressType {
+			continue
+		}
+		if ap, err := netip.ParseAddr(a.Value); err == nil {
+			if _, ok := pool[ap.String()]; ok {
+				return ap.String(), true
+			}
+		}
+	}
+	return "", false
 }
 
 func joinPool(pool []string) string { return strings.Join(pool, ", ") }

@@ -84,9 +84,23 @@ func (u *universe) gateway() *gatewayv1.Gateway {
 		}
 		g.Spec.Listeners = append(g.Spec.Listeners, l)
 	}
-	// Asks for an address of the pool (the seeds that have one), or for one outside it.
+	// Admits ListenerSets of no, its own, every or the selected namespaces.
+	switch u.r.IntN(4) {
+	case 1:
+		g.Spec.AllowedListeners = &gatewayv1.AllowedListeners{Namespaces: &gatewayv1.ListenerNamespaces{From: ptr.To(gatewayv1.NamespacesFromSame)}}
+	case 2:
+		g.Spec.AllowedListeners = &gatewayv1.AllowedListeners{Namespaces: &gatewayv1.ListenerNamespaces{From: ptr.To(gatewayv1.NamespacesFromAll)}}
+	case 3:
+		g.Spec.AllowedListeners = &gatewayv1.AllowedListeners{Namespaces: &gatewayv1.ListenerNamespaces{From: ptr.To(gatewayv1.NamespacesFromSelector),
+			Selector: uSelectors[u.r.IntN(len(uSelectors))]}}
+	}
+	// Asks for an address of the pool (the seeds that have one), the reserved one, or for
+	// one outside both; shows one in its status (as if given it before).
 	if u.r.IntN(5) == 0 {
-		g.Spec.Addresses = []gatewayv1.GatewaySpecAddress{{Value: u.pick([]string{"192.0.2.21", "192.0.2.99", ""})}}
+		g.Spec.Addresses = []gatewayv1.GatewaySpecAddress{{Value: u.pick([]string{"192.0.2.21", "192.0.2.99", "192.0.2.98", ""})}}
+	}
+	if u.r.IntN(4) == 0 {
+		g.Status.Addresses = []gatewayv1.GatewayStatusAddress{{Value: u.pick([]string{"192.0.2.21", "192.0.2.22", "192.0.2.99"})}}
 	}
 	return g
 }

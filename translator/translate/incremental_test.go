@@ -228,6 +228,7 @@ func TestIncrementalEqualsFullTranslation(t *testing.T) {
 			}
 			if seed%4 == 3 {
 				opts.GatewayAddresses = []string{"192.0.2.21", "192.0.2.22", "192.0.2.23"}
+				opts.GatewayReservedAddresses = []string{"192.0.2.99"}
 			}
 			cur := objects{}
 			inc := New(opts)

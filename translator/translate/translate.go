@@ -81,6 +81,9 @@ type Options struct {
 	// them, else one chosen by name. Empty: every Gateway shares the proxies' published
 	// addresses.
 	GatewayAddresses []string
+	// GatewayReservedAddresses are addresses the proxies also serve Gateways on, given only to
+	// a Gateway whose spec.addresses asks for one of them (never chosen by name).
+	GatewayReservedAddresses []string
 
 	// Quarantined are objects a data plane rejected, by findings key ("Ingress/ns/name",
 	// "HTTPRoute/ns/name", "Secret/ns/name"), with the data plane's error: each is left out

@@ -51,6 +51,9 @@ const (
 	poolFirst       = 21           // 192.0.2.21 ...
 	poolSize        = 16           // more than the suite's Gateways at any time
 	unusableAddress = "198.51.100.1"
+	// reservedAddress is the one GatewayStaticAddresses asks for: reserved, so that no
+	// Gateway of another test holds it by chance.
+	reservedAddress = "192.0.2.40"
 )
 
 var furtherPorts = []struct {
@@ -74,11 +77,17 @@ func fleet(t *testing.T) (translatorArgs, pusherArgs []string, listeners map[str
 	}
 	translatorArgs = []string{"--publish-address", sharedAddress, "--gateway-port", strings.Join(portFlags, ",")}
 	listeners = map[string]string{}
-	binds := testenv.Addrs(t, poolSize*len(ports))
-	for i := range poolSize {
+	binds := testenv.Addrs(t, (poolSize+1)*len(ports))
+	for i := range poolSize + 1 {
 		addr := fmt.Sprintf("192.0.2.%d", poolFirst+i)
-		translatorArgs = append(translatorArgs, "--gateway-address", addr)
-		opts.GatewayAddresses = append(opts.GatewayAddresses, addr)
+		if i == poolSize {
+			addr = reservedAddress
+			translatorArgs = append(translatorArgs, "--gateway-reserved-address", addr)
+			opts.GatewayReservedAddresses = append(opts.GatewayReservedAddresses, addr)
+		} else {
+			translatorArgs = append(translatorArgs, "--gateway-address", addr)
+			opts.GatewayAddresses = append(opts.GatewayAddresses, addr)
+		}
 		for j, p := range ports {
 			name := net.JoinHostPort(addr, fmt.Sprint(p.port))
 			bind := binds[i*len(ports)+j]
@@ -176,8 +185,7 @@ func TestGatewayAPIConformance(t *testing.T) {
 	cmd.Env = append(os.Environ(),
 		"SLUICE_CONFORMANCE_KUBECONFIG="+c.AdminKubeconfig,
 		"SLUICE_CONFORMANCE_LISTENERS="+listenerList(listeners),
-		// The last address of the pool is the one GatewayStaticAddresses asks for.
-		fmt.Sprintf("SLUICE_CONFORMANCE_USABLE_ADDRESS=192.0.2.%d", poolFirst+poolSize-1),
+		"SLUICE_CONFORMANCE_USABLE_ADDRESS="+reservedAddress,
 		"SLUICE_CONFORMANCE_UNUSABLE_ADDRESS="+unusableAddress,
 		"SLUICE_CONFORMANCE_GATEWAY_CLASS=sluice",
 		"SLUICE_CONFORMANCE_EXTENDED="+ext,
