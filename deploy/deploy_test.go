@@ -367,6 +367,7 @@ var gatewayGVR = map[string]schema.GroupVersionResource{
 	"GatewayClass": {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"},
 	"Gateway":      {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"},
 	"HTTPRoute":    {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"},
+	"ListenerSet":  {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "listenersets"},
 }
 
 // installGatewayCRDs creates the CRDs of the Gateway API kinds the watcher watches, from the
@@ -378,7 +379,7 @@ func installGatewayCRDs(t *testing.T, c *testenv.Cluster) {
 		t.Fatalf("go list -m sigs.k8s.io/gateway-api: %v", err)
 	}
 	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard")
-	for _, r := range []string{"gatewayclasses", "gateways", "httproutes", "referencegrants"} {
+	for _, r := range []string{"gatewayclasses", "gateways", "httproutes", "referencegrants", "listenersets"} {
 		b, err := os.ReadFile(filepath.Join(dir, "gateway.networking.k8s.io_"+r+".yaml"))
 		if err != nil {
 			t.Fatal(err)
@@ -389,8 +390,9 @@ func installGatewayCRDs(t *testing.T, c *testenv.Cluster) {
 	}
 }
 
-// gatewayStatuses creates a GatewayClass of the watcher's Gateway controller, a Gateway of it
-// and an HTTPRoute on it, and returns what a translator reports about them.
+// gatewayStatuses creates a GatewayClass of the watcher's Gateway controller, a Gateway of it,
+// an HTTPRoute on it and a ListenerSet of it, and returns what a translator reports about
+// them.
 func (r *rbacRun) gatewayStatuses(t *testing.T) []*watchv1.GatewayAPIStatus {
 	t.Helper()
 	ctx, dyn := context.Background(), r.c.Dynamic()
@@ -403,6 +405,8 @@ func (r *rbacRun) gatewayStatuses(t *testing.T) []*watchv1.GatewayAPIStatus {
 		{"Gateway", r.probe, map[string]any{"metadata": map[string]any{"name": "probe"}, "spec": map[string]any{"gatewayClassName": class,
 			"listeners": []any{map[string]any{"name": "http", "protocol": "HTTP", "port": int64(80)}}}}},
 		{"HTTPRoute", r.probe, map[string]any{"metadata": map[string]any{"name": "probe"}, "spec": map[string]any{"parentRefs": []any{map[string]any{"name": "probe"}}}}},
+		{"ListenerSet", r.probe, map[string]any{"metadata": map[string]any{"name": "probe"}, "spec": map[string]any{"parentRef": map[string]any{"name": "probe"},
+			"listeners": []any{map[string]any{"name": "a", "protocol": "HTTP", "port": int64(80), "hostname": "a.example.com"}}}}},
 	}
 	accepted := []*watchv1.Condition{{Type: "Accepted", Status: "True", Reason: "Accepted", Message: "probe", ObservedGeneration: 1}}
 	var out []*watchv1.GatewayAPIStatus
@@ -477,7 +481,7 @@ func (r *rbacRun) waitGatewayStatus(t *testing.T, d time.Duration, enough func(w
 
 // allWritten says whether every Gateway API status is written.
 func allWritten(written map[string]bool) bool {
-	return len(written) == 3 && !slices.Contains(slices.Collect(maps.Values(written)), false)
+	return len(written) == len(gatewayGVR) && !slices.Contains(slices.Collect(maps.Values(written)), false)
 }
 
 // waitStatus waits until the probe Ingress's address (addressed) and Warning Event
@@ -752,8 +756,8 @@ func testWatcherRBAC(t *testing.T, c *testenv.Cluster, s rbacShape) {
 				if accepted || !named {
 					t.Fatalf("report accepted %v (want false: nobody leads), refusal logged %v:\n%s", accepted, named, r.w.LogTail(40))
 				}
-			case "gatewayclasses/status", "gateways/status", "httproutes/status":
-				// The other two are written (so the refused one had its turn), this one not.
+			case "gatewayclasses/status", "gateways/status", "httproutes/status", "listenersets/status":
+				// The other three are written (so the refused one had its turn), this one not.
 				var written map[string]bool
 				if accepted {
 					written = r.waitGatewayStatus(t, 15*time.Second, func(written map[string]bool) bool {
@@ -763,7 +767,7 @@ func testWatcherRBAC(t *testing.T, c *testenv.Cluster, s rbacShape) {
 								others++
 							}
 						}
-						return written[resource] || others == 2 && refused()
+						return written[resource] || others == len(gatewayGVR)-1 && refused()
 					})
 					logs := r.w.Logs() // the refusal may come after the Ingress's write
 					named = strings.Contains(logs, fmt.Sprintf(`cannot patch resource "%s"`, resource)) ||
@@ -775,7 +779,7 @@ func testWatcherRBAC(t *testing.T, c *testenv.Cluster, s rbacShape) {
 						others++
 					}
 				}
-				if !addressed || others != 2 || written[resource] || !named {
+				if !addressed || others != len(gatewayGVR)-1 || written[resource] || !named {
 					t.Fatalf("Gateway API statuses written %v (want all but %s), Ingress address %v, refusal logged %v:\n%s", written, resource, addressed, named, r.w.LogTail(40))
 				}
 			default:

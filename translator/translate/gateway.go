@@ -55,6 +55,8 @@ type gatewayState struct {
 	gateways map[nsName]*gatewayv1.Gateway
 	routes   map[nsName]*gatewayv1.HTTPRoute
 	grants   map[string]map[string]contract.Grant // namespace -> name -> grant
+	// listenerSets are translated with the Gateway they name (listenerset.go).
+	listenerSets map[nsName]*gatewayv1.ListenerSet
 	// namespaces are the labels of the Namespaces watched (a Selector listener reads them).
 	namespaces map[string]map[string]string
 
@@ -68,6 +70,8 @@ type gatewayState struct {
 	nsRoutes    map[string]set[nsName]       // namespace -> its HTTPRoutes a Selector listener judged by its labels
 	hostUsers   map[string]set[string]       // host -> findings keys of the Gateways and HTTPRoutes claiming it
 	hostLost    map[string]map[string]string // host -> HTTPRoutes refused there (crossAPIRefused) -> who keeps it
+	setsOf      map[nsName]set[nsName]       // Gateway -> ListenerSets naming it as parent (found or not)
+	setRoutes   map[nsName]set[nsName]       // ListenerSet -> HTTPRoutes naming it in parentRefs (found or not)
 
 	// What was built.
 	gwOut    map[nsName]*gatewayOut
@@ -87,6 +91,7 @@ func newGatewayState() gatewayState {
 		classUsers: map[string]set[nsName]{}, routeUsers: map[nsName]set[nsName]{}, svcUsers: map[nsName]set[nsName]{},
 		secretUsers: map[nsName]set[nsName]{}, grantGws: map[string]set[nsName]{}, grantRoutes: map[string]set[nsName]{}, nsRoutes: map[string]set[nsName]{},
 		hostUsers: map[string]set[string]{}, hostLost: map[string]map[string]string{},
+		listenerSets: map[nsName]*gatewayv1.ListenerSet{}, setsOf: map[nsName]set[nsName]{}, setRoutes: map[nsName]set[nsName]{},
 		gwOut: map[nsName]*gatewayOut{}, routeOut: map[nsName]*routeOut{},
 		dirtyGateways: set[nsName]{}, dirtyRoutes: set[nsName]{}, statusDirty: set[string]{},
 	}
@@ -105,6 +110,10 @@ type gatewayOut struct {
 	claims     map[string][]gwClaim // host -> certificate claims
 	// address is the Gateway's own address from the pool; "" when it shares the proxies'.
 	address string
+	// sets are the ListenerSets naming it, attached or not.
+	sets map[nsName]*setOut
+	// setsByLabels says its allowedListeners judges ListenerSets by their namespace's labels.
+	setsByLabels bool
 }
 
 // listenerOut is one listener as translated.
@@ -114,6 +123,7 @@ type listenerOut struct {
 	hostname   string // lower case; "" matches every host
 	scheme     configv1.RouteScheme
 	listener   string // Route.listener of the routes served here
+	ns         string // its owner's namespace: allowedRoutes Same admits routes of it
 	attachable bool   // routes of an allowed namespace may attach
 	served     bool   // programmed: routes attached to it are served
 	allowAll   bool   // allowedRoutes.namespaces.from All
@@ -130,6 +140,7 @@ type routeOut struct {
 	rt       *gatewayv1.HTTPRoute
 	ours     bool // names at least one Gateway of ours
 	gateways []nsName
+	sets     []nsName // ListenerSets named in parentRefs (found or not)
 	parents  []*parentOut
 	findings []*configv1.Finding
 	services []nsName
@@ -144,6 +155,7 @@ type parentOut struct {
 	index      int // in spec.parentRefs
 	ref        gatewayv1.ParentReference
 	gw         nsName
+	set        *nsName  // the ListenerSet the parentRef names (its listeners), nil for the Gateway's
 	attached   []string // listener names
 	hosts      []string // the hosts the route claims through this parent, sorted
 	conditions []*watchv1.Condition
@@ -254,6 +266,8 @@ func (t *Translator) setGateway(obj any) {
 		k := nsName{o.Namespace, o.Name}
 		g.routes[k] = o
 		g.dirtyRoutes.add(k)
+	case *gatewayv1.ListenerSet:
+		t.setListenerSet(nsName{o.Namespace, o.Name}, o)
 	case *gatewayv1.ReferenceGrant:
 		if g.grants[o.Namespace] == nil {
 			g.grants[o.Namespace] = map[string]contract.Grant{}
@@ -281,6 +295,8 @@ func (t *Translator) removeGateway(obj any) {
 		k := nsName{o.Namespace, o.Name}
 		delete(g.routes, k)
 		g.dirtyRoutes.add(k)
+	case *gatewayv1.ListenerSet:
+		t.setListenerSet(nsName{o.Namespace, o.Name}, nil)
 	case *gatewayv1.ReferenceGrant:
 		delete(g.grants[o.Namespace], o.Name)
 		if len(g.grants[o.Namespace]) == 0 {
@@ -350,6 +366,7 @@ func (t *Translator) retranslateGateway(k nsName) {
 	g := &t.gw
 	if old, ok := g.gwOut[k]; ok {
 		t.unindexGateway(k, old)
+		t.setsChanged(old)
 	}
 	delete(g.gwOut, k)
 	key := gatewayKey(k)
@@ -364,6 +381,7 @@ func (t *Translator) retranslateGateway(k nsName) {
 	}
 	out := t.translateGateway(gw)
 	g.gwOut[k] = out
+	t.setsChanged(out)
 	addTo(g.classUsers, out.class, k)
 	for _, s := range out.secrets {
 		addTo(g.secretUsers, s, k)
@@ -399,7 +417,7 @@ func cond(typ, status, reason, msg string, gen int64) *watchv1.Condition {
 // translateGateway is the part of the translation that depends on one Gateway (and on its
 // class, the Secrets it names and the grants of the namespaces it refers into).
 func (t *Translator) translateGateway(gw *gatewayv1.Gateway) *gatewayOut {
-	out := &gatewayOut{gw: gw, class: string(gw.Spec.GatewayClassName), claims: map[string][]gwClaim{}}
+	out := &gatewayOut{gw: gw, class: string(gw.Spec.GatewayClassName), claims: map[string][]gwClaim{}, sets: map[nsName]*setOut{}}
 	if !t.ourClass(out.class) {
 		return out
 	}
@@ -421,147 +439,11 @@ func (t *Translator) translateGateway(gw *gatewayv1.Gateway) *gatewayOut {
 	case len(gw.Spec.Addresses) > 0:
 		add("spec.addresses", sevWarn, "UnsupportedAddress", "requested addresses are not supported without a pool of Gateway addresses; status.addresses shows the proxy's published addresses")
 	}
-	type hostPort struct {
-		host string
-		port int32
-	}
-	taken := map[hostPort]string{}
+	lc := &listenerCtx{out: out, ns: gw.Namespace, kind: "Gateway", owner: owner, gen: gen, add: add, addrRefused: addrRefused,
+		field: "spec.listeners", age: gw.CreationTimestamp.Time, name: gw.Name, taken: map[hostPort]string{}, protocols: map[int32]gatewayv1.ProtocolType{}}
 	for i, l := range gw.Spec.Listeners {
-		field := fmt.Sprintf("spec.listeners[%d]", i)
-		lo := &listenerOut{name: string(l.Name), port: l.Port}
-		out.listeners = append(out.listeners, lo)
-		if l.Hostname != nil {
-			lo.hostname = strings.ToLower(string(*l.Hostname))
-		}
-		var accepted, resolved *watchv1.Condition
-		refuse := func(reason, msg string) {
-			if accepted == nil {
-				accepted = cond("Accepted", condFalse, reason, msg, gen)
-				add(field, sevError, reason, fmt.Sprintf("listener %q: %s", l.Name, msg))
-			}
-		}
-		unresolved := func(reason, msg string) {
-			if resolved == nil {
-				resolved = cond("ResolvedRefs", condFalse, reason, msg, gen)
-				add(field, sevError, reason, fmt.Sprintf("listener %q: %s", l.Name, msg))
-			}
-		}
-		switch l.Protocol {
-		case gatewayv1.HTTPProtocolType:
-			lo.scheme = configv1.RouteScheme_ROUTE_SCHEME_HTTP
-		case gatewayv1.HTTPSProtocolType:
-			lo.scheme = configv1.RouteScheme_ROUTE_SCHEME_HTTPS
-		default:
-			refuse("UnsupportedProtocol", fmt.Sprintf("protocol %q is not supported (only HTTP and HTTPS)", l.Protocol))
-		}
-		if lo.scheme != configv1.RouteScheme_ROUTE_SCHEME_UNSPECIFIED {
-			https := lo.scheme == configv1.RouteScheme_ROUTE_SCHEME_HTTPS
-			if !t.portServed(l.Port, https) {
-				refuse("PortUnavailable", fmt.Sprintf("port %d is not available: the proxies serve %s listeners on %s only", l.Port, l.Protocol, t.servedPorts(https)))
-			}
-			lo.listener = contract.ListenerName(out.address, l.Port, t.gatewayPort(lo.scheme))
-		}
-
-		// Route kinds: HTTPRoute only.
-		httpRoutes := true
-		if l.AllowedRoutes != nil && len(l.AllowedRoutes.Kinds) > 0 {
-			httpRoutes = false
-			var bad []string
-			for _, rk := range l.AllowedRoutes.Kinds {
-				group := GatewayGroup
-				if rk.Group != nil {
-					group = string(*rk.Group)
-				}
-				if group == GatewayGroup && rk.Kind == "HTTPRoute" {
-					httpRoutes = true
-				} else {
-					bad = append(bad, group+"/"+string(rk.Kind))
-				}
-			}
-			if len(bad) > 0 {
-				unresolved("InvalidRouteKinds", fmt.Sprintf("route kinds %s are not supported (only HTTPRoute)", strings.Join(bad, ", ")))
-			}
-		}
-		if httpRoutes && lo.scheme != configv1.RouteScheme_ROUTE_SCHEME_UNSPECIFIED {
-			lo.kinds = []*watchv1.RouteGroupKind{{Group: GatewayGroup, Kind: "HTTPRoute"}}
-		}
-		from := gatewayv1.NamespacesFromSame
-		if l.AllowedRoutes != nil && l.AllowedRoutes.Namespaces != nil && l.AllowedRoutes.Namespaces.From != nil {
-			from = *l.AllowedRoutes.Namespaces.From
-		}
-		switch from {
-		case gatewayv1.NamespacesFromSame:
-		case gatewayv1.NamespacesFromAll:
-			lo.allowAll = true
-		case gatewayv1.NamespacesFromSelector:
-			if sel, why := listenerSelector(l.AllowedRoutes); why != "" {
-				refuse("UnsupportedValue", why)
-			} else {
-				lo.selector = sel
-			}
-		default:
-			refuse("UnsupportedValue", fmt.Sprintf("allowedRoutes.namespaces.from %q is not supported", from))
-		}
-
-		if lo.scheme == configv1.RouteScheme_ROUTE_SCHEME_HTTPS && accepted == nil {
-			switch {
-			case l.TLS != nil && l.TLS.Mode != nil && *l.TLS.Mode == gatewayv1.TLSModePassthrough:
-				refuse("UnsupportedValue", "tls.mode Passthrough is not supported (only Terminate)")
-			case l.TLS == nil || len(l.TLS.CertificateRefs) == 0:
-				unresolved("InvalidCertificateRef", "an HTTPS listener needs tls.certificateRefs")
-			default:
-				if len(l.TLS.CertificateRefs) > 1 {
-					add(field+".tls.certificateRefs", sevWarn, "UnsupportedValue", fmt.Sprintf("listener %q: only the first certificateRef is used", l.Name))
-				}
-				t.listenerCertificate(out, lo, l.TLS.CertificateRefs[0], unresolved)
-			}
-		}
-
-		if accepted == nil {
-			accepted = cond("Accepted", condTrue, "Accepted", "listener accepted", gen)
-		}
-		if resolved == nil {
-			resolved = cond("ResolvedRefs", condTrue, "ResolvedRefs", "references resolved", gen)
-		}
-		conflicted := cond("Conflicted", condFalse, "NoConflicts", "no conflicts", gen)
-		if accepted.Status == condTrue {
-			hp := hostPort{lo.hostname, l.Port}
-			if first, ok := taken[hp]; ok {
-				conflicted = cond("Conflicted", condTrue, "HostnameConflict", fmt.Sprintf("listener %q has the same port and hostname and comes first", first), gen)
-				add(field, sevError, "HostnameConflict", fmt.Sprintf("listener %q: same port and hostname as listener %q, which is served instead", l.Name, first))
-			} else {
-				taken[hp] = string(l.Name)
-			}
-		}
-		lo.attachable = accepted.Status == condTrue && conflicted.Status == condFalse && httpRoutes
-		lo.served = lo.attachable && resolved.Status == condTrue && addrRefused == nil
-		programmed := cond("Programmed", condTrue, "Programmed", "listener programmed", gen)
-		switch {
-		case addrRefused != nil && lo.attachable && resolved.Status == condTrue:
-			programmed = cond("Programmed", condFalse, "Pending", "listener not programmed: the Gateway has no address", gen)
-		case !lo.served:
-			programmed = cond("Programmed", condFalse, "Invalid", "listener not programmed: see its other conditions", gen)
-		}
-		lo.conditions = []*watchv1.Condition{accepted, programmed, resolved, conflicted}
-
-		// A listener without hostname serves every name: its certificate is the catch-all
-		// host's, for handshakes whose name no more specific claim covers (the oldest
-		// Gateway's when several claim it; gatewayClaims orders them).
-		if lo.served && lo.cert != "" && lo.hostname == "" {
-			out.claims[""] = append(out.claims[""], gwClaim{cert: lo.cert, owner: owner, field: field + ".tls.certificateRefs[0]",
-				prec: routePrec{kindRank: 0, age: gw.CreationTimestamp.Time, ns: gw.Namespace, name: gw.Name, rule: i}})
-		}
-		if lo.served && lo.cert != "" && lo.hostname != "" {
-			if covers(lo.certNames, lo.hostname) {
-				out.claims[lo.hostname] = append(out.claims[lo.hostname], gwClaim{cert: lo.cert, owner: owner, field: field + ".tls.certificateRefs[0]",
-					prec: routePrec{kindRank: 0, age: gw.CreationTimestamp.Time, ns: gw.Namespace, name: gw.Name, rule: i}})
-			} else {
-				add(field+".tls.certificateRefs[0]", sevError, "CertificateHostMismatch", fmt.Sprintf("listener %q: certificate %s does not cover hostname %q (it covers %s); the hostname is not served over HTTPS",
-					l.Name, lo.cert, lo.hostname, strings.Join(lo.certNames, ", ")))
-			}
-		}
+		out.listeners = append(out.listeners, t.translateListener(lc, i, l))
 	}
-
 	accepted, programmed := 0, 0
 	for _, lo := range out.listeners {
 		if lo.conditions[0].Status == condTrue {
@@ -591,12 +473,14 @@ func (t *Translator) translateGateway(gw *gatewayv1.Gateway) *gatewayOut {
 	default:
 		out.conditions = append(out.conditions, cond("Programmed", condFalse, "Invalid", "no listener is programmed", gen))
 	}
+	// Listeners of the ListenerSets it admits come after its own, oldest set first.
+	t.translateListenerSets(out, lc)
 	return out
 }
 
 // listenerCertificate resolves an HTTPS listener's certificate reference.
-func (t *Translator) listenerCertificate(out *gatewayOut, lo *listenerOut, ref gatewayv1.SecretObjectReference, unresolved func(reason, msg string)) {
-	gw := out.gw
+func (t *Translator) listenerCertificate(lc *listenerCtx, lo *listenerOut, ref gatewayv1.SecretObjectReference, unresolved func(reason, msg string)) {
+	out := lc.out
 	group, kind := "", "Secret"
 	if ref.Group != nil {
 		group = string(*ref.Group)
@@ -608,15 +492,15 @@ func (t *Translator) listenerCertificate(out *gatewayOut, lo *listenerOut, ref g
 		unresolved("InvalidCertificateRef", fmt.Sprintf("certificateRef %s/%s %s is not a Secret", group, kind, ref.Name))
 		return
 	}
-	ns := gw.Namespace
+	ns := lc.ns
 	if ref.Namespace != nil {
 		ns = string(*ref.Namespace)
 	}
 	sk := nsName{ns, string(ref.Name)}
 	out.secrets = append(out.secrets, sk)
-	if ns != gw.Namespace {
+	if ns != lc.ns {
 		out.grantNs = append(out.grantNs, ns)
-		if !t.granted(gw.Namespace, "Gateway", ns, "Secret", sk.name) {
+		if !t.granted(lc.ns, lc.kind, ns, "Secret", sk.name) {
 			unresolved("RefNotPermitted", fmt.Sprintf("Secret %s/%s is in another namespace and no ReferenceGrant there allows it", ns, sk.name))
 			return
 		}
@@ -648,6 +532,10 @@ func (t *Translator) retranslateRoute(k nsName) {
 		addTo(g.routeUsers, gk, k)
 		g.statusDirty.add(gatewayKey(gk)) // its attachedRoutes
 	}
+	for _, sk := range out.sets {
+		addTo(g.setRoutes, sk, k)
+		g.statusDirty.add(listenerSetKey(sk)) // its attachedRoutes
+	}
 	for _, s := range out.services {
 		addTo(g.svcUsers, s, k)
 	}
@@ -675,6 +563,10 @@ func (t *Translator) unindexRoute(k nsName, out *routeOut) {
 	for _, gk := range out.gateways {
 		removeFrom(g.routeUsers, gk, k)
 		g.statusDirty.add(gatewayKey(gk))
+	}
+	for _, sk := range out.sets {
+		removeFrom(g.setRoutes, sk, k)
+		g.statusDirty.add(listenerSetKey(sk))
 	}
 	for _, s := range out.services {
 		removeFrom(g.svcUsers, s, k)
@@ -712,12 +604,30 @@ func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
 	g := &t.gw
 	out := &routeOut{rt: rt, claims: map[string][]gwClaim{}}
 	for i, pr := range rt.Spec.ParentRefs {
-		if !isGatewayParent(pr) {
-			continue
-		}
 		ns := rt.Namespace
 		if pr.Namespace != nil {
 			ns = string(*pr.Namespace)
+		}
+		if isListenerSetParent(pr) {
+			// A ListenerSet's listeners are its Gateway's: the route depends on both.
+			sk := nsName{ns, string(pr.Name)}
+			out.sets = append(out.sets, sk)
+			ls := g.listenerSets[sk]
+			if ls == nil {
+				continue
+			}
+			gk, ok := listenerSetParent(ls)
+			if !ok {
+				continue
+			}
+			out.gateways = append(out.gateways, gk)
+			if o := g.gwOut[gk]; o != nil && o.ours {
+				out.parents = append(out.parents, &parentOut{index: i, ref: pr, gw: gk, set: &sk})
+			}
+			continue
+		}
+		if !isGatewayParent(pr) {
+			continue
 		}
 		gk := nsName{ns, string(pr.Name)}
 		out.gateways = append(out.gateways, gk)
@@ -765,8 +675,15 @@ func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
 	for _, p := range out.parents {
 		pi := p.index
 		gout := g.gwOut[p.gw]
+		listeners, parentName := gout.listeners, fmt.Sprintf("Gateway %s/%s", p.gw.ns, p.gw.name)
+		if p.set != nil {
+			listeners, parentName = nil, fmt.Sprintf("ListenerSet %s/%s", p.set.ns, p.set.name)
+			if so := gout.sets[*p.set]; so != nil {
+				listeners = so.listeners
+			}
+		}
 		var candidates, allowed []*listenerOut
-		for _, lo := range gout.listeners {
+		for _, lo := range listeners {
 			if (p.ref.SectionName == nil || string(*p.ref.SectionName) == lo.name) && (p.ref.Port == nil || *p.ref.Port == lo.port) {
 				candidates = append(candidates, lo)
 			}
@@ -775,7 +692,7 @@ func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
 			if !lo.attachable {
 				continue
 			}
-			admitted := lo.allowAll || p.gw.ns == rt.Namespace && lo.selector == nil
+			admitted := lo.allowAll || lo.ns == rt.Namespace && lo.selector == nil
 			if lo.selector != nil {
 				out.byLabels = true
 				admitted = t.selectedBy(lo, rt.Namespace)
@@ -788,9 +705,9 @@ func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
 		var claimed []string // hosts of the served listeners this parent attaches to
 		switch {
 		case len(candidates) == 0:
-			accepted = cond("Accepted", condFalse, "NoMatchingParent", fmt.Sprintf("Gateway %s/%s has no listener matching the sectionName and port", p.gw.ns, p.gw.name), gen)
+			accepted = cond("Accepted", condFalse, "NoMatchingParent", fmt.Sprintf("%s has no listener matching the sectionName and port", parentName), gen)
 		case len(allowed) == 0:
-			accepted = cond("Accepted", condFalse, "NotAllowedByListeners", fmt.Sprintf("no listener of Gateway %s/%s allows this route (namespace, kind, or listener not valid)", p.gw.ns, p.gw.name), gen)
+			accepted = cond("Accepted", condFalse, "NotAllowedByListeners", fmt.Sprintf("no listener of %s allows this route (namespace, kind, or listener not valid)", parentName), gen)
 		}
 		for _, lo := range allowed {
 			inter := intersectHosts(lo.hostname, hosts)
@@ -849,7 +766,7 @@ func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
 			}
 		}
 		if accepted == nil && len(p.attached) == 0 {
-			accepted = cond("Accepted", condFalse, "NoMatchingListenerHostname", fmt.Sprintf("no listener of Gateway %s/%s has a hostname matching the route's hostnames", p.gw.ns, p.gw.name), gen)
+			accepted = cond("Accepted", condFalse, "NoMatchingListenerHostname", fmt.Sprintf("no listener of %s has a hostname matching the route's hostnames", parentName), gen)
 		}
 		if accepted == nil && len(rt.Spec.Rules) > 0 && len(dropped) == len(rt.Spec.Rules) {
 			accepted = cond("Accepted", condFalse, "UnsupportedValue", "no rule can be served: "+strings.Join(dropped, "; "), gen)
@@ -1417,6 +1334,11 @@ func (t *Translator) gatewayFindings(key string) []*configv1.Finding {
 			for h := range o.claims {
 				fs = append(fs, t.hostFindings[h][key]...)
 			}
+		}
+	case "ListenerSet":
+		t.gw.statusDirty.add(key)
+		if so := t.listenerSetOut(k); so != nil {
+			fs = append(fs, so.findings...)
 		}
 	case "HTTPRoute":
 		t.gw.statusDirty.add(key)

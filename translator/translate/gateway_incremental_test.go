@@ -43,7 +43,29 @@ func (u *universe) gatewayObject(k int) any {
 	case 2:
 		return u.httpRoute()
 	}
+	if u.r.IntN(2) == 0 {
+		return u.listenerSet()
+	}
 	return u.grant()
+}
+
+// uListenerSets are the ListenerSets' names: a route may name one that is not there.
+var uListenerSets = []string{"ls0", "ls1"}
+
+// listenerSet returns a ListenerSet naming a Gateway of the pool, with listeners that may
+// conflict with the Gateway's and with each other's.
+func (u *universe) listenerSet() *gatewayv1.ListenerSet {
+	ls := &gatewayv1.ListenerSet{ObjectMeta: u.meta(u.pick(uNamespaces), u.pick(uListenerSets))}
+	ls.Generation = int64(1 + u.r.IntN(3))
+	ls.Spec.ParentRef = gatewayv1.ParentGatewayReference{Name: gatewayv1.ObjectName(u.pick(uGateways))}
+	if u.r.IntN(2) == 0 {
+		ls.Spec.ParentRef.Namespace = ptr.To(gatewayv1.Namespace(u.pick(uNamespaces)))
+	}
+	g := u.gateway() // its listeners' shapes
+	for _, l := range g.Spec.Listeners {
+		ls.Spec.Listeners = append(ls.Spec.Listeners, gatewayv1.ListenerEntry(l))
+	}
+	return ls
 }
 
 func (u *universe) gateway() *gatewayv1.Gateway {
@@ -119,6 +141,9 @@ func (u *universe) httpRoute() *gatewayv1.HTTPRoute {
 	r.Generation = int64(1 + u.r.IntN(3))
 	for range 1 + u.r.IntN(2) {
 		p := gatewayv1.ParentReference{Name: gatewayv1.ObjectName(u.pick(uGateways))}
+		if u.r.IntN(3) == 0 {
+			p = gatewayv1.ParentReference{Group: ptr.To(gatewayv1.Group(GatewayGroup)), Kind: ptr.To(gatewayv1.Kind("ListenerSet")), Name: gatewayv1.ObjectName(u.pick(uListenerSets))}
+		}
 		if u.r.IntN(3) == 0 {
 			p.Namespace = ptr.To(gatewayv1.Namespace(u.pick(uNamespaces)))
 		}

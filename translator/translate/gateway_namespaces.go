@@ -30,6 +30,12 @@ func (t *Translator) setNamespace(name string, ns *corev1.Namespace) {
 	for k := range g.nsRoutes[name] {
 		g.dirtyRoutes.add(k)
 	}
+	// A Gateway admitting ListenerSets by their namespace's labels judges them again.
+	for k, o := range g.gwOut {
+		if o.setsByLabels {
+			g.dirtyGateways.add(k)
+		}
+	}
 }
 
 // listenerSelector reads a Selector listener's allowedRoutes.namespaces.selector: why it is

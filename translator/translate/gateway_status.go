@@ -27,7 +27,7 @@ func GatewayStatuses(in Input, opts Options) []*watchv1.GatewayAPIStatus {
 	return out
 }
 
-var kindRank = map[string]int{"GatewayClass": 0, "Gateway": 1, "HTTPRoute": 2}
+var kindRank = map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3}
 
 // LessObjectKey orders Gateway API object keys: GatewayClasses, Gateways, HTTPRoutes, each by
 // namespace and name.
@@ -63,6 +63,9 @@ func (t *Translator) GatewayStatusKeys() []*watchv1.ObjectKey {
 	for k, o := range t.gw.gwOut {
 		if o.ours {
 			out = append(out, &watchv1.ObjectKey{Kind: "Gateway", Namespace: k.ns, Name: k.name})
+			for sk := range o.sets {
+				out = append(out, &watchv1.ObjectKey{Kind: "ListenerSet", Namespace: sk.ns, Name: sk.name})
+			}
 		}
 	}
 	for k, o := range t.gw.routeOut {
@@ -99,7 +102,7 @@ var SupportedFeatures = []string{
 	"HTTPRoutePathRedirect", "HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
 	"HTTPRouteRequestMirror", "HTTPRouteRequestMultipleMirrors", "HTTPRouteRequestPercentageMirror",
 	"HTTPRouteRequestTimeout", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
-	"ReferenceGrant",
+	"ListenerSet", "ReferenceGrant",
 }
 
 // Features are the Gateway API features a translator with opts declares, sorted: the
@@ -147,27 +150,15 @@ func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBal
 		}
 		st.Uid = string(o.gw.UID)
 		st.Conditions = o.conditions
-		attached := map[string]int32{}
-		for rk := range t.gw.routeUsers[k] {
-			ro := t.gw.routeOut[rk]
-			if ro == nil {
-				continue
-			}
-			names := map[string]bool{}
-			for _, p := range ro.parents {
-				if p.gw == k {
-					for _, n := range p.attached {
-						names[n] = true
-					}
-				}
-			}
-			for n := range names {
-				attached[n]++
-			}
-		}
+		attached := t.attachedRoutes(t.gw.routeUsers[k], func(p *parentOut) bool { return p.gw == k && p.set == nil })
 		for _, lo := range o.listeners {
 			st.Listeners = append(st.Listeners, &watchv1.ListenerStatus{Name: lo.name, AttachedRoutes: attached[lo.name],
 				SupportedKinds: lo.kinds, Conditions: lo.conditions})
+		}
+		for _, so := range o.sets {
+			if so.attached {
+				st.AttachedListenerSets++
+			}
 		}
 		st.ManageAddresses = manage
 		if len(t.opts.GatewayAddresses) > 0 {
@@ -184,6 +175,18 @@ func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBal
 					st.Addresses = append(st.Addresses, &watchv1.GatewayAddress{Type: "Hostname", Value: a.GetHostname()})
 				}
 			}
+		}
+	case "ListenerSet":
+		so := t.listenerSetOut(k)
+		if so == nil {
+			return nil
+		}
+		st.Uid = string(so.ls.UID)
+		st.Conditions = so.conditions
+		attached := t.attachedRoutes(t.gw.setRoutes[k], func(p *parentOut) bool { return p.set != nil && *p.set == k })
+		for _, lo := range so.listeners {
+			st.Listeners = append(st.Listeners, &watchv1.ListenerStatus{Name: lo.name, AttachedRoutes: attached[lo.name],
+				SupportedKinds: lo.kinds, Conditions: lo.conditions})
 		}
 	case "HTTPRoute":
 		o := t.gw.routeOut[k]
@@ -221,4 +224,28 @@ func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBal
 		}
 	}
 	return st
+}
+
+// attachedRoutes counts, per listener name, the routes among routes attached to it through a
+// parent that of says is the object's (a Gateway's own listeners, or a ListenerSet's).
+func (t *Translator) attachedRoutes(routes set[nsName], of func(*parentOut) bool) map[string]int32 {
+	attached := map[string]int32{}
+	for rk := range routes {
+		ro := t.gw.routeOut[rk]
+		if ro == nil {
+			continue
+		}
+		names := map[string]bool{}
+		for _, p := range ro.parents {
+			if of(p) {
+				for _, n := range p.attached {
+					names[n] = true
+				}
+			}
+		}
+		for n := range names {
+			attached[n]++
+		}
+	}
+	return attached
 }

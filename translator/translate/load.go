@@ -67,6 +67,8 @@ func (in *Input) add(obj any) string {
 		in.HTTPRoutes = append(in.HTTPRoutes, o)
 	case *gatewayv1.ReferenceGrant:
 		in.ReferenceGrants = append(in.ReferenceGrants, o)
+	case *gatewayv1.ListenerSet:
+		in.ListenerSets = append(in.ListenerSets, o)
 	case *gatewayv1beta1.ReferenceGrant:
 		in.ReferenceGrants = append(in.ReferenceGrants, (*gatewayv1.ReferenceGrant)(o))
 	case *corev1.Namespace:
@@ -100,7 +102,7 @@ func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReade
 // objects returns every object of the input.
 func (in *Input) objects() []any {
 	out := make([]any, 0, len(in.Ingresses)+len(in.IngressClasses)+len(in.Services)+len(in.EndpointSlices)+len(in.Secrets)+
-		len(in.GatewayClasses)+len(in.Gateways)+len(in.HTTPRoutes)+len(in.ReferenceGrants)+len(in.Namespaces))
+		len(in.GatewayClasses)+len(in.Gateways)+len(in.HTTPRoutes)+len(in.ReferenceGrants)+len(in.ListenerSets)+len(in.Namespaces))
 	for _, o := range in.Namespaces {
 		out = append(out, o)
 	}
@@ -126,6 +128,9 @@ func (in *Input) objects() []any {
 		out = append(out, o)
 	}
 	for _, o := range in.Gateways {
+		out = append(out, o)
+	}
+	for _, o := range in.ListenerSets {
 		out = append(out, o)
 	}
 	for _, o := range in.HTTPRoutes {

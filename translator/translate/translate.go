@@ -104,6 +104,8 @@ type Input struct {
 	Gateways        []*gatewayv1.Gateway
 	HTTPRoutes      []*gatewayv1.HTTPRoute
 	ReferenceGrants []*gatewayv1.ReferenceGrant
+	// ListenerSets add listeners to the Gateways that allow them.
+	ListenerSets []*gatewayv1.ListenerSet
 	// Namespaces are read for their labels only: a Gateway listener may admit routes from
 	// the namespaces its selector matches.
 	Namespaces []*corev1.Namespace

@@ -41,15 +41,19 @@ const GatewayGroup = "gateway.networking.k8s.io"
 // allowedRoutes.namespaces.from Selector), nothing else does.
 var NamespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
-// GatewaySpecs are the kinds --gateway-api adds: the Gateway API kinds Sluice translates, at
-// the version preferred (a ReferenceGrant is read as v1beta1 where the installed CRDs do not
+// GatewaySpecs are the kinds --gateway-api adds: the Gateway API kinds Sluice translates
+// (ListenerSets always optional), at the version preferred (a ReferenceGrant is read as v1beta1 where the installed CRDs do not
 // serve v1 yet; the translator accepts both), and Namespaces, whose labels select the
 // namespaces a listener admits routes from.
 func GatewaySpecs(required bool) []Spec {
 	v1 := func(resource string, fallback ...string) Spec {
 		return Spec{GVR: schema.GroupVersionResource{Group: GatewayGroup, Version: "v1", Resource: resource}, Fallback: fallback, Required: required, Gateway: true}
 	}
-	return []Spec{v1("gatewayclasses"), v1("gateways"), v1("httproutes"), v1("referencegrants", "v1beta1"),
+	// ListenerSets are optional whatever the mode: their CRD came with the Gateway API v1.5,
+	// and a cluster with an older standard channel must still get its marker.
+	listenerSets := v1("listenersets")
+	listenerSets.Required = false
+	return []Spec{v1("gatewayclasses"), v1("gateways"), v1("httproutes"), v1("referencegrants", "v1beta1"), listenerSets,
 		{GVR: NamespacesGVR, Required: required, Gateway: true}}
 }
 

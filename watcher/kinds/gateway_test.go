@@ -67,28 +67,31 @@ func TestDecideWhichKindsToWatch(t *testing.T) {
 	}{
 		{name: "auto, no CRDs: gateway kinds skipped", mode: GatewayAPIAuto, served: served(t, core),
 			watch:   []string{"v1/services"},
-			skipped: []string{"widgets.example/v1/widgets", gw + "/gatewayclasses", gw + "/gateways", gw + "/httproutes", gw + "/referencegrants", "v1/namespaces"}},
+			skipped: []string{"widgets.example/v1/widgets", gw + "/gatewayclasses", gw + "/gateways", gw + "/httproutes", gw + "/referencegrants", gw + "/listenersets", "v1/namespaces"}},
 		{name: "auto, CRDs served: all four watched, and Namespaces", mode: GatewayAPIAuto, served: served(t, with(core, gw, gwV1)),
 			watch:   []string{"v1/namespaces", "v1/services", gw + "/gateways", gw + "/gatewayclasses", gw + "/httproutes", gw + "/referencegrants"},
-			skipped: []string{"widgets.example/v1/widgets"}},
+			skipped: []string{"widgets.example/v1/widgets", gw + "/listenersets"}},
 		{name: "auto, ReferenceGrant only at v1beta1", mode: GatewayAPIAuto,
 			served:  served(t, with(with(core, gw, gwV1NoRG), gwB, []string{"referencegrants:ReferenceGrant:ns"})),
 			watch:   []string{"v1/namespaces", "v1/services", gw + "/gateways", gw + "/gatewayclasses", gw + "/httproutes", gwB + "/referencegrants"},
-			skipped: []string{"widgets.example/v1/widgets"}},
+			skipped: []string{"widgets.example/v1/widgets", gw + "/listenersets"}},
 		{name: "on, no CRDs: the four are pending, not served", mode: GatewayAPIOn, served: served(t, core),
 			watch:   []string{"v1/namespaces", "v1/services"},
-			skipped: []string{"widgets.example/v1/widgets"},
+			skipped: []string{"widgets.example/v1/widgets", gw + "/listenersets"},
 			pending: []string{gw + "/gatewayclasses: not served by the apiserver: group version " + gw + " does not exist",
 				gw + "/gateways: not served", gw + "/httproutes: not served",
 				gw + "/referencegrants: not served by the apiserver: group version " + gw + " does not exist; group version " + gwB + " does not exist"}},
 		{name: "on, CRDs served", mode: GatewayAPIOn, served: served(t, with(core, gw, gwV1)),
 			watch:   []string{"v1/namespaces", "v1/services", gw + "/gateways", gw + "/gatewayclasses", gw + "/httproutes", gw + "/referencegrants"},
-			skipped: []string{"widgets.example/v1/widgets"}},
+			skipped: []string{"widgets.example/v1/widgets", gw + "/listenersets"}},
 		{name: "off, CRDs served: never watched", mode: GatewayAPIOff, served: served(t, with(core, gw, gwV1)),
 			watch: []string{"v1/services"}, skipped: []string{"widgets.example/v1/widgets"}},
 		{name: "auto, discovery of the gateway group failed: pending, not skipped", mode: GatewayAPIAuto, served: served(t, core, gw),
 			watch: []string{"v1/services"}, skipped: []string{"widgets.example/v1/widgets", "v1/namespaces"},
-			pending: []string{gw + "/gatewayclasses: discovery of " + gw + ": connection refused", gw + "/gateways: discovery", gw + "/httproutes: discovery", gw + "/referencegrants: discovery"}},
+			pending: []string{gw + "/gatewayclasses: discovery of " + gw + ": connection refused", gw + "/gateways: discovery", gw + "/httproutes: discovery", gw + "/referencegrants: discovery", gw + "/listenersets: discovery"}},
+		{name: "on, CRDs with ListenerSets served: they are watched too", mode: GatewayAPIOn, served: served(t, with(core, gw, append([]string{"listenersets:ListenerSet:ns"}, gwV1...))),
+			watch:   []string{"v1/namespaces", "v1/services", gw + "/gateways", gw + "/gatewayclasses", gw + "/httproutes", gw + "/listenersets", gw + "/referencegrants"},
+			skipped: []string{"widgets.example/v1/widgets"}},
 		{name: "required core kind not served: pending", mode: GatewayAPIOff, served: served(t, map[string][]string{"v1": {"secrets:Secret:ns"}}),
 			skipped: []string{"widgets.example/v1/widgets"},
 			pending: []string{`v1/services: not served by the apiserver: group version v1 has no resource "services"`}},
@@ -124,7 +127,7 @@ func TestDecideWhichKindsToWatch(t *testing.T) {
 				t.Errorf("Decided() = %v with pending %v", d.Decided(), pending)
 			}
 			for _, k := range d.Watch {
-				if k.Spec.Gateway && k.Required != (tc.mode == GatewayAPIOn) {
+				if k.Spec.Gateway && k.Required != (tc.mode == GatewayAPIOn && k.Spec.GVR.Resource != "listenersets") {
 					t.Errorf("%s required=%v in mode %s", k.Spec.String(), k.Required, tc.mode)
 				}
 			}

@@ -140,7 +140,7 @@ func TestGatewayKindListedAgainIsRefused(t *testing.T) {
 }
 
 // Scenario 2 and 11 (docs/design.md): --gateway-api on adds the four Gateway API kinds and
-// Namespaces as required, auto as optional, off none; ReferenceGrant falls back to v1beta1;
+// Namespaces as required and ListenerSets as optional, auto all as optional, off none; ReferenceGrant falls back to v1beta1;
 // the caller's list is not changed.
 func TestWithGatewayAddsTheFourKindsAndNamespacesPerMode(t *testing.T) {
 	specs, err := ParseSpecs([]string{"v1/services"}, nil)
@@ -152,7 +152,7 @@ func TestWithGatewayAddsTheFourKindsAndNamespacesPerMode(t *testing.T) {
 		mode     GatewayAPIMode
 		n        int
 		required bool
-	}{{GatewayAPIOn, 6, true}, {GatewayAPIAuto, 6, false}, {GatewayAPIOff, 1, false}} {
+	}{{GatewayAPIOn, 7, true}, {GatewayAPIAuto, 7, false}, {GatewayAPIOff, 1, false}} {
 		out := WithGateway(tc.mode, specs)
 		if len(out) != tc.n {
 			t.Fatalf("%s: %d kinds, want %d", tc.mode, len(out), tc.n)
@@ -164,7 +164,8 @@ func TestWithGatewayAddsTheFourKindsAndNamespacesPerMode(t *testing.T) {
 				}
 				continue
 			}
-			if !s.Gateway || s.Required != tc.required || s.GVR.Group != GatewayGroup || s.GVR.Version != "v1" {
+			// ListenerSets are optional under every mode (an older standard channel lacks them).
+			if !s.Gateway || s.Required != (tc.required && s.GVR.Resource != "listenersets") || s.GVR.Group != GatewayGroup || s.GVR.Version != "v1" {
 				t.Errorf("%s: %+v, want a v1 Gateway API kind with required=%v", tc.mode, s, tc.required)
 			}
 			if want := s.GVR.Resource == "referencegrants"; want != slices.Equal(s.Fallback, []string{"v1beta1"}) {

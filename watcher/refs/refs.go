@@ -1,8 +1,8 @@
 // Package refs owns which TLS Secrets the watch stream may carry: exactly those a watched
 // route object references. An Ingress's spec.tls[].secretName names a Secret of its own
-// namespace; a Gateway listener's tls.certificateRefs names one of its own namespace, or of
-// another namespace while a ReferenceGrant there allows Gateways of the Gateway's namespace
-// to refer to it. No other Secret, and so no other private key, leaves the watcher.
+// namespace; a Gateway's or a ListenerSet's listener's tls.certificateRefs names one of its
+// own namespace, or of another namespace while a ReferenceGrant there allows objects of its
+// kind and namespace to refer to it. No other Secret, and so no other private key, leaves the watcher.
 //
 // It is reference bookkeeping over objects the watcher already holds, never translation:
 // Of reads one object's references, Served is the whole rule as a pure function (references
@@ -32,7 +32,7 @@ func (k SecretKey) String() string { return k.Namespace + "/" + k.Name }
 
 // Owner names an object that references Secrets or grants references to them.
 type Owner struct {
-	// Kind is the object's kind ("Ingress", "Gateway", "ReferenceGrant").
+	// Kind is the object's kind ("Ingress", "Gateway", "ListenerSet", "ReferenceGrant").
 	Kind, Namespace, Name string
 }
 
@@ -54,12 +54,13 @@ var (
 	ingressGK        = schema.GroupKind{Group: networkingv1.GroupName, Kind: "Ingress"}
 	gatewayGK        = schema.GroupKind{Group: contract.GatewayGroup, Kind: "Gateway"}
 	referenceGrantGK = schema.GroupKind{Group: contract.GatewayGroup, Kind: "ReferenceGrant"}
+	listenerSetGK    = schema.GroupKind{Group: contract.GatewayGroup, Kind: "ListenerSet"}
 )
 
-// Tracked reports whether objects of gk may reference or grant (an Ingress, a Gateway, a
-// ReferenceGrant): only their changes can change the served set.
+// Tracked reports whether objects of gk may reference or grant (an Ingress, a Gateway or a
+// ListenerSet, a ReferenceGrant): only their changes can change the served set.
 func Tracked(gk schema.GroupKind) bool {
-	return gk == ingressGK || gk == gatewayGK || gk == referenceGrantGK
+	return gk == ingressGK || gk == gatewayGK || gk == listenerSetGK || gk == referenceGrantGK
 }
 
 // Of reads the references of obj, an object of kind gk as an informer delivers it (a typed
@@ -82,7 +83,17 @@ func Of(gk schema.GroupKind, obj runtime.Object) (*Refs, error) {
 		if err := into(obj, gw); err != nil {
 			return nil, err
 		}
-		r = ofGateway(gw)
+		r = ofListeners(gw.Namespace, gw.Spec.Listeners)
+	case listenerSetGK:
+		ls := &gatewayv1.ListenerSet{}
+		if err := into(obj, ls); err != nil {
+			return nil, err
+		}
+		ls2 := make([]gatewayv1.Listener, 0, len(ls.Spec.Listeners))
+		for _, e := range ls.Spec.Listeners {
+			ls2 = append(ls2, gatewayv1.Listener{TLS: e.TLS})
+		}
+		r = ofListeners(ls.Namespace, ls2)
 	case referenceGrantGK:
 		// v1 and v1beta1 share the spec's shape; the v1 type reads both.
 		g := &gatewayv1.ReferenceGrant{}
@@ -125,9 +136,11 @@ func ofIngress(ing *networkingv1.Ingress) *Refs {
 	return r
 }
 
-func ofGateway(gw *gatewayv1.Gateway) *Refs {
+// ofListeners are the certificateRefs of a Gateway's or a ListenerSet's listeners, of
+// namespace ns.
+func ofListeners(ns0 string, listeners []gatewayv1.Listener) *Refs {
 	r := &Refs{}
-	for _, l := range gw.Spec.Listeners {
+	for _, l := range listeners {
 		if l.TLS == nil {
 			continue
 		}
@@ -136,7 +149,7 @@ func ofGateway(gw *gatewayv1.Gateway) *Refs {
 			if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Secret") {
 				continue
 			}
-			ns := gw.Namespace
+			ns := ns0
 			if ref.Namespace != nil && *ref.Namespace != "" {
 				ns = string(*ref.Namespace)
 			}
@@ -188,16 +201,16 @@ func sortKeys(ks []SecretKey) {
 
 // allowed says whether owner o's reference to Secret k may be served, given the grants of
 // k's namespace: a reference within one namespace always; across namespaces only a
-// Gateway's, and only while a grant there allows it.
+// Gateway's or a ListenerSet's, and only while a grant there allows its kind.
 func allowed(o Owner, k SecretKey, grants map[Owner]*contract.Grant) bool {
 	if o.Namespace == k.Namespace {
 		return true
 	}
-	if o.Kind != gatewayGK.Kind {
+	if o.Kind != gatewayGK.Kind && o.Kind != listenerSetGK.Kind {
 		return false
 	}
 	for _, g := range grants {
-		if g.Allows(o.Namespace, gatewayGK.Kind, "Secret", k.Name) {
+		if g.Allows(o.Namespace, o.Kind, "Secret", k.Name) {
 			return true
 		}
 	}

@@ -63,6 +63,20 @@ func TestServedOnlyWhileReferenced(t *testing.T) {
 		{"a Gateway's certificateRef across namespaces without a grant: not served", []obj{
 			func() obj { o, r := gw("a", "gw", k("b", "shared")); return obj{o, r} }(),
 		}, nil},
+		{"a ListenerSet's certificateRef in its own namespace", []obj{
+			{Owner{"ListenerSet", "a", "ls"}, &Refs{Secrets: []SecretKey{k("a", "ls-tls")}}},
+		}, []SecretKey{k("a", "ls-tls")}},
+		{"a ListenerSet's across namespaces: only with a grant for ListenerSets, not Gateways", []obj{
+			{Owner{"ListenerSet", "a", "ls"}, &Refs{Secrets: []SecretKey{k("b", "shared")}}},
+			func() obj { o, r := grant("b", "g", fromGatewaysOfA, anySecret); return obj{o, r} }(),
+		}, nil},
+		{"a ListenerSet's across namespaces with a grant for ListenerSets of a", []obj{
+			{Owner{"ListenerSet", "a", "ls"}, &Refs{Secrets: []SecretKey{k("b", "shared")}}},
+			func() obj {
+				o, r := grant("b", "g", []contract.GrantFrom{{Group: contract.GatewayGroup, Kind: "ListenerSet", Namespace: "a"}}, anySecret)
+				return obj{o, r}
+			}(),
+		}, []SecretKey{k("b", "shared")}},
 		{"with a grant in the Secret's namespace for Gateways of a", []obj{
 			func() obj { o, r := gw("a", "gw", k("b", "shared")); return obj{o, r} }(),
 			func() obj { o, r := grant("b", "g", fromGatewaysOfA, anySecret); return obj{o, r} }(),
@@ -300,6 +314,11 @@ func TestOfReadsEachKind(t *testing.T) {
 		{"ReferenceGrant: its spec", "ReferenceGrant", unstr(rg), &Refs{Grant: &contract.Grant{
 			From: []contract.GrantFrom{{Group: contract.GatewayGroup, Kind: "Gateway", Namespace: "a"}},
 			To:   []contract.GrantTo{{Kind: "Secret", Name: "shared"}, {Kind: "Secret"}}}}},
+		{"ListenerSet: its listeners' core Secrets, like a Gateway's", "ListenerSet", unstr(&gatewayv1.ListenerSet{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "ListenerSet"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "ls"},
+			Spec:       gatewayv1.ListenerSetSpec{Listeners: []gatewayv1.ListenerEntry{{Name: "https", TLS: gateway.Spec.Listeners[1].TLS}}}}),
+			&Refs{Secrets: []SecretKey{{"a", "own"}, {"b", "shared"}}}},
 		{"an HTTPRoute is not tracked", "HTTPRoute", unstr(gateway), nil},
 	}
 	for _, tc := range cases {

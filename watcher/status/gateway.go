@@ -19,10 +19,12 @@ const (
 	KindGatewayClass = "GatewayClass"
 	KindGateway      = "Gateway"
 	KindHTTPRoute    = "HTTPRoute"
+	KindListenerSet  = "ListenerSet"
 )
 
 // gatewayResources are the resources of the kinds above, for the status subresource's URL.
-var gatewayResources = map[string]string{KindGatewayClass: "gatewayclasses", KindGateway: "gateways", KindHTTPRoute: "httproutes"}
+var gatewayResources = map[string]string{KindGatewayClass: "gatewayclasses", KindGateway: "gateways", KindHTTPRoute: "httproutes",
+	KindListenerSet: "listenersets"}
 
 // objKey names an object on the work queue: kind is empty for an Ingress, else a Gateway API
 // kind (namespace empty for a GatewayClass).
@@ -46,13 +48,14 @@ func gatewayKeyOf(k *watchv1.ObjectKey) objKey {
 }
 
 // gatewayObject is a Gateway API object as the store holds it, decoded with the v1 types
-// (v1beta1 of these kinds has the same schema). Exactly one of class, gw and route is set.
+// (v1beta1 of these kinds has the same schema). Exactly one of class, gw, route and ls is set.
 type gatewayObject struct {
 	version string // the served version the store holds, for the status subresource's URL
 	meta    *metav1.ObjectMeta
 	class   *gwv1.GatewayClass
 	gw      *gwv1.Gateway
 	route   *gwv1.HTTPRoute
+	ls      *gwv1.ListenerSet
 }
 
 func (o *gatewayObject) gvr(kind string) schema.GroupVersionResource {
@@ -80,6 +83,10 @@ func decodeGateway(kind, version string, contentType string, raw []byte) (*gatew
 		o.route = &gwv1.HTTPRoute{}
 		err = json.Unmarshal(raw, o.route)
 		o.meta = &o.route.ObjectMeta
+	case KindListenerSet:
+		o.ls = &gwv1.ListenerSet{}
+		err = json.Unmarshal(raw, o.ls)
+		o.meta = &o.ls.ObjectMeta
 	default:
 		return nil, fmt.Errorf("kind %q is not one whose status is written", kind)
 	}
@@ -99,8 +106,8 @@ type gatewayInput struct {
 	// obj is the object as the store (or, after a conflict, a fresh read) shows it; nil when
 	// it does not exist.
 	obj *gatewayObject
-	// classController is, for a Gateway, the spec.controllerName of its GatewayClass (empty
-	// when the class is unknown).
+	// classController is, for a Gateway, the spec.controllerName of its GatewayClass, and for
+	// a ListenerSet that of its Gateway's class (empty when either is unknown).
 	classController string
 	// reports are the reports about it, by source, with who sent each.
 	reports map[string]gatewaySourceReport
@@ -258,7 +265,14 @@ func decideGatewayReport(in gatewayInput, r *watchv1.GatewayAPIStatus, refused b
 		listeners := listenersOf(r.GetListeners(), g.Status.Listeners, in.now)
 		same := equality.Semantic.DeepEqual(emptyNil(conds), emptyNil(g.Status.Conditions)) &&
 			equality.Semantic.DeepEqual(emptyNil(listeners), emptyNil(g.Status.Listeners))
-		st := map[string]any{"conditions": nilIfEmpty(conds), "listeners": nilIfEmpty(listeners)}
+		attachedSets := r.GetAttachedListenerSets()
+		// Unset reads as none, as the Gateway API's own helpers read it.
+		shownSets := int32(0)
+		if g.Status.AttachedListenerSets != nil {
+			shownSets = *g.Status.AttachedListenerSets
+		}
+		same = same && attachedSets == shownSets
+		st := map[string]any{"conditions": nilIfEmpty(conds), "listeners": nilIfEmpty(listeners), "attachedListenerSets": attachedSets}
 		if r.GetManageAddresses() {
 			addrs := addressesOf(r.GetAddresses())
 			same = same && equality.Semantic.DeepEqual(emptyNil(addrs), emptyNil(g.Status.Addresses))
@@ -268,6 +282,23 @@ func decideGatewayReport(in gatewayInput, r *watchv1.GatewayAPIStatus, refused b
 			return gatewayDecision{why: whyEqual}
 		}
 		return gatewayDecision{write: true, status: st}
+	case KindListenerSet:
+		ls := in.obj.ls
+		if in.classController != in.controller {
+			return gatewayDecision{why: whyNotOurs}
+		}
+		// A ListenerSet's listener statuses have a Gateway listener's fields: compare and
+		// build them as those.
+		cur := make([]gwv1.ListenerStatus, 0, len(ls.Status.Listeners))
+		for _, l := range ls.Status.Listeners {
+			cur = append(cur, gwv1.ListenerStatus(l))
+		}
+		conds := conditionsOf(r.GetConditions(), ls.Status.Conditions, in.now)
+		listeners := listenersOf(r.GetListeners(), cur, in.now)
+		if equality.Semantic.DeepEqual(emptyNil(conds), emptyNil(ls.Status.Conditions)) && equality.Semantic.DeepEqual(emptyNil(listeners), emptyNil(cur)) {
+			return gatewayDecision{why: whyEqual}
+		}
+		return gatewayDecision{write: true, status: map[string]any{"conditions": nilIfEmpty(conds), "listeners": nilIfEmpty(listeners)}}
 	case KindHTTPRoute:
 		cur := in.obj.route.Status.Parents
 		next := othersParents(cur, in.controller)

@@ -68,6 +68,19 @@ func gateway(st gwv1.GatewayStatus) *gwv1.Gateway {
 		Spec: gwv1.GatewaySpec{GatewayClassName: "gc"}, Status: st}
 }
 
+func listenerSet() *gwv1.ListenerSet {
+	return &gwv1.ListenerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "ls", UID: "u-ls", ResourceVersion: "1", Generation: 3},
+		Spec: gwv1.ListenerSetSpec{ParentRef: gwv1.ParentGatewayReference{Name: "gw", Namespace: ptr.To(gwv1.Namespace("ns"))}}}
+}
+
+func lsReport() *watchv1.GatewayAPIStatus {
+	r := report(KindListenerSet, "team", "ls", "u-ls")
+	r.Conditions = []*watchv1.Condition{wcond("Accepted", "True", "Accepted", 3), wcond("Programmed", "True", "Programmed", 3)}
+	r.Listeners = []*watchv1.ListenerStatus{{Name: "a", AttachedRoutes: 1, SupportedKinds: []*watchv1.RouteGroupKind{{Kind: "HTTPRoute"}},
+		Conditions: []*watchv1.Condition{wcond("Accepted", "True", "Accepted", 3)}}}
+	return r
+}
+
 func route(parents ...gwv1.RouteParentStatus) *gwv1.HTTPRoute {
 	r := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r", UID: "u-r", ResourceVersion: "1"}}
 	r.Status.Parents = parents
@@ -166,17 +179,33 @@ func TestDecideGatewayStatus(t *testing.T) {
 			Addresses: []gwv1.GatewayStatusAddress{{Type: ptr.To(gwv1.HostnameAddressType), Value: "set.by.someone"}}}),
 		report: gwReport(false),
 		// addresses are not managed: the patch leaves them as they are.
-		wantStatus: `{"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"Accepted","message":"Accepted"},` +
+		wantStatus: `{"attachedListenerSets":0,"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"Accepted","message":"Accepted"},` +
 			`{"type":"Programmed","status":"True","observedGeneration":1,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"Programmed","message":"Programmed"}],` +
 			`"listeners":[{"name":"http","supportedKinds":[{"group":"gateway.networking.k8s.io","kind":"HTTPRoute"}],"attachedRoutes":2,` +
 			`"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"Accepted","message":"Accepted"}]}]}`,
 	}, {
 		name: "GatewayAddressesWhenManaged", kind: KindGateway, class: ours, obj: gateway(gwShown), report: gwReport(true),
-		wantStatus: `{"addresses":[{"type":"IPAddress","value":"192.0.2.1"}],` +
+		wantStatus: `{"addresses":[{"type":"IPAddress","value":"192.0.2.1"}],"attachedListenerSets":0,` +
 			`"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Accepted","message":"Accepted"},` +
 			`{"type":"Programmed","status":"True","observedGeneration":1,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Programmed","message":"Programmed"}],` +
 			`"listeners":[{"name":"http","supportedKinds":[{"group":"gateway.networking.k8s.io","kind":"HTTPRoute"}],"attachedRoutes":2,` +
 			`"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Accepted","message":"Accepted"}]}]}`,
+	}, {
+		name: "GatewayCountsItsListenerSets", kind: KindGateway, class: ours, obj: gateway(gwShown),
+		report: func() *watchv1.GatewayAPIStatus { r := gwReport(false); r.AttachedListenerSets = 2; return r }(),
+		wantStatus: `{"attachedListenerSets":2,"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Accepted","message":"Accepted"},` +
+			`{"type":"Programmed","status":"True","observedGeneration":1,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Programmed","message":"Programmed"}],` +
+			`"listeners":[{"name":"http","supportedKinds":[{"group":"gateway.networking.k8s.io","kind":"HTTPRoute"}],"attachedRoutes":2,` +
+			`"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Accepted","message":"Accepted"}]}]}`,
+	}, {
+		// A ListenerSet of a Gateway of ours: its conditions and listeners, as a Gateway's.
+		name: "ListenerSetOfOurGateway", kind: KindListenerSet, class: ours, obj: listenerSet(), report: lsReport(),
+		wantStatus: `{"conditions":[{"type":"Accepted","status":"True","observedGeneration":3,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"Accepted","message":"Accepted"},` +
+			`{"type":"Programmed","status":"True","observedGeneration":3,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"Programmed","message":"Programmed"}],` +
+			`"listeners":[{"name":"a","supportedKinds":[{"group":"gateway.networking.k8s.io","kind":"HTTPRoute"}],"attachedRoutes":1,` +
+			`"conditions":[{"type":"Accepted","status":"True","observedGeneration":3,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"Accepted","message":"Accepted"}]}]}`,
+	}, {
+		name: "ListenerSetOfAnotherControllersGatewayUntouched", kind: KindListenerSet, class: theirs, obj: listenerSet(), report: lsReport(), wantWhy: whyNotOurs,
 	}, {
 		name: "GatewayEqualWithAddresses", kind: KindGateway, class: ours, obj: gateway(gwShownAddressed), report: gwReport(true), wantWhy: whyEqual,
 	}, {

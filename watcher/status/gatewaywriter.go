@@ -116,10 +116,10 @@ func (w *Writer) gatewayStoreEvent(ev store.Event) {
 		return
 	}
 	w.gatewayEvaluate(k, false)
-	if k.kind == KindGatewayClass {
-		// Whether its Gateways are ours may have changed.
+	if k.kind == KindGatewayClass || k.kind == KindGateway {
+		// Whether its Gateways, and their ListenerSets, are ours may have changed.
 		for gk, o := range w.gw.objects {
-			if gk.kind == KindGateway && string(o.gw.Spec.GatewayClassName) == k.name {
+			if (k.kind == KindGatewayClass && gk.kind == KindGateway && string(o.gw.Spec.GatewayClassName) == k.name) || gk.kind == KindListenerSet {
 				w.gatewayEvaluate(gk, false)
 			}
 		}
@@ -240,6 +240,17 @@ func (w *Writer) gatewayReports(k objKey) map[string]gatewaySourceReport {
 // classController is the controllerName of a Gateway's GatewayClass, empty when the store
 // holds no such class.
 func (w *Writer) classController(obj *gatewayObject) string {
+	if obj != nil && obj.ls != nil {
+		p := obj.ls.Spec.ParentRef
+		if (p.Group != nil && string(*p.Group) != GatewayGroup) || (p.Kind != nil && string(*p.Kind) != KindGateway) {
+			return ""
+		}
+		ns := obj.ls.Namespace
+		if p.Namespace != nil {
+			ns = string(*p.Namespace)
+		}
+		return w.classController(w.gw.objects[objKey{kind: KindGateway, key: key{ns, string(p.Name)}}])
+	}
 	if obj == nil || obj.gw == nil {
 		return ""
 	}

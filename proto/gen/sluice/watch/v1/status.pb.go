@@ -271,9 +271,9 @@ type GatewayAPIStatus struct {
 	// ControllerName is the Gateway controller name the source implements; the writer refuses
 	// a report naming another than its own.
 	ControllerName string `protobuf:"bytes,3,opt,name=controller_name,json=controllerName,proto3" json:"controller_name,omitempty"`
-	// Conditions of a GatewayClass or a Gateway.
+	// Conditions of a GatewayClass, a Gateway or a ListenerSet.
 	Conditions []*Condition `protobuf:"bytes,4,rep,name=conditions,proto3" json:"conditions,omitempty"`
-	// Listeners of a Gateway, in spec order.
+	// Listeners of a Gateway or a ListenerSet, in spec order.
 	Listeners []*ListenerStatus `protobuf:"bytes,5,rep,name=listeners,proto3" json:"listeners,omitempty"`
 	// ManageAddresses is true when the source knows the proxy's addresses: a Gateway's
 	// status.addresses is then set to Addresses.
@@ -286,8 +286,11 @@ type GatewayAPIStatus struct {
 	// SupportedFeatures of a GatewayClass: the Gateway API features its controller supports
 	// (status.supportedFeatures), in ascending order as the API requires.
 	SupportedFeatures []string `protobuf:"bytes,10,rep,name=supported_features,json=supportedFeatures,proto3" json:"supported_features,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// AttachedListenerSets of a Gateway: how many ListenerSets are accepted on it
+	// (status.attachedListenerSets).
+	AttachedListenerSets int32 `protobuf:"varint,11,opt,name=attached_listener_sets,json=attachedListenerSets,proto3" json:"attached_listener_sets,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *GatewayAPIStatus) Reset() {
@@ -388,6 +391,13 @@ func (x *GatewayAPIStatus) GetSupportedFeatures() []string {
 		return x.SupportedFeatures
 	}
 	return nil
+}
+
+func (x *GatewayAPIStatus) GetAttachedListenerSets() int32 {
+	if x != nil {
+		return x.AttachedListenerSets
+	}
+	return 0
 }
 
 // ListenerStatus is one entry of a Gateway's status.listeners.
@@ -1040,7 +1050,7 @@ const file_sluice_watch_v1_status_proto_rawDesc = "" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12/\n" +
-	"\x13observed_generation\x18\x05 \x01(\x03R\x12observedGeneration\"\x89\x04\n" +
+	"\x13observed_generation\x18\x05 \x01(\x03R\x12observedGeneration\"\xbf\x04\n" +
 	"\x10GatewayAPIStatus\x12,\n" +
 	"\x03key\x18\x01 \x01(\v2\x1a.sluice.watch.v1.ObjectKeyR\x03key\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12'\n" +
@@ -1054,7 +1064,8 @@ const file_sluice_watch_v1_status_proto_rawDesc = "" +
 	"\aparents\x18\b \x03(\v2\".sluice.watch.v1.RouteParentStatusR\aparents\x12:\n" +
 	"\bfindings\x18\t \x03(\v2\x1e.sluice.watch.v1.StatusFindingR\bfindings\x12-\n" +
 	"\x12supported_features\x18\n" +
-	" \x03(\tR\x11supportedFeatures\"\xd3\x01\n" +
+	" \x03(\tR\x11supportedFeatures\x124\n" +
+	"\x16attached_listener_sets\x18\v \x01(\x05R\x14attachedListenerSets\"\xd3\x01\n" +
 	"\x0eListenerStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x0fattached_routes\x18\x02 \x01(\x05R\x0eattachedRoutes\x12H\n" +
