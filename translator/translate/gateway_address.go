@@ -105,16 +105,7 @@ func (t *Translator) assignAddresses() map[nsName]addressGrant {
 			ours = append(ours, gw)
 		}
 	}
-	sort.Slice(ours, func(i, j int) bool {
-		a, b := ours[i], ours[j]
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
-		}
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Name < b.Name
-	})
+	sort.Slice(ours, func(i, j int) bool { return older(ours[i], ours[j]) })
 	// Every address a Gateway may hold, the pool's first (only those are handed out by hash).
 	all := append(append([]string(nil), pool...), t.opts.GatewayReservedAddresses...)
 	index := map[string]int{}

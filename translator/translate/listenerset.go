@@ -242,16 +242,7 @@ func (t *Translator) listenerSetsOf(k nsName) []*gatewayv1.ListenerSet {
 			out = append(out, ls)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
-		}
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Name < b.Name
-	})
+	sort.Slice(out, func(i, j int) bool { return older(out[i], out[j]) })
 	return out
 }
 

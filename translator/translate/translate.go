@@ -36,6 +36,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -146,15 +147,15 @@ func Served(in Input, opts Options) []*networkingv1.Ingress {
 }
 
 // older orders Ingresses by precedence: oldest creationTimestamp, then namespace/name.
-func older(a, b *networkingv1.Ingress) bool {
-	ta, tb := a.CreationTimestamp.Time, b.CreationTimestamp.Time
+func older(a, b metav1.Object) bool {
+	ta, tb := a.GetCreationTimestamp().Time, b.GetCreationTimestamp().Time
 	if !ta.Equal(tb) {
 		return ta.Before(tb)
 	}
-	if a.Namespace != b.Namespace {
-		return a.Namespace < b.Namespace
+	if a.GetNamespace() != b.GetNamespace() {
+		return a.GetNamespace() < b.GetNamespace()
 	}
-	return a.Name < b.Name
+	return a.GetName() < b.GetName()
 }
 
 func ref(ing *networkingv1.Ingress) *configv1.ObjectRef {
