@@ -299,6 +299,10 @@ func (t *Translator) admitsListenerSets(gw *gatewayv1.Gateway, ns string) (bool,
 func (t *Translator) translateListenerSets(out *gatewayOut, lc *listenerCtx) {
 	gw := out.gw
 	gwAccepted := len(out.conditions) > 0 && out.conditions[0].Status == condTrue
+	// A namespace's labels decide which sets it admits: their change re-translates it.
+	if a := gw.Spec.AllowedListeners; a != nil && a.Namespaces != nil && a.Namespaces.From != nil && *a.Namespaces.From == gatewayv1.NamespacesFromSelector {
+		out.setsByLabels = true
+	}
 	for _, ls := range t.listenerSetsOf(nsName{gw.Namespace, gw.Name}) {
 		k := nsName{ls.Namespace, ls.Name}
 		so := &setOut{ls: ls}
@@ -307,10 +311,6 @@ func (t *Translator) translateListenerSets(out *gatewayOut, lc *listenerCtx) {
 		owner := gwRef("ListenerSet", ls.Namespace, ls.Name, string(ls.UID))
 		add := func(field string, sev configv1.FindingSeverity, reason, cause string) {
 			so.findings = append(so.findings, &configv1.Finding{Object: owner, Field: field, Cause: cause, Severity: sev, Reason: reason})
-		}
-		if gw.Spec.AllowedListeners != nil && gw.Spec.AllowedListeners.Namespaces != nil && gw.Spec.AllowedListeners.Namespaces.From != nil &&
-			*gw.Spec.AllowedListeners.Namespaces.From == gatewayv1.NamespacesFromSelector {
-			out.setsByLabels = true
 		}
 		ok, why := t.admitsListenerSets(gw, ls.Namespace)
 		if !ok {
