@@ -82,27 +82,37 @@ func servicePorts(t *testing.T, svc map[string]any) (numbered map[int]int, named
 // docs/design.md and docs/operations.md, "Gateway addresses and ports": the chart's gateway
 // values give the translator and every pusher the same list. For each value set, every
 // listener the translator's flags make its routes name (contract.ListenerName of each
-// --gateway-port on the shared address, or of each Gateway port on each --gateway-address)
-// is exactly one --proxy-listener of the pusher, of the same scheme, and nothing else is;
+// --gateway-port on the shared address, or of each Gateway port on each --gateway-address
+// and --gateway-reserved-address) is exactly one --proxy-listener of the pusher, of the same
+// scheme, and nothing else is; the addresses marked reserved: true, and only they, are the
+// translator's reserved ones;
 // both components accept their args as they would at start; each bind port is a port of the
 // Caddy container and open in the proxy's NetworkPolicy; and each Service port in front of a
-// further listener (Service/sluice-proxy's for the shared address, one Service per pool
-// address, with that address) targets the port its listener binds. And without gateway
+// further listener (Service/sluice-proxy's for the shared address, one Service per address,
+// of the pool or reserved, with that address) targets the port its listener binds. And without gateway
 // values, none of it renders: the defaults stay as they were (TestHelmChartIsTheKustomizeBase
 // holds them field for field to deploy/base).
 func TestHelmGatewayListenersAgree(t *testing.T) {
 	for _, tc := range []struct {
 		name, ns string
 		args     []string
-		// addressField is where the pool Services carry their address.
+		// addressField is where the addresses' Services carry their address.
 		addressField string
+		// reserved are the addresses the values mark reserved: true.
+		reserved []string
 	}{
-		{"defaults", "sluice-system", nil, ""},
+		{"defaults", "sluice-system", nil, "", nil},
 		{"further ports", "sluice-system", []string{"--set-json",
-			`gateway.ports=[{"port":8080,"protocol":"HTTP","targetPort":18080},{"port":8443,"protocol":"HTTPS","targetPort":18443}]`}, ""},
-		{"address pool", "sluice-system", []string{"-f", gatewayValues}, "loadBalancerIP"},
+			`gateway.ports=[{"port":8080,"protocol":"HTTP","targetPort":18080},{"port":8443,"protocol":"HTTPS","targetPort":18443}]`}, "", nil},
+		// Two pool addresses and a reserved one.
+		{"address pool", "sluice-system", []string{"-f", gatewayValues}, "loadBalancerIP", []string{"203.0.113.23"}},
 		// An IPv6 address (its listener name in brackets) and externalIPs.
-		{"custom", "sluice-custom", []string{"-f", customValues}, "externalIPs"},
+		{"custom", "sluice-custom", []string{"-f", customValues}, "externalIPs", nil},
+		// A reserved IPv6 address beside a pool one, the reserved one first in the values.
+		{"reserved", "sluice-system", []string{"--set-json", `gateway.addresses=[` +
+			`{"address":"2001:DB8::22","reserved":true,"ports":[{"port":80,"targetPort":19081},{"port":443,"targetPort":19444}]},` +
+			`{"address":"203.0.113.21","reserved":false,"ports":[{"port":80,"targetPort":19080},{"port":443,"targetPort":19443}]}]`},
+			"loadBalancerIP", []string{"2001:db8::22"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := parseManifest(t, helmTemplate(t, tc.ns, tc.args...), tc.ns)
@@ -128,9 +138,18 @@ func TestHelmGatewayListenersAgree(t *testing.T) {
 			main := func(https bool) int32 {
 				return map[bool]int32{false: ts.GatewayHTTPPort, true: ts.GatewayHTTPSPort}[https]
 			}
+			// The reserved addresses are the translator's --gateway-reserved-address, and get
+			// their listeners and Services as the pool's do.
+			var reserved []string
+			for _, a := range ts.GatewayReservedAddresses {
+				reserved = append(reserved, netip.MustParseAddr(a).String())
+			}
+			if !slices.Equal(reserved, tc.reserved) {
+				t.Errorf("the translator's reserved addresses are %v (pool %v), want %v", reserved, ts.GatewayAddresses, tc.reserved)
+			}
 			named := map[string]bool{}
-			pool := map[string][]string{} // address -> its listener names
-			for _, a := range ts.GatewayAddresses {
+			pool := map[string][]string{} // address, of the pool or reserved -> its listener names
+			for _, a := range slices.Concat(ts.GatewayAddresses, ts.GatewayReservedAddresses) {
 				addr := netip.MustParseAddr(a).String() // as the translator keeps it
 				for _, p := range ports {
 					name := contract.ListenerName(addr, p.port, main(p.https))
@@ -213,8 +232,8 @@ func TestHelmGatewayListenersAgree(t *testing.T) {
 				}
 			}
 
-			// One Service per pool address, with that address, its ports each to the bind of
-			// ADDRESS:PORT, all of the address's listeners and no other.
+			// One Service per address, of the pool or reserved, with that address, its ports each
+			// to the bind of ADDRESS:PORT, all of the address's listeners and no other.
 			services := map[string]map[string]any{}
 			for k, obj := range m {
 				if _, ok := field(obj, "metadata", "labels", "sluice.io/gateway-address").(string); ok && strings.HasPrefix(k, "Service/") {
@@ -240,12 +259,12 @@ func TestHelmGatewayListenersAgree(t *testing.T) {
 				}
 			}
 			if len(services) != len(pool) {
-				t.Errorf("%d Services for the %d pool addresses %v", len(services), len(pool), ts.GatewayAddresses)
+				t.Errorf("%d Services for the %d addresses %v and reserved %v", len(services), len(pool), ts.GatewayAddresses, ts.GatewayReservedAddresses)
 			}
 			for addr, names := range pool {
 				svc, ok := services[addr]
 				if !ok {
-					t.Errorf("no Service for pool address %s", addr)
+					t.Errorf("no Service for address %s", addr)
 					continue
 				}
 				if sel := field(svc, "spec", "selector", "app.kubernetes.io/name"); sel != "sluice-proxy" {
@@ -284,8 +303,8 @@ func TestHelmGatewayListenersAgree(t *testing.T) {
 }
 
 // The gateway values change only what they are for: the translator's and the proxies'
-// Deployments, the proxies' Service and NetworkPolicy, and the pool's Services; every other
-// object renders as with the defaults.
+// Deployments, the proxies' Service and NetworkPolicy, and the addresses' Services (the
+// reserved one's too); every other object renders as with the defaults.
 func TestHelmGatewayValuesChangeOnlyTheirObjects(t *testing.T) {
 	def := parseManifest(t, helmTemplate(t, "sluice-system"), "sluice-system")
 	got := parseManifest(t, helmTemplate(t, "sluice-system", "-f", gatewayValues), "sluice-system")
@@ -294,13 +313,54 @@ func TestHelmGatewayValuesChangeOnlyTheirObjects(t *testing.T) {
 		delete(def, k)
 		delete(got, k)
 	}
-	for _, k := range []string{"Service/sluice-proxy-203-0-113-21", "Service/sluice-proxy-203-0-113-22"} {
+	for _, k := range []string{"Service/sluice-proxy-203-0-113-21", "Service/sluice-proxy-203-0-113-22", "Service/sluice-proxy-203-0-113-23"} {
 		if _, ok := got[k]; !ok {
 			t.Errorf("%s not rendered", k)
 		}
 		delete(got, k)
 	}
 	if d := def.diff(got); d != "" {
-		t.Fatalf("%s changes more than %v and the pool's Services:\n%s", gatewayValues, touched, d)
+		t.Fatalf("%s changes more than %v and the addresses' Services:\n%s", gatewayValues, touched, d)
+	}
+}
+
+// The translator refuses --gateway-reserved-address without a --gateway-address (every
+// Gateway would share the published addresses), so a render with every address of
+// gateway.addresses reserved fails, saying so, rather than giving the translator args it
+// exits on.
+func TestHelmGatewayAllReservedFails(t *testing.T) {
+	// The translator's own check: gatewayValues' addresses all reserved.
+	m := parseManifest(t, helmTemplate(t, "sluice-system", "-f", gatewayValues), "sluice-system")
+	var args []string
+	for _, a := range containerArgs(t, m, "sluice-translator", "translator") {
+		args = append(args, strings.Replace(a, "--gateway-address=", "--gateway-reserved-address=", 1))
+	}
+	var ts translatorapp.Settings
+	fs := pflag.NewFlagSet("translator", pflag.ContinueOnError)
+	ts.Register(fs)
+	if err := fs.Parse(slices.DeleteFunc(args, func(a string) bool { return !strings.HasPrefix(a, "--gateway-") })); err != nil {
+		t.Fatal(err)
+	}
+	if len(ts.GatewayAddresses) != 0 || len(ts.GatewayReservedAddresses) != 3 || ts.Validate() == nil {
+		t.Fatalf("the translator accepts only reserved addresses %v (pool %v)", ts.GatewayReservedAddresses, ts.GatewayAddresses)
+	}
+
+	const ports = `"ports":[{"port":80,"targetPort":19080},{"port":443,"targetPort":19443}]`
+	for _, tc := range []struct {
+		name, addresses string
+	}{
+		{"one", `[{"address":"203.0.113.21","reserved":true,` + ports + `}]`},
+		{"two", `[{"address":"203.0.113.21","reserved":true,` + ports + `},` +
+			`{"address":"203.0.113.22","reserved":true,"ports":[{"port":80,"targetPort":19081},{"port":443,"targetPort":19444}]}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := helmRun(t, "template", "sluice", chart, "--namespace", "sluice-system", "--set-json", "gateway.addresses="+tc.addresses)
+			if err == nil {
+				t.Fatalf("every address reserved renders (%d bytes)", len(out))
+			}
+			if !strings.Contains(err.Error(), "gateway.addresses: every address is reserved") {
+				t.Fatalf("every address reserved fails with %v, which does not say so", err)
+			}
+		})
 	}
 }

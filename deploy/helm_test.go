@@ -34,6 +34,17 @@ const (
 // helmCmd runs the pinned helm binary (tools/build.sh helm) and returns its output.
 func helmCmd(t *testing.T, args ...string) []byte {
 	t.Helper()
+	out, err := helmRun(t, args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+// helmRun runs the pinned helm binary and returns its output, or an error with its output
+// and stderr when it fails.
+func helmRun(t *testing.T, args ...string) ([]byte, error) {
+	t.Helper()
 	bin, err := testenv.ToolPath("helm")
 	if err != nil {
 		t.Fatal(err)
@@ -48,9 +59,9 @@ func helmCmd(t *testing.T, args ...string) []byte {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.Bytes())
+		return nil, fmt.Errorf("%w\n%s%s", err, out, stderr.Bytes())
 	}
-	return out
+	return out, nil
 }
 
 // helmTemplate renders the chart as release sluice in namespace ns.

@@ -48,10 +48,13 @@ The proxies' further listeners (docs/design.md and docs/operations.md, "Gateway 
 and ports"), as JSON {"listeners": [...]}, each with scheme, name (the listener the
 translator's routes name, the pusher's --proxy-listener NAME), port (the Gateway port
 clients dial), targetPort (what Caddy binds in the Pod), portName (the Service port's) and,
-on a pool address, address and service (its Service's name). Without gateway.addresses:
-one per gateway.ports entry on the shared address ("8080"). With them: one per address and
-Gateway port, main ports included ("203.0.113.21:80"), and none on the shared address,
-which then serves no Gateway (every Gateway has an address of the pool or serves nothing).
+on an address of gateway.addresses, address and service (its Service's name). Without
+gateway.addresses: one per gateway.ports entry on the shared address ("8080"). With them:
+one per address and Gateway port, main ports included ("203.0.113.21:80"), and none on the
+shared address, which then serves no Gateway (every Gateway has an address of the pool, or
+a reserved one it asked for, or serves nothing). A reserved address (reserved: true, the
+translator's --gateway-reserved-address) has its listeners and Service as a pool address
+does; only the translator's flag differs.
 The translator's flags, the pushers' and the Services all come from this one list, so they
 cannot disagree; values they could disagree on fail the render.
 */}}
@@ -81,6 +84,16 @@ cannot disagree; values they could disagree on fail the render.
 {{- if hasKey . "targetPort" -}}
 {{- fail (printf "gateway.ports: port %d has a targetPort, but with gateway.addresses the shared address serves no Gateway: give each address's ports their targetPorts instead" (int .port)) -}}
 {{- end -}}
+{{- end -}}
+{{- /* The translator refuses --gateway-reserved-address without a --gateway-address. */ -}}
+{{- $pool := 0 -}}
+{{- range $g.addresses -}}
+{{- if not .reserved -}}
+{{- $pool = add1 $pool -}}
+{{- end -}}
+{{- end -}}
+{{- if eq $pool 0 -}}
+{{- fail "gateway.addresses: every address is reserved, and the translator takes reserved addresses (--gateway-reserved-address) only beside a pool (--gateway-address): give at least one address without reserved: true" -}}
 {{- end -}}
 {{- $seen := dict -}}
 {{- range $a := $g.addresses -}}
