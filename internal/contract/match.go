@@ -54,7 +54,8 @@ func RequestOf(scheme string, r *http.Request) Request {
 	return Request{Scheme: scheme, Host: r.Host, Method: r.Method, Path: r.URL.Path, Query: QueryOf(r.URL.RawQuery), RawQuery: r.URL.RawQuery, Header: r.Header}
 }
 
-// Match returns the route req is sent to, or nil (404). The virtual hosts that apply are
+// Match returns the route req is sent to, or nil (404); a Stop route it returns answers 404
+// too (OutcomeOf), and ends the search there. The virtual hosts that apply are
 // tried in order (the exact host, then the wildcards of its suffixes from the longest, then
 // the catch-all), and within each the routes in order; the first route that matches wins. A
 // wildcard more than one label short of the host serves only its AnyDepth routes.
@@ -229,7 +230,9 @@ func QueryMatchAccepts(q *configv1.QueryMatch, query url.Values) bool {
 	return v == q.GetValue()
 }
 
-// CheckRoute returns what makes rt unusable by any data plane, naming the field: a regular
+// CheckRoute returns what makes rt unusable by any data plane, naming the field: a Stop
+// route that does anything but answer 404 (backends, an invalid weight, a redirect, a
+// rewrite, header modifiers, mirrors, a CORS or retry policy, a timeout), a regular
 // expression that does not compile or is over MaxRegexLength, a path over MaxPathLength or
 // with a control character, a header or query name that is empty (a header name that is
 // not an HTTP token; a modifier's name with '*', which stock Caddy reads as a pattern; a
@@ -241,6 +244,11 @@ func QueryMatchAccepts(q *configv1.QueryMatch, query url.Values) bool {
 // MaxMirrorDenominator, a CORS policy that fails CheckCORS, a retry policy that fails
 // CheckRetry, a listener that fails CheckListenerName.
 func CheckRoute(rt *configv1.Route) error {
+	if rt.GetStop() {
+		if err := checkStop(rt); err != nil {
+			return err
+		}
+	}
 	if l := rt.GetListener(); l != "" {
 		if err := CheckListenerName(l); err != nil {
 			return err
@@ -340,6 +348,30 @@ func CheckRoute(rt *configv1.Route) error {
 	}
 	if err := checkModifier(rt.GetRewrite().GetPath()); err != nil {
 		return fmt.Errorf("rewrite path: %w", err)
+	}
+	return nil
+}
+
+// checkStop returns why a Stop route is not one: it answers 404 and nothing else, so a data
+// plane never has to choose between stopping and what another field asks for.
+func checkStop(rt *configv1.Route) error {
+	switch {
+	case len(rt.GetBackends()) > 0 || rt.GetInvalidWeight() > 0:
+		return fmt.Errorf("a stop route has backends")
+	case rt.GetRedirect() != nil:
+		return fmt.Errorf("a stop route redirects")
+	case rt.GetRewrite() != nil:
+		return fmt.Errorf("a stop route rewrites")
+	case rt.GetRequestHeaders() != nil || rt.GetResponseHeaders() != nil:
+		return fmt.Errorf("a stop route modifies headers")
+	case len(rt.GetMirrors()) > 0:
+		return fmt.Errorf("a stop route mirrors")
+	case rt.GetCors() != nil:
+		return fmt.Errorf("a stop route has a CORS policy")
+	case rt.GetRetry() != nil:
+		return fmt.Errorf("a stop route has a retry policy")
+	case rt.GetTimeout() != nil:
+		return fmt.Errorf("a stop route has a timeout")
 	}
 	return nil
 }

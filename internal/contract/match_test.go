@@ -499,3 +499,46 @@ func TestRetriedAnswer(t *testing.T) {
 		t.Errorf("backoff without a policy %s, want 0", d)
 	}
 }
+
+// A stop route (listener isolation) answers 404 where it matches, so that a less specific
+// virtual host never serves the request, and CheckRoute refuses one that would do anything
+// else.
+func TestStopRouteAnswers404AndEndsTheSearch(t *testing.T) {
+	all := prefix("/")
+	stop := &configv1.Route{Name: "stop", Path: all, Scheme: configv1.RouteScheme_ROUTE_SCHEME_HTTP, AnyDepth: true, Stop: true}
+	res := &configv1.Resources{
+		Backends: []*configv1.Backend{{Name: "web", Endpoints: []*configv1.Endpoint{{Address: "10.0.0.1", Port: 80, Ready: true}}}},
+		VirtualHosts: []*configv1.VirtualHost{
+			{Hostname: "*.example.com", Routes: []*configv1.Route{stop}},
+			{Hostname: "", Routes: []*configv1.Route{{Name: "any", Path: all, Backends: []*configv1.WeightedBackend{{Backend: "web", Weight: 1}}}}},
+		},
+	}
+	for _, c := range []struct {
+		scheme, host string
+		route        string
+		status       int
+	}{
+		{"http", "a.example.com", "stop", 404},
+		{"http", "a.b.example.com", "stop", 404}, // any depth
+		{"https", "a.example.com", "any", 200},   // another listener's scheme
+		{"http", "a.example.org", "any", 200},
+	} {
+		req := Request{Scheme: c.scheme, Host: c.host, Method: "GET", Path: "/x", Header: http.Header{}}
+		o := OutcomeOf(res, req)
+		if o.Route.GetName() != c.route || o.Status != c.status {
+			t.Errorf("%s://%s: route %q status %d, want %q %d", c.scheme, c.host, o.Route.GetName(), o.Status, c.route, c.status)
+		}
+	}
+	if err := CheckRoute(stop); err != nil {
+		t.Errorf("stop route refused: %v", err)
+	}
+	for name, bad := range map[string]*configv1.Route{
+		"backends": {Stop: true, Path: all, Backends: []*configv1.WeightedBackend{{Backend: "web", Weight: 1}}},
+		"redirect": {Stop: true, Path: all, Redirect: &configv1.Redirect{Scheme: "https"}},
+		"rewrite":  {Stop: true, Path: all, Rewrite: &configv1.Rewrite{Hostname: "a.example.com"}},
+	} {
+		if err := CheckRoute(bad); err == nil || !strings.Contains(err.Error(), "stop route") {
+			t.Errorf("a stop route with %s: CheckRoute says %v, want a refusal", name, err)
+		}
+	}
+}

@@ -172,7 +172,7 @@ func sample(b *strings.Builder, re *syntax.Regexp) {
 type Outcome struct {
 	// Route is the route matched, nil for none (Status 404).
 	Route *configv1.Route
-	// Status is 404 (no route), 204 (a CORS preflight), the redirect's code, 500 (the route has an invalid share
+	// Status is 404 (no route, or a Stop route), 204 (a CORS preflight), the redirect's code, 500 (the route has an invalid share
 	// and no backend with a ready endpoint), 503 (no backend of the route has a ready
 	// endpoint, and no invalid share) or 200 (proxied).
 	Status   int
@@ -207,7 +207,7 @@ type Forward struct {
 	Header     http.Header
 }
 
-// OutcomeOf is the Outcome of req under res: Match, then a CORS preflight's answer, the
+// OutcomeOf is the Outcome of req under res: Match (a Stop route answers 404), then a CORS preflight's answer, the
 // route's redirect, its
 // backends' readiness and its invalid share, what each backend that may be picked
 // receives (ForwardedTo), and what its mirrors receive.
@@ -215,6 +215,10 @@ func OutcomeOf(res *configv1.Resources, req Request) Outcome {
 	rt := Match(res, req)
 	if rt == nil {
 		return Outcome{Status: http.StatusNotFound}
+	}
+	if rt.GetStop() {
+		// A listener's hostname ends here: nothing less specific serves the request.
+		return Outcome{Route: rt, Status: http.StatusNotFound}
 	}
 	if IsPreflight(rt, req) {
 		return Outcome{Route: rt, Status: http.StatusNoContent, Preflight: true, Header: PreflightHeader(rt.GetCors(), req)}

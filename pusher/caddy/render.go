@@ -3,7 +3,7 @@
 // it. The request semantics are those of contract.Match (the reference): per request, the
 // virtual hosts that apply are tried in order (the exact host, a one-label wildcard, then the
 // catch-all), each as a subroute whose routes are tried in order; what nothing matches gets
-// a 404. Each server (HTTP, HTTPS) gets the routes served on its scheme. Paths are matched
+// a 404, and so does a stop route (Route.stop). Each server (HTTP, HTTPS) gets the routes served on its scheme. Paths are matched
 // with anchored RE2 expressions (Caddy's own path matcher is case-insensitive, the Ingress
 // semantics are not); what a route does to a request (contract.RedirectLocation,
 // contract.Forwarded) is built from Caddy's placeholders, rewrite and headers handlers.
@@ -305,7 +305,8 @@ func servedOn(rt *configv1.Route, listener, scheme string) bool {
 // ({http.regexp.sluice.1}).
 const pathCapture = "sluice"
 
-// route renders rt for the server of scheme: its matchers, then what it does (a redirect,
+// route renders rt for the server of scheme: its matchers, then what it does (404 for a stop
+// route, a redirect,
 // 500 for an invalid share without ready endpoints, 503 without ready endpoints, or the
 // rewrite, the header modifiers and reverse_proxy, its transport speaking h2c to h2c
 // backends).
@@ -340,6 +341,12 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 	}
 	if len(match) > 0 {
 		r["match"] = []any{match}
+	}
+	if rt.GetStop() {
+		// A Gateway listener's hostname ends here (Route.stop): nothing less specific serves
+		// the request.
+		r["handle"] = []any{obj{"handler": "static_response", "status_code": 404, "body": "no route\n"}}
+		return r, nil
 	}
 	if rd := rt.GetRedirect(); rd != nil {
 		r["handle"] = redirect(rt, rd, scheme)

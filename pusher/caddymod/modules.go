@@ -134,7 +134,8 @@ func answer(w http.ResponseWriter, err error) error {
 	return caddy.APIError{HTTPStatus: http.StatusUnprocessableEntity, Err: err}
 }
 
-// Router routes a request by the table (http.handlers.sluice): 404 without a route, a CORS
+// Router routes a request by the table (http.handlers.sluice): 404 without a route or with a
+// stop route (Route.stop), a CORS
 // preflight answered directly (contract.PreflightHeader), the route's redirect answered directly, 500 for the route's invalid share, 503 without ready
 // endpoints, else a backend is picked, the route's mirrors get their copies (mirror), the
 // request is rewritten and its headers changed as
@@ -167,7 +168,8 @@ func (h *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	if t != nil {
 		rt = t.Match(req)
 	}
-	if rt == nil {
+	if rt == nil || rt.rt.GetStop() {
+		// A stop route ends a Gateway listener's hostname: nothing less specific serves it.
 		return plain(w, http.StatusNotFound, "no route\n")
 	}
 	if contract.IsPreflight(rt.rt, req) {

@@ -1882,7 +1882,14 @@ type Route struct {
 	Listener string `protobuf:"bytes,18,opt,name=listener,proto3" json:"listener,omitempty"`
 	// Retry, when set, sends a request again when its backend answers with one of Retry's
 	// codes (the Gateway API's HTTPRouteRetry); unset, every request is tried once.
-	Retry         *Retry `protobuf:"bytes,19,opt,name=retry,proto3" json:"retry,omitempty"`
+	Retry *Retry `protobuf:"bytes,19,opt,name=retry,proto3" json:"retry,omitempty"`
+	// Stop, when set, answers every request the route matches 404, with no backend: it ends a
+	// virtual host that is a Gateway listener's hostname on Listener and Scheme, so that a
+	// request that host's listener governs is never served by a less specific virtual host's
+	// routes (the Gateway API's listener isolation: docs/translation.md, "Listener
+	// isolation"). A stop route has no backends, redirect, rewrite, header modifiers, mirrors,
+	// CORS policy or retry policy.
+	Stop          bool `protobuf:"varint,20,opt,name=stop,proto3" json:"stop,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2048,6 +2055,13 @@ func (x *Route) GetRetry() *Retry {
 		return x.Retry
 	}
 	return nil
+}
+
+func (x *Route) GetStop() bool {
+	if x != nil {
+		return x.Stop
+	}
+	return false
 }
 
 // Retry says when a route tries a request again. A try whose answer has one of Codes is
@@ -3549,7 +3563,7 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\vVirtualHost\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12 \n" +
 	"\vcertificate\x18\x02 \x01(\tR\vcertificate\x12/\n" +
-	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xa5\a\n" +
+	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xb9\a\n" +
 	"\x05Route\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x04path\x18\x02 \x01(\v2\x1b.sluice.config.v1.PathMatchR\x04path\x127\n" +
@@ -3570,7 +3584,8 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\amirrors\x18\x10 \x03(\v2\x18.sluice.config.v1.MirrorR\amirrors\x12*\n" +
 	"\x04cors\x18\x11 \x01(\v2\x16.sluice.config.v1.CorsR\x04cors\x12\x1a\n" +
 	"\blistener\x18\x12 \x01(\tR\blistener\x12-\n" +
-	"\x05retry\x18\x13 \x01(\v2\x17.sluice.config.v1.RetryR\x05retry\"n\n" +
+	"\x05retry\x18\x13 \x01(\v2\x17.sluice.config.v1.RetryR\x05retry\x12\x12\n" +
+	"\x04stop\x18\x14 \x01(\bR\x04stop\"n\n" +
 	"\x05Retry\x12\x14\n" +
 	"\x05codes\x18\x01 \x03(\rR\x05codes\x12\x1a\n" +
 	"\battempts\x18\x02 \x01(\rR\battempts\x123\n" +
