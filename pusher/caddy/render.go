@@ -1,9 +1,10 @@
 // Package caddy is the Caddy data plane of the pusher: it renders a config into one Caddy
 // JSON document and applies it with POST /load, which replaces the whole config or none of
 // it. The request semantics are those of contract.Match (the reference): per request, the
-// virtual hosts that apply are tried in order (the exact host, a one-label wildcard, then the
-// catch-all), each as a subroute whose routes are tried in order; what nothing matches gets
-// a 404, and so does a stop route (Route.stop). Each server (HTTP, HTTPS) gets the routes served on its scheme. Paths are matched
+// virtual hosts that apply are tried in order (the exact host, a one-label wildcard, the
+// any-depth routes of deeper wildcards from the longest suffix, then the catch-all), each as a
+// subroute whose routes are tried in order; what nothing matches gets a 404, and so does a
+// stop route (Route.stop). Each server (HTTP, HTTPS) gets the routes served on its scheme. Paths are matched
 // with anchored RE2 expressions (Caddy's own path matcher is case-insensitive, the Ingress
 // semantics are not); what a route does to a request (contract.RedirectLocation,
 // contract.Forwarded) is built from Caddy's placeholders, rewrite and headers handlers.
@@ -142,8 +143,13 @@ func Render(cfg *configv1.Config, o RenderOptions) ([]byte, string, error) {
 	routes := map[string][]any{}
 	var refused RenderError
 	for _, sv := range o.servers() {
+		// Caddy's host matcher takes a wildcard one label deep. A wildcard's any-depth routes
+		// (Route.any_depth) are tried again for deeper names after every one-label wildcard,
+		// longest suffix first, and before the catch-all: the order of contract.HostCandidates.
+		var deep []obj
+		var catchAll obj
 		for _, vh := range orderedHosts(res.GetVirtualHosts()) {
-			var sub []any
+			var sub, deepSub []any
 			for _, rt := range vh.GetRoutes() {
 				if !servedOn(rt, sv.listener, sv.scheme) {
 					continue
@@ -154,15 +160,35 @@ func Render(cfg *configv1.Config, o RenderOptions) ([]byte, string, error) {
 					continue
 				}
 				sub = append(sub, r)
+				if rt.GetAnyDepth() {
+					deepSub = append(deepSub, r)
+				}
 			}
 			if len(sub) == 0 {
 				continue
 			}
 			r := obj{"handle": []any{obj{"handler": "subroute", "routes": sub}}}
-			if vh.GetHostname() != "" {
-				r["match"] = []any{obj{"host": []string{vh.GetHostname()}}}
+			h := vh.GetHostname()
+			if h == "" {
+				catchAll = r
+				continue
 			}
+			r["match"] = []any{obj{"host": []string{h}}}
 			routes[sv.key] = append(routes[sv.key], r)
+			if suffix, ok := strings.CutPrefix(h, "*"); ok && len(deepSub) > 0 {
+				// Two or more labels in front of the suffix; the host without its port.
+				pattern := `(?i)^[^.]+(\.[^.]+)+` + regexp.QuoteMeta(suffix) + "$"
+				deep = append(deep, obj{"match": []any{obj{"vars_regexp": obj{"{http.request.host}": obj{"pattern": pattern}}}},
+					"handle": []any{obj{"handler": "subroute", "routes": deepSub}}, "suffix": suffix})
+			}
+		}
+		sort.SliceStable(deep, func(i, j int) bool { return len(deep[i]["suffix"].(string)) > len(deep[j]["suffix"].(string)) })
+		for _, d := range deep {
+			delete(d, "suffix")
+			routes[sv.key] = append(routes[sv.key], d)
+		}
+		if catchAll != nil {
+			routes[sv.key] = append(routes[sv.key], catchAll)
 		}
 		routes[sv.key] = append(routes[sv.key], obj{"handle": []any{obj{"handler": "static_response", "status_code": 404, "body": "no route\n"}}})
 	}
