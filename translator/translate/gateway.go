@@ -72,6 +72,10 @@ type gatewayState struct {
 	hostLost    map[string]map[string]string // host -> HTTPRoutes refused there (crossAPIRefused) -> who keeps it
 	setsOf      map[nsName]set[nsName]       // Gateway -> ListenerSets naming it as parent (found or not)
 	setRoutes   map[nsName]set[nsName]       // ListenerSet -> HTTPRoutes naming it in parentRefs (found or not)
+	// lhosts count the served listeners' hostnames on each proxy listener, and lhBefore
+	// holds, for the entries changed since the last Build, their count then (isolation.go).
+	lhosts   map[proxyListener]map[string]int
+	lhBefore map[lhKey]int
 
 	// What was built.
 	gwOut    map[nsName]*gatewayOut
@@ -92,6 +96,7 @@ func newGatewayState() gatewayState {
 		secretUsers: map[nsName]set[nsName]{}, grantGws: map[string]set[nsName]{}, grantRoutes: map[string]set[nsName]{}, nsRoutes: map[string]set[nsName]{},
 		hostUsers: map[string]set[string]{}, hostLost: map[string]map[string]string{},
 		listenerSets: map[nsName]*gatewayv1.ListenerSet{}, setsOf: map[nsName]set[nsName]{}, setRoutes: map[nsName]set[nsName]{},
+		lhosts: map[proxyListener]map[string]int{}, lhBefore: map[lhKey]int{},
 		gwOut: map[nsName]*gatewayOut{}, routeOut: map[nsName]*routeOut{},
 		dirtyGateways: set[nsName]{}, dirtyRoutes: set[nsName]{}, statusDirty: set[string]{},
 	}
@@ -168,6 +173,9 @@ type gwClaim struct {
 	prec  routePrec
 	owner *configv1.ObjectRef
 	field string
+	// listenerHost is the hostname of the listener a route claim attached through: the route
+	// is served on the host only while that listener governs it (isolation.go).
+	listenerHost string
 }
 
 func (c gwClaim) ownerKey() string {
@@ -393,6 +401,7 @@ func (t *Translator) retranslateGateway(k nsName) {
 		addTo(g.hostUsers, h, key)
 		t.dirtyHosts.add(h)
 	}
+	t.countListenerHosts(out, 1)
 }
 
 func (t *Translator) unindexGateway(k nsName, out *gatewayOut) {
@@ -408,6 +417,7 @@ func (t *Translator) unindexGateway(k nsName, out *gatewayOut) {
 		removeFrom(g.hostUsers, h, gatewayKey(k))
 		t.dirtyHosts.add(h)
 	}
+	t.countListenerHosts(out, -1)
 }
 
 func cond(typ, status, reason, msg string, gen int64) *watchv1.Condition {
@@ -738,7 +748,10 @@ func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
 						continue
 					}
 					for mi, tmpl := range r.routes {
-						key := fmt.Sprintf("%s|%d|%s|%d|%d", h, lo.scheme, lo.listener, ri, mi)
+						// One claim per listener hostname too: of two listeners on one proxy
+						// listener giving the route the same host, the one governing it
+						// serves it (isolation.go).
+						key := fmt.Sprintf("%s|%d|%s|%s|%d|%d", h, lo.scheme, lo.listener, lo.hostname, ri, mi)
 						if seen[key] {
 							continue
 						}
@@ -754,7 +767,7 @@ func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
 						}
 						prec := r.precs[mi]
 						prec.scheme, prec.listener = lo.scheme, lo.listener
-						out.claims[h] = append(out.claims[h], gwClaim{route: route, owner: owner, prec: prec})
+						out.claims[h] = append(out.claims[h], gwClaim{route: route, owner: owner, prec: prec, listenerHost: lo.hostname})
 					}
 				}
 			}
@@ -1260,7 +1273,7 @@ func (t *Translator) routeBackend(out *routeOut, br gatewayv1.BackendRef, field 
 
 // gatewayClaims returns the Gateway API's routes on host h in precedence order, and its
 // certificate claims in theirs (Gateways before HTTPRoutes, oldest first), leaving out the
-// HTTPRoutes refused there.
+// HTTPRoutes refused there and the routes of listeners that do not govern h (isolation.go).
 func (t *Translator) gatewayClaims(h string, refused map[string]hostClaimant) ([]*configv1.Route, []gwClaim) {
 	var rs, cs []gwClaim
 	for key := range t.gw.hostUsers[h] {
@@ -1284,6 +1297,7 @@ func (t *Translator) gatewayClaims(h string, refused map[string]hostClaimant) ([
 			}
 		}
 	}
+	rs = t.isolated(h, rs)
 	sort.Slice(rs, func(i, j int) bool { return rs[i].prec.less(rs[j].prec) })
 	sort.Slice(cs, func(i, j int) bool {
 		a, b := cs[i], cs[j]

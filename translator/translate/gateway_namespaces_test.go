@@ -10,13 +10,16 @@ import (
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
 
-// routesOn is the names of the routes served on host.
+// routesOn is the names of the routes served on host, stop routes left out.
 func routesOn(tr *Translator, host string) []string {
 	var out []string
 	for _, vh := range tr.State().Resources().GetVirtualHosts() {
 		if vh.GetHostname() == host {
 			for _, r := range vh.GetRoutes() {
-				out = append(out, r.GetName())
+				// The listener's stop route (listener isolation) is there whoever attaches.
+				if !r.GetStop() {
+					out = append(out, r.GetName())
+				}
 			}
 		}
 	}

@@ -348,6 +348,8 @@ func (t *Translator) Build() {
 	for k := range t.gw.dirtyGateways {
 		t.retranslateGateway(k)
 	}
+	// Listener isolation: which listener governs a host follows the listeners' hostnames.
+	t.listenerHostsChanged()
 	for k := range t.gw.dirtyRoutes {
 		t.retranslateRoute(k)
 	}
@@ -919,6 +921,9 @@ func (t *Translator) resolveHost(h string) {
 	// Within each source its own order; the Gateway API's routes first.
 	sort.Slice(routes, func(i, j int) bool { return moreSpecific(routes[i].Path, routes[j].Path) })
 	routes = append(gwRoutes, routes...)
+	// A Gateway listener's hostname ends with its stop routes, after the Ingresses' too, so
+	// that no less specific host serves what that listener governs (isolation.go).
+	routes = append(routes, t.stopRoutes(h)...)
 
 	// What the virtual host refers to: backends and certificates are in the output while a
 	// virtual host uses them.
