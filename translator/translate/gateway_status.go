@@ -95,7 +95,7 @@ func (t *Translator) TakeGatewayStatusChanges() []*watchv1.ObjectKey {
 // with what a GatewayClass declares. Features lists what a translator declares with its
 // settings.
 var SupportedFeatures = []string{
-	"Gateway", "HTTPRoute",
+	"Gateway", "GatewayHTTPListenerIsolation", "HTTPRoute",
 	"HTTPRoute303RedirectStatusCode", "HTTPRoute307RedirectStatusCode", "HTTPRoute308RedirectStatusCode",
 	"HTTPRouteBackendProtocolH2C", "HTTPRouteBackendProtocolWebSocket", "HTTPRouteBackendRequestHeaderModification",
 	"HTTPRouteBackendTimeout", "HTTPRouteCORS", "HTTPRouteHostRewrite", "HTTPRouteMethodMatching", "HTTPRouteNamedRouteRule",
