@@ -159,6 +159,10 @@ func (s *Settings) target(ctx context.Context, log hclog.Logger) (gate.DataPlane
 	cc := caddy.Config{Admin: s.CaddyAdmin, Render: caddy.RenderOptions{HTTPListen: s.ProxyHTTPListen, HTTPSListen: s.ProxyHTTPSListen,
 		MetricsListen: s.ProxyMetricsListen, AccessLog: s.ProxyAccessLog}}
 	cc.Render.Listeners, _ = s.listeners() // checked by Validate
+	cc.UnboundListener = func(l string) {
+		log.Warn("routes name a listener this pusher does not bind; they are served nowhere here: give every pusher the translator's listeners (--proxy-listener)",
+			"listener", l)
+	}
 	kind := s.CaddyTarget
 	if kind == "auto" {
 		for {

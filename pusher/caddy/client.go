@@ -37,6 +37,9 @@ type Config struct {
 	Admin   string
 	Render  RenderOptions
 	Timeout time.Duration
+	// UnboundListener, when set, is told once of each listener the configs' routes name
+	// that Render.Listeners does not bind: those routes are served nowhere.
+	UnboundListener func(listener string)
 }
 
 // Target is Caddy behind its admin API.
@@ -51,6 +54,8 @@ type Target struct {
 	lastCfg  *configv1.Config
 	lastBody []byte
 	lastFP   string
+
+	unbound *unbound
 }
 
 func (t *Target) render(cfg *configv1.Config) ([]byte, string, error) {
@@ -76,7 +81,7 @@ func New(cfg Config) (*Target, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
 	}
-	t := &Target{cfg: cfg}
+	t := &Target{cfg: cfg, unbound: newUnbound(cfg.Render, cfg.UnboundListener)}
 	switch u.Scheme {
 	case "http", "https":
 		t.base = strings.TrimRight(cfg.Admin, "/")
@@ -120,6 +125,7 @@ func (t *Target) Apply(ctx context.Context, cfg *configv1.Config) error {
 	if err != nil {
 		return rejectedRender(err)
 	}
+	t.unbound.check(cfg.GetResources().GetVirtualHosts())
 	return t.load(ctx, body)
 }
 

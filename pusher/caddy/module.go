@@ -120,6 +120,7 @@ func (m *ModuleTarget) Apply(ctx context.Context, cfg *configv1.Config) error {
 	if err != nil {
 		return &RejectedError{Message: "cannot encode: " + err.Error()}
 	}
+	m.t.unbound.check(cfg.GetResources().GetVirtualHosts())
 	return m.send(ctx, http.MethodPut, modulePathState, body)
 }
 
@@ -130,6 +131,7 @@ func (m *ModuleTarget) ApplyDelta(ctx context.Context, d *configv1.ConfigDelta) 
 	if err != nil {
 		return &RejectedError{Message: "cannot encode: " + err.Error()}
 	}
+	m.t.unbound.check(d.GetVirtualHosts())
 	return m.send(ctx, http.MethodPost, modulePathDelta, body)
 }
 
