@@ -179,9 +179,11 @@ func startPusherOn(t testing.TB, stock bool, translatorAddr string, extra ...str
 		HTTPListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPPort), HTTPSListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPSPort)}}
 	for i := 0; i+1 < len(extra); i++ {
 		if extra[i] == "--proxy-listener" {
-			scheme, rest, _ := strings.Cut(extra[i+1], ":")
-			name, listen, _ := strings.Cut(rest, "=")
-			cc.Render.Listeners = append(cc.Render.Listeners, caddy.Listener{Name: name, HTTPS: scheme == "https", Listen: listen})
+			l, err := caddy.ParseListener(extra[i+1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			cc.Render.Listeners = append(cc.Render.Listeners, l)
 		}
 	}
 	var target probe
@@ -653,7 +655,7 @@ func replayGoldens(t *testing.T, stock bool) {
 			a := testenv.Addrs(t, 1)[0]
 			_, port, _ := net.SplitHostPort(a)
 			bound[l.Name], _ = strconv.Atoi(port)
-			listenerFlags = append(listenerFlags, "--proxy-listener", map[bool]string{false: "http:", true: "https:"}[l.HTTPS]+l.Name+"="+a)
+			listenerFlags = append(listenerFlags, "--proxy-listener", caddy.Listener{Name: l.Name, HTTPS: l.HTTPS, Listen: a}.Flag())
 		}
 	}
 	fake, addr := startFake(t)

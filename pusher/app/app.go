@@ -6,7 +6,6 @@ import (
 	"context"
 	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/sluice-io/sluice/internal/cli"
 	"github.com/sluice-io/sluice/internal/config"
-	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/identity"
 	"github.com/sluice-io/sluice/internal/run"
@@ -130,14 +128,11 @@ func (s *Settings) listeners() ([]caddy.Listener, error) {
 	names := map[string]bool{}
 	binds := map[string]bool{s.ProxyHTTPListen: true, s.ProxyHTTPSListen: true}
 	for _, v := range s.ProxyListeners {
-		scheme, rest, ok := strings.Cut(v, ":")
-		name, listen, ok2 := strings.Cut(rest, "=")
-		if !ok || !ok2 || (scheme != "http" && scheme != "https") {
-			return nil, config.Errorf("proxy-listener", v, "must be http:NAME=ADDRESS or https:NAME=ADDRESS")
-		}
-		if err := contract.CheckListenerName(name); err != nil {
+		l, err := caddy.ParseListener(v)
+		if err != nil {
 			return nil, config.Errorf("proxy-listener", v, "%v", err)
 		}
+		name, listen := l.Name, l.Listen
 		if err := config.CheckHostPort("proxy-listener", listen, false); err != nil {
 			return nil, err
 		}
@@ -148,7 +143,7 @@ func (s *Settings) listeners() ([]caddy.Listener, error) {
 			return nil, config.Errorf("proxy-listener", v, "address %s is bound by another listener", listen)
 		}
 		names[name], binds[listen] = true, true
-		out = append(out, caddy.Listener{Name: name, HTTPS: scheme == "https", Listen: listen})
+		out = append(out, l)
 	}
 	return out, nil
 }

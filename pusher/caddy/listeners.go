@@ -1,8 +1,11 @@
 package caddy
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
@@ -44,4 +47,28 @@ func (u *unbound) check(vhs []*configv1.VirtualHost) {
 	for _, l := range fresh {
 		u.report(l)
 	}
+}
+
+// ParseListener reads a --proxy-listener value, SCHEME:NAME=ADDRESS (Listener.Flag's form):
+// SCHEME http or https, NAME a listener name the translator gives routes
+// (contract.CheckListenerName). ADDRESS is returned as given; the caller checks it.
+func ParseListener(v string) (Listener, error) {
+	scheme, rest, ok := strings.Cut(v, ":")
+	name, listen, ok2 := strings.Cut(rest, "=")
+	if !ok || !ok2 || (scheme != "http" && scheme != "https") {
+		return Listener{}, fmt.Errorf("must be http:NAME=ADDRESS or https:NAME=ADDRESS")
+	}
+	if err := contract.CheckListenerName(name); err != nil {
+		return Listener{}, err
+	}
+	return Listener{Name: name, HTTPS: scheme == "https", Listen: listen}, nil
+}
+
+// Flag is l as a --proxy-listener value (ParseListener reads it back).
+func (l Listener) Flag() string {
+	scheme := "http"
+	if l.HTTPS {
+		scheme = "https"
+	}
+	return scheme + ":" + l.Name + "=" + l.Listen
 }

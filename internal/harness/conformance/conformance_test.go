@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/harness/stack"
 	"github.com/sluice-io/sluice/internal/harness/testenv"
+	"github.com/sluice-io/sluice/pusher/caddy"
 	"github.com/sluice-io/sluice/translator/translate"
 )
 
@@ -92,7 +93,7 @@ func fleet(t *testing.T) (translatorArgs, pusherArgs []string, listeners map[str
 			name := net.JoinHostPort(addr, fmt.Sprint(p.port))
 			bind := binds[i*len(ports)+j]
 			listeners[name] = bind
-			pusherArgs = append(pusherArgs, "--proxy-listener", map[bool]string{false: "http:", true: "https:"}[p.https]+name+"="+bind)
+			pusherArgs = append(pusherArgs, "--proxy-listener", caddy.Listener{Name: name, HTTPS: p.https, Listen: bind}.Flag())
 		}
 	}
 	return translatorArgs, pusherArgs, listeners, opts
