@@ -12,6 +12,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // chart is one SVG the report embeds: its file name in the charts directory (fixed, so
@@ -26,7 +28,22 @@ var (
 	chartChangeCDF = chart{"change-to-served-cdf.svg", "Change to served: CDF, idle and under churn"}
 	chartMemory    = chart{"memory.svg", "Memory: resident set size per process"}
 	chartBytes     = chart{"bytes-per-change.svg", "Bytes per change"}
+	chartRouting   = chart{"request-routing.svg", "Request routing: successful requests per second"}
 )
+
+// The plot's size; the legend gets its own column right of it, so the SVG is wider by the
+// legend's width.
+const (
+	plotWidth  = 18 * vg.Centimeter
+	plotHeight = 11 * vg.Centimeter
+	legendGap  = 8 // points between the plot and the legend, and right of the legend
+)
+
+// charts are the charts writeCharts writes, each with the function that draws it.
+var charts = []struct {
+	chart
+	build func([]Result) (*plot.Plot, error)
+}{{chartColdStart, coldStartPlot}, {chartChangeCDF, changeCDFPlot}, {chartMemory, memoryPlot}, {chartBytes, bytesPlot}, {chartRouting, routingPlot}}
 
 // chartsDir is where the charts go, relative to the report: next to it, in a directory
 // named after it (docs/benchmarks/ for docs/benchmarks.md).
@@ -40,21 +57,63 @@ func writeCharts(dir string, rs []Result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("charts directory: %w", err)
 	}
-	for _, c := range []struct {
-		chart
-		build func([]Result) (*plot.Plot, error)
-	}{{chartColdStart, coldStartPlot}, {chartChangeCDF, changeCDFPlot}, {chartMemory, memoryPlot}, {chartBytes, bytesPlot}} {
+	for _, c := range charts {
 		p, err := c.build(rs)
 		if err != nil {
 			return fmt.Errorf("chart %s: %w", c.file, err)
 		}
 		p.Title.Text = c.title
-		p.Legend.TextStyle.Font.Size = vg.Points(9)
-		if err := p.Save(18*vg.Centimeter, 11*vg.Centimeter, filepath.Join(dir, c.file)); err != nil {
+		cv, _ := render(p)
+		f, err := os.Create(filepath.Join(dir, c.file))
+		if err != nil {
+			return fmt.Errorf("chart %s: %w", c.file, err)
+		}
+		_, err = cv.WriteTo(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			return fmt.Errorf("chart %s: %w", c.file, err)
 		}
 	}
 	return nil
+}
+
+// layout is where render put a chart's parts, in the SVG's coordinates (points, origin at
+// the bottom left): the whole canvas, the plot with its axes, its data area, and the legend.
+type layout struct {
+	canvas, plot, data, legend vg.Rectangle
+}
+
+// render draws p with its legend outside the plot, in a column to the right of it: a legend
+// inside the data area covers bars or lines whatever corner it is put in.
+func render(p *plot.Plot) (*vgsvg.Canvas, layout) {
+	leg := p.Legend
+	p.Legend = plot.NewLegend() // the plot draws no legend of its own
+	leg.TextStyle.Font.Size = vg.Points(9)
+	leg.Top, leg.Left = true, true
+	legW := leg.Rectangle(draw.Canvas{}).Size().X
+	if legW > 0 {
+		legW += 2 * legendGap
+	}
+	cv := vgsvg.New(plotWidth+legW, plotHeight)
+	dc := draw.New(cv)
+	var l layout
+	l.canvas = dc.Rectangle
+	plotC := draw.Crop(dc, 0, -legW, 0, 0)
+	l.plot = plotC.Rectangle
+	p.Draw(plotC)
+	l.data = p.DataCanvas(plotC).Rectangle
+	if legW > 0 {
+		// The legend's top at the data area's top, below the title.
+		legC := draw.Crop(dc, plotWidth+legendGap, -legendGap, 0, l.data.Max.Y-dc.Max.Y)
+		leg.Draw(legC)
+		r := leg.Rectangle(legC)
+		// Rectangle places a Left legend at the right edge; Draw puts it at the left one.
+		l.legend = vg.Rectangle{Min: vg.Point{X: legC.Min.X, Y: r.Min.Y}, Max: vg.Point{X: legC.Min.X + r.Size().X, Y: r.Max.Y}}
+	}
+	p.Legend = leg
+	return cv, l
 }
 
 func sizeNames(rs []Result) []string {
@@ -72,9 +131,7 @@ func coldStartPlot(rs []Result) (*plot.Plot, error) {
 	p := plot.New()
 	p.Y.Label.Text = "ms"
 	p.NominalX(sizeNames(rs)...)
-	// The legend goes right of the bars, in room made by widening the x axis.
-	p.Legend.Top = true
-	p.X.Min, p.X.Max = -0.6, float64(len(rs)-1)+0.6+0.9*float64(len(rs))
+	p.X.Min, p.X.Max = -0.6, float64(len(rs)-1)+0.6
 	w := vg.Points(40)
 	var stages []string
 	for k := range rs[0].Stages {
@@ -98,7 +155,7 @@ func coldStartPlot(rs []Result) (*plot.Plot, error) {
 	}})
 	limits := []segment{
 		{"limit: informer list", func(r Result) float64 { return r.InformerListMs }},
-		{"limit: Caddy load", func(r Result) float64 { return r.CaddyLoadMs }},
+		{"limit: module complete state", func(r Result) float64 { return r.ModuleApplyMs }},
 	}
 	next := 0
 	for i, stack := range [][]segment{sluice, limits} {
@@ -143,7 +200,6 @@ func changeCDFPlot(rs []Result) (*plot.Plot, error) {
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Y.Min, p.Y.Max = 0, 1
-	p.Legend.Top, p.Legend.Left = false, false
 	p.Add(plotter.NewGrid())
 	i := 0
 	for _, r := range rs {
@@ -195,9 +251,9 @@ func cdf(samples []float64) plotter.XYs {
 func groupedBars(rs []Result, categories []string, value func(Result, string) float64) (*plot.Plot, error) {
 	p := plot.New()
 	p.NominalX(categories...)
-	p.Legend.Top = true
 	p.X.Min, p.X.Max = -0.6, float64(len(categories)-1)+0.6
-	w := vg.Points(24)
+	// As wide as fits: every size's bar side by side within one category's slot.
+	w := vg.Points(math.Min(24, 60/float64(len(rs))))
 	top := 0.0
 	for i, r := range rs {
 		vs := make(plotter.Values, len(categories))
@@ -215,7 +271,41 @@ func groupedBars(rs []Result, categories []string, value func(Result, string) fl
 		p.Add(b)
 		p.Legend.Add(fmt.Sprintf("%d Ingresses", r.Ingresses), b)
 	}
-	p.Y.Min, p.Y.Max = 0, 1.25*top // room for the legend above the bars
+	p.Y.Min, p.Y.Max = 0, 1.05*top
+	return p, nil
+}
+
+// routingPlot draws the successful requests per second, module against stock Caddy, per
+// size (sizes without a routing measure are drawn as 0, so that every size has its slot).
+func routingPlot(rs []Result) (*plot.Plot, error) {
+	p := plot.New()
+	p.NominalX(sizeNames(rs)...)
+	p.X.Min, p.X.Max = -0.6, float64(len(rs)-1)+0.6
+	p.Y.Label.Text = "requests per second (200s)"
+	w := vg.Points(30)
+	top := 0.0
+	for i, m := range []struct {
+		name string
+		get  func(*Routing) RouteStats
+	}{{"Sluice module", func(rt *Routing) RouteStats { return rt.Module }}, {"stock Caddy, same config", func(rt *Routing) RouteStats { return rt.Stock }}} {
+		vs := make(plotter.Values, len(rs))
+		for j, r := range rs {
+			if r.Routing != nil {
+				vs[j] = m.get(r.Routing).RPS
+				top = math.Max(top, vs[j])
+			}
+		}
+		b, err := plotter.NewBarChart(vs, w)
+		if err != nil {
+			return nil, err
+		}
+		b.LineStyle.Width = vg.Length(0)
+		b.Color = plotutil.Color(i)
+		b.Offset = w * vg.Length(2*i-1) / 2
+		p.Add(b)
+		p.Legend.Add(m.name, b)
+	}
+	p.Y.Min, p.Y.Max = 0, math.Max(1, 1.05*top)
 	return p, nil
 }
 

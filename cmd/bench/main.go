@@ -47,12 +47,15 @@ import (
 )
 
 func main() {
-	sizes := flag.String("sizes", "1000,10000", "numbers of Ingresses (each with its Service and EndpointSlice)")
+	sizes := flag.String("sizes", "1000,10000,100000", "numbers of Ingresses (each with its Service and EndpointSlice)")
 	runs := flag.Int("runs", 3, "cold starts per size (the median is reported)")
 	changes := flag.Int("changes", 200, "changes per change-to-served measure")
 	md := flag.String("out", "docs/benchmarks.md", "the report")
 	js := flag.String("json", "docs/benchmarks.json", "the machine-readable results")
 	profDir := flag.String("profiles", ".bench", "where CPU profiles go")
+	flag.IntVar(&routeConns, "route-conns", 16, "concurrent keep-alive clients of the request-routing measure")
+	flag.DurationVar(&routeDuration, "route-duration", 5*time.Second, "how long each request-routing load runs (per Caddy)")
+	flag.IntVar(&createWorkers, "create-workers", 64, "concurrent clients creating the objects")
 	flag.Parse()
 	if err := run(*sizes, *runs, *changes, *md, *js, *profDir); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
@@ -61,6 +64,13 @@ func main() {
 	}
 	testenv.Cleanup()
 }
+
+// The request-routing load and the object creation, set by flags.
+var (
+	routeConns    = 16
+	routeDuration = 5 * time.Second
+	createWorkers = 64
+)
 
 // Result is one size's figures (milliseconds, MiB, bytes).
 type Result struct {
@@ -72,7 +82,11 @@ type Result struct {
 	InformerListMs float64            `json:"limit_informer_list_ms"`
 	CaddyLoadMs    float64            `json:"limit_caddy_load_ms"`
 	ModuleApplyMs  float64            `json:"module_apply_complete_ms"`
-	ColdRatio      float64            `json:"cold_start_ratio"`
+	// The limit is the informer list plus the module's complete-state apply (what the
+	// pusher drives); the ratio is Sluice's cold start over it. Reports written before the
+	// limit was defined so have no cold_start_limit_ms and a ratio against the stock /load.
+	ColdLimitMs float64 `json:"cold_start_limit_ms"`
+	ColdRatio   float64 `json:"cold_start_ratio"`
 
 	HoldoffMs  float64 `json:"holdoff_ms"`
 	IdleP50Ms  float64 `json:"change_idle_p50_ms"`
@@ -94,6 +108,8 @@ type Result struct {
 	ChangesApplied       float64 `json:"changes_caddy_loads"`
 
 	RSS map[string]map[string]float64 `json:"rss_mib"` // process -> steady|peak
+
+	Routing *Routing `json:"routing,omitempty"`
 
 	WatchBytesPerChange  float64 `json:"watch_bytes_per_change"`
 	ConfigBytesPerChange float64 `json:"config_bytes_per_change"`
@@ -137,7 +153,9 @@ func run(sizeList string, runs, changes int, mdPath, jsPath, profDir string) err
 		return err
 	}
 	cfg := e.c.AdminConfig()
-	cfg.QPS, cfg.Burst = 5000, 5000
+	// The object creation's clients share this rate limit: set high enough that the
+	// apiserver, not the client, bounds creation at 100k Ingresses.
+	cfg.QPS, cfg.Burst = 20000, 20000
 	e.cs = kubernetes.NewForConfigOrDie(cfg)
 	if e.cert, e.key, err = pki.SelfSigned("bench.example.com", "*.bench.example.com"); err != nil {
 		return err
@@ -149,20 +167,32 @@ func run(sizeList string, runs, changes int, mdPath, jsPath, profDir string) err
 	if err := os.MkdirAll(profDir, 0o755); err != nil {
 		return err
 	}
-	var results []Result
+	var sizes []int
 	for _, s := range strings.Split(sizeList, ",") {
 		size, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			return fmt.Errorf("-sizes: %w", err)
+		if err != nil || size < 1 {
+			return fmt.Errorf("-sizes: %q is not a positive number", s)
 		}
+		sizes = append(sizes, size)
+	}
+	var results []Result
+	var failures []Failure
+	for _, size := range sizes {
 		r, err := e.measure(ctx, size, runs, changes, profDir)
 		if err != nil {
-			return fmt.Errorf("size %d: %w", size, err)
+			// A size the apiserver, etcd or the stack cannot hold ends the run (the larger
+			// sizes would fail as well), but the sizes measured so far are still reported.
+			fmt.Fprintf(os.Stderr, "bench: size %d failed: %v\n", size, err)
+			failures = append(failures, Failure{Ingresses: size, Error: firstLines(err.Error(), 12)})
+			break
 		}
 		results = append(results, r)
 		print(r)
 	}
-	js, _ := json.MarshalIndent(map[string]any{"machine": machine(), "results": results}, "", "  ")
+	if len(results) == 0 {
+		return fmt.Errorf("no size completed: %s", failures[0].Error)
+	}
+	js, _ := json.MarshalIndent(map[string]any{"machine": machine(), "results": results, "failed": failures}, "", "  ")
 	if err := os.WriteFile(jsPath, append(js, '\n'), 0o644); err != nil {
 		return err
 	}
@@ -170,7 +200,33 @@ func run(sizeList string, runs, changes int, mdPath, jsPath, profDir string) err
 	if err := writeCharts(filepath.Join(filepath.Dir(mdPath), chartsDir), results); err != nil {
 		return err
 	}
-	return os.WriteFile(mdPath, []byte(report(results, base, runs, changes)), 0o644)
+	if err := os.WriteFile(mdPath, []byte(report(results, base, runs, changes, failures...)), 0o644); err != nil {
+		return err
+	}
+	if len(failures) > 0 {
+		return fmt.Errorf("size %d failed (the report has the sizes before it): %s", failures[0].Ingresses, failures[0].Error)
+	}
+	return nil
+}
+
+// Failure is a size that could not be measured, and why.
+type Failure struct {
+	Ingresses int    `json:"ingresses"`
+	Error     string `json:"error"`
+}
+
+func firstLines(s string, n int) string {
+	ls := strings.SplitN(s, "\n", n+1)
+	if len(ls) > n {
+		ls = ls[:n]
+	}
+	return strings.TrimSpace(strings.Join(ls, "\n"))
+}
+
+// scaled is base plus per for every 1000 Ingresses: the waits grow with what Sluice must
+// list, translate and load, so a large size is not cut off by a limit set for a small one.
+func scaled(base, per time.Duration, size int) time.Duration {
+	return base + per*time.Duration(size/1000)
 }
 
 // baseline reads the results the last run wrote, by size, so that the report shows each
@@ -203,23 +259,33 @@ func (e *env) populate(ctx context.Context, ns string, size int) error {
 	prog.step(fmt.Sprintf("%d Ingresses: creating the objects", size), size)
 	work := make(chan int)
 	errc := make(chan error, 1)
+	// The first error stops the creation: an apiserver or etcd that cannot hold the size
+	// would fail every remaining create, one round trip each.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
-	for w := 0; w < 16; w++ {
+	// Many concurrent clients: one create is a round trip to the apiserver and etcd's
+	// commit, so 310k objects one worker at a time would take hours.
+	for w := 0; w < createWorkers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range work {
+				if ctx.Err() != nil {
+					continue
+				}
 				if err := e.createApp(ctx, ns, i); err != nil {
 					select {
-					case errc <- err:
+					case errc <- fmt.Errorf("creating Ingress %d of %d: %w", i, size, err):
 					default:
 					}
+					cancel()
 				}
 				prog.add(1)
 			}
 		}()
 	}
-	for i := 0; i < size; i++ {
+	for i := 0; i < size && ctx.Err() == nil; i++ {
 		work <- i
 	}
 	close(work)
@@ -396,6 +462,11 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	stages := map[string][]float64{}
 	var cold, informer []float64
 	var st *stack.Stack
+	defer func() {
+		if st != nil {
+			st.Stop()
+		}
+	}()
 	last := host(ns, size-1)
 	for i := 0; i < runs; i++ {
 		prog.step(fmt.Sprintf("%d Ingresses: cold start %d of %d (informer list, then Sluice to first request served)", size, i+1, runs), 0)
@@ -426,7 +497,7 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 		if err != nil {
 			return r, err
 		}
-		if _, err := waitServed(st.HTTPAddr(), last, 5*time.Minute); err != nil {
+		if _, err := waitServed(st.HTTPAddr(), last, scaled(5*time.Minute, 6*time.Second, size)); err != nil {
 			return r, fmt.Errorf("%w\n%s", err, st.Logs(20))
 		}
 		cold = append(cold, ms(time.Since(start))) // from starting the processes to the first request served
@@ -441,9 +512,9 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 		stages["5 Caddy apply"] = append(stages["5 Caddy apply"], ms(pTook))
 		if i < runs-1 {
 			st.Stop()
+			st = nil
 		}
 	}
-	defer st.Stop()
 	r.ColdStartMs, r.InformerListMs = median(cold), median(informer)
 	for k, v := range stages {
 		r.Stages[k] = median(v)
@@ -494,7 +565,8 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	}
 	r.ModuleApplyMs = median(puts)
 	r.CaddyLoadMs = median(loads)
-	r.ColdRatio = r.ColdStartMs / (r.InformerListMs + r.CaddyLoadMs)
+	r.ColdLimitMs = r.InformerListMs + r.ModuleApplyMs
+	r.ColdRatio = r.ColdStartMs / r.ColdLimitMs
 	r.HoldoffMs = 10
 
 	// Change to served: an Ingress created until the config stream carries it, and until
@@ -505,14 +577,14 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	if err != nil {
 		return r, err
 	}
-	if _, err := f.waitHost(last, time.Minute); err != nil {
+	if _, err := f.waitHost(last, scaled(time.Minute, 3*time.Second, size)); err != nil {
 		return r, err
 	}
 	wBytes0, cBytes0 := metric(st.WatcherHTTP, "sluice_watcher_stream_bytes_total"), f.streamBytes()
 	applied0 := metric(st.PusherHTTP, "sluice_pusher_configs_applied_total")
 	build0 := metric(st.TranslatorHTTP, `sluice_translator_build_seconds_sum{published="true"}`)
 	builds0 := metric(st.TranslatorHTTP, `sluice_translator_build_seconds_count{published="true"}`)
-	idleConfig, idle, objBytes, err := e.changes(ctx, st, f, ns, "idle", changes)
+	idleConfig, idle, objBytes, err := e.changes(ctx, st, f, ns, "idle", changes, size)
 	if err != nil {
 		return r, err
 	}
@@ -549,7 +621,7 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 		profDone <- fetch("http://"+pprofAddr["translator"]+"/debug/pprof/profile?seconds=15", profile)
 	}()
 	churnStart := time.Now()
-	churnConfig, churn, _, err := e.changes(ctx, st, f, ns, "churn", changes)
+	churnConfig, churn, _, err := e.changes(ctx, st, f, ns, "churn", changes, size)
 	stopChurn()
 	n := <-churned
 	if err != nil {
@@ -564,6 +636,9 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 		r.Profile = string(out)
 	}
 	r.ChangeCaddyMs = median(loads)
+	if r.Routing, err = e.routing(ctx, st, ns, size); err != nil {
+		return r, err
+	}
 	// Where the bytes go: the in-use heap of each process after the change measures.
 	r.Heap = map[string]string{}
 	prog.step(fmt.Sprintf("%d Ingresses: heap profiles and memory", size), 0)
@@ -578,6 +653,41 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 		r.RSS[p.Name()] = map[string]float64{"steady": p.RSS("VmRSS") / 1024, "peak": p.RSS("VmHWM") / 1024}
 	}
 	return r, nil
+}
+
+// routing runs the same load through the stack's Caddy (the module) and then through a
+// stock Caddy loaded with the stack's current config by /load, one after the other.
+func (e *env) routing(ctx context.Context, st *stack.Stack, ns string, size int) (*Routing, error) {
+	hosts := make([]string, size)
+	for i := range hosts {
+		hosts[i] = host(ns, i)
+	}
+	rt := &Routing{Conns: routeConns, DurationMs: ms(routeDuration)}
+	prog.step(fmt.Sprintf("%d Ingresses: request routing through the module's Caddy (%d clients, %s)", size, routeConns, routeDuration), 0)
+	rt.Module = load(ctx, st.HTTPAddr(), hosts, routeConns, routeDuration)
+	final, err := currentConfig(ctx, st.TranslatorAddr)
+	if err != nil {
+		return nil, err
+	}
+	cd, err := testenv.StartStockCaddy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cd.Kill()
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", cd.HTTPPort)
+	target, err := caddy.New(caddy.Config{Admin: cd.AdminURL, Render: caddy.RenderOptions{HTTPListen: httpAddr, HTTPSListen: fmt.Sprintf("127.0.0.1:%d", cd.HTTPSPort)}})
+	if err != nil {
+		return nil, err
+	}
+	if err := target.Apply(ctx, final); err != nil {
+		return nil, fmt.Errorf("stock Caddy /load for the routing measure: %w", err)
+	}
+	if _, err := waitServed(httpAddr, hosts[len(hosts)-1], scaled(time.Minute, time.Second, size)); err != nil {
+		return nil, fmt.Errorf("stock Caddy: %w", err)
+	}
+	prog.step(fmt.Sprintf("%d Ingresses: request routing through stock Caddy (%d clients, %s)", size, routeConns, routeDuration), 0)
+	rt.Stock = load(ctx, httpAddr, hosts, routeConns, routeDuration)
+	return rt, nil
 }
 
 // follower follows the translator's config stream as a pusher does (the chain checked
@@ -698,7 +808,8 @@ func withRV(e *env, ns, name string, extra int) *discoveryv1.EndpointSlice {
 // changePause separates the changes of a measure: ten times the default holdoff.
 const changePause = 100 * time.Millisecond
 
-func (e *env) changes(ctx context.Context, st *stack.Stack, f *follower, ns, tag string, n int) (config, served []float64, objBytes float64, _ error) {
+func (e *env) changes(ctx context.Context, st *stack.Stack, f *follower, ns, tag string, n, ingresses int) (config, served []float64, objBytes float64, _ error) {
+	wait := scaled(time.Minute, time.Second, ingresses)
 	var size float64
 	enc := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 	prog.step(fmt.Sprintf("%s: change to served, %s", ns, tag), n)
@@ -713,11 +824,11 @@ func (e *env) changes(ctx context.Context, st *stack.Stack, f *follower, ns, tag
 		if err != nil {
 			return nil, nil, 0, err
 		}
-		if _, err := waitServed(st.HTTPAddr(), h, time.Minute); err != nil {
+		if _, err := waitServed(st.HTTPAddr(), h, wait); err != nil {
 			return nil, nil, 0, err
 		}
 		served = append(served, ms(time.Since(start)))
-		at, err := f.waitHost(h, time.Minute)
+		at, err := f.waitHost(h, wait)
 		if err != nil {
 			return nil, nil, 0, err
 		}
@@ -779,6 +890,10 @@ func machine() map[string]string {
 }
 
 func print(r Result) {
-	fmt.Printf("bench: %d Ingresses: cold start %.0f ms vs informer %.0f ms + Caddy load %.0f ms (ratio %.2f); change idle p50 %.0f p99 %.0f ms, churn p50 %.0f p99 %.0f ms\n",
-		r.Ingresses, r.ColdStartMs, r.InformerListMs, r.CaddyLoadMs, r.ColdRatio, r.IdleP50Ms, r.IdleP99Ms, r.ChurnP50Ms, r.ChurnP99Ms)
+	fmt.Printf("bench: %d Ingresses: cold start %.0f ms vs informer %.0f ms + module apply %.0f ms (ratio %.2f; stock Caddy load %.0f ms); change idle p50 %.0f p99 %.0f ms, churn p50 %.0f p99 %.0f ms\n",
+		r.Ingresses, r.ColdStartMs, r.InformerListMs, r.ModuleApplyMs, r.ColdRatio, r.CaddyLoadMs, r.IdleP50Ms, r.IdleP99Ms, r.ChurnP50Ms, r.ChurnP99Ms)
+	if rt := r.Routing; rt != nil {
+		fmt.Printf("bench: %d Ingresses: routing module %.0f rps p50 %.2f p99 %.2f ms (%d errors), stock %.0f rps p50 %.2f p99 %.2f ms (%d errors)\n",
+			r.Ingresses, rt.Module.RPS, rt.Module.P50Ms, rt.Module.P99Ms, rt.Module.Errors, rt.Stock.RPS, rt.Stock.P50Ms, rt.Stock.P99Ms, rt.Stock.Errors)
+	}
 }
