@@ -228,6 +228,15 @@ func changeCDFPlot(rs []Result) (*plot.Plot, error) {
 	if i == 0 {
 		return nil, fmt.Errorf("no change-to-served samples")
 	}
+	// The axis runs from decade to decade, so that both ends carry a label.
+	lo, hi := math.Inf(1), 0.0
+	for _, r := range rs {
+		for _, x := range append(append([]float64(nil), r.IdleSamplesMs...), r.ChurnSamplesMs...) {
+			x = math.Max(x, 0.1)
+			lo, hi = math.Min(lo, x), math.Max(hi, x)
+		}
+	}
+	p.X.Min, p.X.Max = math.Pow(10, math.Floor(math.Log10(lo))), math.Pow(10, math.Ceil(math.Log10(hi)))
 	return p, nil
 }
 
