@@ -197,12 +197,12 @@ for %.0f s, each sending `+"`GET /`"+` with the Host of a random one of the size
 200 responses count as successes (rps), every request's latency counts. First through the
 Sluice stack's Caddy (the module), then through a stock Caddy loaded by `+"`/load`"+` with the
 same config, the same load one after the other in the same run. The load generator, Caddy
-and the backend share the machine's CPUs, so rps is a bound of the whole loop, not of
+and the backend share the machine's %s CPUs, so rps is a bound of the whole loop, not of
 Caddy alone; what matters is that the cost does not grow with the number of Ingresses.
 
 | Ingresses | module rps | module p50 | module p99 | stock rps | stock p50 | stock p99 | errors (module / stock) |
 |---|---|---|---|---|---|---|---|
-`, rt.Conns, rt.DurationMs/1000)
+`, rt.Conns, rt.DurationMs/1000, machine()["cpus"])
 	for _, r := range with {
 		m, s := r.Routing.Module, r.Routing.Stock
 		fmt.Fprintf(&b, "| %d | %.0f | %.2f ms | %.2f ms | %.0f | %.2f ms | %.2f ms | %d / %d |\n", r.Ingresses, m.RPS, m.P50Ms, m.P99Ms, s.RPS, s.P50Ms, s.P99Ms, m.Errors, s.Errors)
