@@ -19,7 +19,9 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"runtime"
 	"sort"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 
@@ -453,14 +455,17 @@ func StateOf(r *configv1.Resources) (*State, error) { return stateOf(r, "") }
 
 func stateOf(r *configv1.Resources, want string) (*State, error) {
 	s := NewState()
-	// add puts without recording a pending delta: a complete state is nobody's change.
+	// A complete state is nobody's change: its resources are put without recording a
+	// pending delta. Keys are checked first, in order, so that a duplicate is named as it
+	// comes; the digests, the cost of taking a complete state, are then computed on every
+	// core (docs/design.md, "Cold start").
+	var items []item
 	add := func(t Type, key string, m proto.Message) error {
-		if s.Has(t, key) {
+		if _, dup := s.m[t][key]; dup {
 			return fmt.Errorf("%w: %s %q appears twice in the config", ErrBrokenChain, t, key)
 		}
-		d := digest(t, key, m)
-		s.m[t][key] = entry{msg: m, digest: d}
-		s.sum.add(d)
+		s.m[t][key] = entry{msg: m}
+		items = append(items, item{t, key, m})
 		return nil
 	}
 	for _, vh := range r.GetVirtualHosts() {
@@ -483,10 +488,49 @@ func stateOf(r *configv1.Resources, want string) (*State, error) {
 			return nil, err
 		}
 	}
+	ds := digests(items)
+	for i, it := range items {
+		s.m[it.t][it.key] = entry{msg: it.msg, digest: ds[i]}
+		s.sum.add(ds[i])
+	}
 	if want != "" && s.Hash() != want {
 		return nil, fmt.Errorf("%w: the config has hash %.12s, it says %.12s", ErrBrokenChain, s.Hash(), want)
 	}
 	return s, nil
+}
+
+type item struct {
+	t   Type
+	key string
+	msg proto.Message
+}
+
+// parallelDigests is the number of resources below which digests are computed on one
+// goroutine: starting more costs more than it saves.
+const parallelDigests = 1024
+
+// digests returns each item's digest, computed on every core for a large list.
+func digests(items []item) [][32]byte {
+	out := make([][32]byte, len(items))
+	workers := runtime.GOMAXPROCS(0)
+	if len(items) < parallelDigests || workers < 2 {
+		for i, it := range items {
+			out[i] = digest(it.t, it.key, it.msg)
+		}
+		return out
+	}
+	var wg sync.WaitGroup
+	per := (len(items) + workers - 1) / workers
+	for lo := 0; lo < len(items); lo += per {
+		hi := min(lo+per, len(items))
+		wg.Go(func() {
+			for i := lo; i < hi; i++ {
+				out[i] = digest(items[i].t, items[i].key, items[i].msg)
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // Hash returns the state hash of a complete config's resources.
