@@ -118,6 +118,8 @@ type Engine struct {
 	// which objects they leave out.
 	nacks chan *configv1.Nack
 	q     *quarantine
+	// unbuilt counts the objects changed since the last build (prebuild).
+	unbuilt int
 	// publishMissing remembers that --publish-service named a Service the view lacks, so
 	// that it is said once per change, not on every build.
 	publishMissing bool
@@ -227,7 +229,7 @@ func (e *Engine) follow(ctx context.Context) error {
 		return fmt.Errorf("open watch stream: %w", err)
 	}
 	e.mirror.StartStream()
-	msgs := grpcx.Pump[watchv1.WatchResponse](sctx, stream.Recv, 1024)
+	msgs := decodeAhead(sctx, grpcx.Pump[watchv1.WatchResponse](sctx, stream.Recv, 1024), 1024, 0)
 
 	// A change when no holdoff window is open is built at once (leading edge) and opens one;
 	// changes within a window are coalesced until it passes quietly, at most MaxDelay.
@@ -243,15 +245,24 @@ func (e *Engine) follow(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case r := <-msgs:
-			if r.Err != nil {
-				if errors.Is(r.Err, io.EOF) {
+			if r.err != nil {
+				if errors.Is(r.err, io.EOF) {
 					return errors.New("watcher closed the stream")
 				}
-				return r.Err
+				return r.err
 			}
-			change, err := e.apply(r.Msg)
+			r.wait()
+			change, err := e.applyDecoded(r.msg, r.obj, r.decodeErr)
 			if err != nil {
 				return err
+			}
+			if !e.synced && change != watchstream.ChangeSynced {
+				// Before the marker nothing is published, but what came is translated
+				// whenever the stream leaves the engine idle (docs/design.md, "Cold start").
+				if e.unbuilt >= prebuildBatch && len(msgs) == 0 {
+					e.prebuild()
+				}
+				continue
 			}
 			switch change {
 			case watchstream.ChangeSynced:
@@ -291,9 +302,19 @@ func (e *Engine) follow(ctx context.Context) error {
 
 // apply applies one event to the mirror and the decoded objects.
 func (e *Engine) apply(m *watchv1.WatchResponse) (watchstream.Change, error) {
-	change, err := e.mirror.Apply(m)
-	if err != nil {
-		return change, err
+	var obj runtime.Object
+	var decodeErr error
+	if m.GetUpsert() != nil {
+		obj, decodeErr = decodeOf(m)
+	}
+	return e.applyDecoded(m, obj, decodeErr)
+}
+
+// applyDecoded is apply with an upsert's object already decoded (obj, or why not: err).
+func (e *Engine) applyDecoded(m *watchv1.WatchResponse, obj runtime.Object, err error) (watchstream.Change, error) {
+	change, merr := e.mirror.Apply(m)
+	if merr != nil {
+		return change, merr
 	}
 	switch ev := m.GetEvent().(type) {
 	case *watchv1.WatchResponse_SnapshotStart:
@@ -302,7 +323,7 @@ func (e *Engine) apply(m *watchv1.WatchResponse) (watchstream.Change, error) {
 	case *watchv1.WatchResponse_Upsert:
 		o := ev.Upsert.GetObject()
 		k := watchstream.KeyOf(o)
-		obj, err := translate.Decode(o)
+		e.unbuilt++
 		if err != nil {
 			e.forget(k)
 			e.gone(k)
@@ -317,8 +338,13 @@ func (e *Engine) apply(m *watchv1.WatchResponse) (watchstream.Change, error) {
 		if kind := o.GetKind().GetKind(); translate.Quarantinable(kind) {
 			e.seen(k, obj, o.GetResourceVersion())
 		}
+		// The mirror keeps the object for its identity and version (the marker's
+		// inventory, resumes); the translator reads the decoded form. Holding the
+		// serialised bytes as well would keep every object twice.
+		o.Raw = nil
 	case *watchv1.WatchResponse_Delete:
 		k := watchstream.KeyOf(ev.Delete.GetObject())
+		e.unbuilt++
 		e.forget(k)
 		e.gone(k)
 	}
@@ -339,9 +365,31 @@ func (e *Engine) forget(k watchstream.ObjectKey) {
 	}
 }
 
+// prebuildBatch is how many objects must have come since the last translation before an
+// idle moment of the stream is used to translate them ahead of the marker: fewer would spend
+// a build's fixed costs on a handful of objects.
+const prebuildBatch = 512
+
+// prebuild translates what came so far, before the marker: nothing is published and no
+// status is handed out (the first build after the marker publishes the complete state and
+// every status), so only the work is done early. The view may still be incomplete: an
+// object translated now against a missing one is translated again when that one comes,
+// as any change is.
+func (e *Engine) prebuild() {
+	start := time.Now()
+	e.tr.SetNow(e.cfg.Now())
+	e.tr.Build()
+	e.tr.State().TakeDelta()
+	e.tr.TakeStatusChanges()
+	e.tr.TakeGatewayStatusChanges()
+	e.unbuilt = 0
+	e.cfg.Metrics.ConfigBuilt(time.Since(start), false)
+}
+
 // build translates what changed and publishes the config if it changed.
 func (e *Engine) build(first bool) {
 	start := time.Now()
+	e.unbuilt = 0
 	e.tr.SetNow(e.cfg.Now())
 	e.tr.Build()
 	st := e.tr.State()

@@ -417,3 +417,38 @@ func TestStatusesOfferedAfterEveryBuild(t *testing.T) {
 		t.Fatalf("the missing publish Service was logged %d times over two builds, want once:\n%s", n, logs)
 	}
 }
+
+// Scenario (docs/design.md, "Cold start"): the translator translates a snapshot while it
+// arrives, in the stream's idle moments, and still publishes nothing before the marker; the
+// first config after it holds everything, as a build at the marker alone would.
+func TestSnapshotTranslatedAheadOfTheMarker(t *testing.T) {
+	fw, rec := setup(t)
+	var objs, svcs []*watchv1.Object
+	for i := range prebuildBatch + 100 {
+		s := svcObject(t, fmt.Sprintf("svc%d", i), fmt.Sprint(i+1))
+		objs, svcs = append(objs, s), append(svcs, s)
+	}
+	ing := ingressObject(t, "a", "100000")
+	objs = append(objs, ing)
+	release := make(chan struct{})
+	fw.scripts <- func(send func(*watchv1.WatchResponse)) error {
+		snapshot(send, "w1", 2, objs)
+		<-release
+		send(msg("w1", 2, marker(map[*watchv1.GroupVersionKind][]*watchv1.Object{svcKind: svcs, ingKind: {ing}})))
+		return nil
+	}
+	select {
+	case <-rec.unpublished: // a build that published nothing: the snapshot translated ahead
+	case <-time.After(10 * time.Second):
+		t.Fatal("the snapshot was not translated while the stream was idle")
+	}
+	if _, cfgs, _ := rec.snapshot(); len(cfgs) != 0 {
+		t.Fatalf("%d configs before the marker", len(cfgs))
+	}
+	close(release)
+	rec.waitUntil(t, "the first config", func(_ []string, c []*configv1.Config) bool { return len(c) == 1 })
+	_, cfgs, firsts := rec.snapshot()
+	if !firsts[0] || len(cfgs[0].GetResources().GetVirtualHosts()) != 1 {
+		t.Fatalf("first config %v (first=%v)", cfgs[0], firsts[0])
+	}
+}
