@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/pflag"
 
@@ -124,6 +125,7 @@ func Main(spec Spec, args []string, stderr io.Writer) int {
 		return ExitUsage
 	}
 	logging.RouteLibraryLogs(log)
+	setMemoryLimit(log, memlimit.FromCgroup)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
