@@ -33,7 +33,7 @@ func (r *received) wait() {
 	}
 }
 
-// decoded is r's decoded object, decoding it now if no worker did.
+// decodeOf decodes an upsert's object (the work decodeAhead spreads over cores).
 func decodeOf(m *watchv1.WatchResponse) (k8sruntime.Object, error) {
 	return translate.Decode(m.GetUpsert().GetObject())
 }
