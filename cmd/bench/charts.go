@@ -270,15 +270,9 @@ func groupedBars(rs []Result, categories []string, value func(Result, string) fl
 			vs[j] = value(r, c)
 			top = math.Max(top, vs[j])
 		}
-		b, err := plotter.NewBarChart(vs, w)
-		if err != nil {
+		if err := addBars(p, vs, w, i, len(rs), fmt.Sprintf("%d Ingresses", r.Ingresses)); err != nil {
 			return nil, err
 		}
-		b.LineStyle.Width = vg.Length(0)
-		b.Color = plotutil.Color(i)
-		b.Offset = w * vg.Length(2*i-len(rs)+1) / 2
-		p.Add(b)
-		p.Legend.Add(fmt.Sprintf("%d Ingresses", r.Ingresses), b)
 	}
 	p.Y.Min, p.Y.Max = 0, 1.05*top
 	return p, nil
@@ -304,15 +298,9 @@ func routingPlot(rs []Result) (*plot.Plot, error) {
 				top = math.Max(top, vs[j])
 			}
 		}
-		b, err := plotter.NewBarChart(vs, w)
-		if err != nil {
+		if err := addBars(p, vs, w, i, 2, m.name); err != nil {
 			return nil, err
 		}
-		b.LineStyle.Width = vg.Length(0)
-		b.Color = plotutil.Color(i)
-		b.Offset = w * vg.Length(2*i-1) / 2
-		p.Add(b)
-		p.Legend.Add(m.name, b)
 	}
 	p.Y.Min, p.Y.Max = 0, math.Max(1, 1.05*top)
 	return p, nil
@@ -345,4 +333,19 @@ func bytesPlot(rs []Result) (*plot.Plot, error) {
 	}
 	p.Y.Label.Text = "bytes per change"
 	return p, nil
+}
+
+// addBars adds series i of n to a grouped bar chart: bars of width w, beside each other
+// around each category, in the series' colour, with a legend entry.
+func addBars(p *plot.Plot, vs plotter.Values, w vg.Length, i, n int, name string) error {
+	b, err := plotter.NewBarChart(vs, w)
+	if err != nil {
+		return err
+	}
+	b.LineStyle.Width = vg.Length(0)
+	b.Color = plotutil.Color(i)
+	b.Offset = w * vg.Length(2*i-n+1) / 2
+	p.Add(b)
+	p.Legend.Add(name, b)
+	return nil
 }
