@@ -397,6 +397,7 @@ func (e *Engine) prebuild() {
 	e.tr.State().TakeDelta()
 	e.tr.TakeStatusChanges()
 	e.tr.TakeGatewayStatusChanges()
+	e.log.Debug("translated ahead of the marker", "objects", e.unbuilt, "took", time.Since(start))
 	e.unbuilt = 0
 	e.cfg.Metrics.ConfigBuilt(time.Since(start), false)
 }

@@ -100,7 +100,7 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.GatewayAPI, "gateway-api", string(kinds.GatewayAPIAuto), "Gateway API kinds (GatewayClass, Gateway, HTTPRoute, ReferenceGrant): auto (watched while their CRDs are served), on (required: no marker without them), off (never watched)")
 	fs.DurationVar(&s.DiscoveryInterval, "discovery-interval", 15*time.Second, "how often discovery is asked again whether optional kinds (and --gateway-api=auto's) appeared or disappeared; a change starts a new epoch")
 	fs.IntVar(&s.HistorySize, "history-size", 16384, "changes kept so that a reconnecting client can resume without a snapshot")
-	fs.IntVar(&s.ClientBuffer, "client-buffer", 16384, "changes a client may lag behind before it is dropped with RESOURCE_EXHAUSTED")
+	fs.IntVar(&s.ClientBuffer, "client-buffer", 16384, "changes made after the initial sync a client may lag behind before it is dropped with RESOURCE_EXHAUSTED")
 	fs.DurationVar(&s.Heartbeat, "heartbeat", 10*time.Second, "heartbeat interval on idle streams")
 	fs.Float32Var(&s.KubeQPS, "kube-qps", 50, "client-side queries per second to the apiserver")
 	fs.IntVar(&s.KubeBurst, "kube-burst", 100, "client-side burst to the apiserver")

@@ -290,14 +290,16 @@ func TestChangesReachTheStoreInInformerOrder(t *testing.T) {
 			var got []string
 			for synced := false; !synced; {
 				select {
-				case ev := <-sub.Events():
-					switch ev.Type {
-					case store.EventUpsert:
-						got = append(got, "upsert "+ev.Object.GetName()+"@"+ev.Object.GetResourceVersion())
-					case store.EventDelete:
-						got = append(got, "delete "+ev.Object.GetName()+"@"+ev.Object.GetResourceVersion())
-					case store.EventSynced:
-						synced = true
+				case <-sub.Ready():
+					for _, ev := range sub.Take() {
+						switch ev.Type {
+						case store.EventUpsert:
+							got = append(got, "upsert "+ev.Object.GetName()+"@"+ev.Object.GetResourceVersion())
+						case store.EventDelete:
+							got = append(got, "delete "+ev.Object.GetName()+"@"+ev.Object.GetResourceVersion())
+						case store.EventSynced:
+							synced = true
+						}
 					}
 				case <-sub.Done():
 					t.Fatalf("the subscription ended: %v", sub.Err())
@@ -425,13 +427,8 @@ func TestSyncTimeoutNamesEveryKindNotSyncedAndNeverOpensTheBarrier(t *testing.T)
 // drainEvents yields what is buffered for sub without waiting.
 func drainEvents(sub *store.Subscription) func(func(store.Event) bool) {
 	return func(yield func(store.Event) bool) {
-		for {
-			select {
-			case ev := <-sub.Events():
-				if !yield(ev) {
-					return
-				}
-			default:
+		for _, ev := range sub.Take() {
+			if !yield(ev) {
 				return
 			}
 		}

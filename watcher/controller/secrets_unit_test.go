@@ -78,17 +78,23 @@ func TestSecretsReachTheStoreOnlyWhileReferenced(t *testing.T) {
 		}
 	}
 
+	var pending []store.Event
 	next := func(want ...string) {
 		t.Helper()
 		for _, w := range want {
-			select {
-			case ev := <-sub.Events():
-				typ := map[store.EventType]string{store.EventUpsert: "upsert", store.EventDelete: "delete"}[ev.Type]
-				if got := fmt.Sprintf("%s %s %s@%s", typ, ev.Object.GetKind().GetKind(), ev.Object.GetName(), ev.Object.GetResourceVersion()); got != w {
-					t.Fatalf("event %q; want %q", got, w)
+			for len(pending) == 0 {
+				select {
+				case <-sub.Ready():
+					pending = sub.Take()
+				case <-time.After(watchdog):
+					t.Fatalf("no event; want %q", w)
 				}
-			case <-time.After(watchdog):
-				t.Fatalf("no event; want %q", w)
+			}
+			ev := pending[0]
+			pending = pending[1:]
+			typ := map[store.EventType]string{store.EventUpsert: "upsert", store.EventDelete: "delete"}[ev.Type]
+			if got := fmt.Sprintf("%s %s %s@%s", typ, ev.Object.GetKind().GetKind(), ev.Object.GetName(), ev.Object.GetResourceVersion()); got != w {
+				t.Fatalf("event %q; want %q", got, w)
 			}
 		}
 	}

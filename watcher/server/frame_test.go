@@ -48,14 +48,9 @@ func (c *client) apply(t *testing.T, m *watchv1.WatchResponse) error {
 
 func (c *client) drain(t *testing.T) {
 	t.Helper()
-	for {
-		select {
-		case ev := <-c.sub.Events():
-			if err := c.f.event(ev, func(m *watchv1.WatchResponse) error { return c.apply(t, m) }); err != nil {
-				t.Fatalf("event: %v", err)
-			}
-		default:
-			return
+	for _, ev := range c.sub.Take() {
+		if err := c.f.event(ev, func(m *watchv1.WatchResponse) error { return c.apply(t, m) }); err != nil {
+			t.Fatalf("event: %v", err)
 		}
 	}
 }

@@ -257,16 +257,18 @@ func (s *Server) Watch(req *watchv1.WatchRequest, stream watchv1.WatchService_Wa
 	defer hb.Stop()
 	for {
 		select {
-		case ev := <-sub.Events():
-			// Changes still buffered when the subscription ended are not sent: a retired
-			// epoch sends nothing more.
-			select {
-			case <-sub.Done():
-				return ended()
-			default:
-			}
-			if err := f.event(ev, emit); err != nil {
-				return err
+		case <-sub.Ready():
+			for _, ev := range sub.Take() {
+				// Changes still queued when the subscription ended are not sent: a retired
+				// epoch sends nothing more.
+				select {
+				case <-sub.Done():
+					return ended()
+				default:
+				}
+				if err := f.event(ev, emit); err != nil {
+					return err
+				}
 			}
 		case <-sub.Done():
 			return ended()

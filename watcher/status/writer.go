@@ -229,8 +229,10 @@ func (w *Writer) follow(ctx context.Context, sub *store.Subscription) error {
 			return nil
 		case <-sub.Done():
 			return sub.Err()
-		case ev := <-sub.Events():
-			w.storeEvent(ev)
+		case <-sub.Ready():
+			for _, ev := range sub.Take() {
+				w.storeEvent(ev)
+			}
 		case <-w.inbox.Notify():
 			for _, it := range w.inbox.PopAll() {
 				switch {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/sluice-io/sluice/internal/watchstream"
@@ -45,7 +46,10 @@ type Config struct {
 	Kinds []*watchv1.GroupVersionKind
 	// HistorySize is how many changes are kept for resumes.
 	HistorySize int
-	// SubscriberBuffer is how many changes a subscriber may lag behind before it is dropped.
+	// SubscriberBuffer is how many changes made after the barrier opened a subscriber may
+	// lag behind before it is dropped. Before the barrier nobody is dropped: a subscriber
+	// must receive the whole initial list whatever its pace, and dropping it would only
+	// make it start again from a larger snapshot (docs/design.md, "Cold start").
 	SubscriberBuffer int
 }
 
@@ -175,6 +179,9 @@ func (s *Store) MarkSynced() {
 		return
 	}
 	s.synced = true
+	for sub := range s.subs {
+		sub.barrierOpened()
+	}
 	s.append(Event{Type: EventSynced, Inventory: s.Inventory(nil)})
 	s.syncedRev = s.revision
 }
@@ -211,15 +218,14 @@ func (s *Store) append(ev Event) {
 	}
 	s.history[idx] = ev
 	for sub := range s.subs {
-		select {
-		case sub.events <- ev:
-		default:
+		if !sub.push(ev, s.synced, s.bufferSize) {
 			s.drop(sub, ErrSlowSubscriber)
 		}
 	}
 }
 
-// ErrSlowSubscriber ends a subscription whose buffer overflowed.
+// ErrSlowSubscriber ends a subscription that fell more than SubscriberBuffer changes behind
+// after the barrier opened.
 var ErrSlowSubscriber = errors.New("subscriber fell too far behind")
 
 // ErrEpochEnded ends the subscriptions of a store whose epoch is over: the set of kinds the
@@ -264,13 +270,59 @@ type Subscription struct {
 	allKinds []*watchv1.GroupVersionKind
 	kindSet  map[string]int // the store's, never changed after New
 
-	events chan Event
-	done   chan struct{}
-	err    error
+	// The changes after the start not yet taken, appended by the store's owner and taken
+	// by the subscriber: an unbounded queue (the bound is the store's to enforce, in push).
+	mu    sync.Mutex
+	queue []Event
+	// allowance is how much of the queue was already waiting when the barrier opened: a
+	// subscriber still catching up with the initial list is not dropped for it, only for
+	// falling behind what comes after.
+	allowance int
+	ready     chan struct{}
+
+	done chan struct{}
+	err  error
 }
 
-// Events delivers the changes after the start, in order.
-func (s *Subscription) Events() <-chan Event { return s.events }
+// Ready receives when changes are waiting; one signal may stand for many. Take takes them.
+func (s *Subscription) Ready() <-chan struct{} { return s.ready }
+
+// Take returns every change waiting, oldest first.
+func (s *Subscription) Take() []Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.queue
+	s.queue = nil
+	s.allowance = max(0, s.allowance-len(out))
+	return out
+}
+
+// push queues ev; false when the subscription fell more than buffer changes behind what
+// came after the barrier (synced) and must be dropped.
+func (s *Subscription) push(ev Event, synced bool, buffer int) bool {
+	s.mu.Lock()
+	over := synced && len(s.queue) >= buffer+s.allowance
+	if !over {
+		s.queue = append(s.queue, ev)
+	}
+	s.mu.Unlock()
+	if over {
+		return false
+	}
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// barrierOpened records the queue's length as the allowance of the changes that came
+// before the barrier.
+func (s *Subscription) barrierOpened() {
+	s.mu.Lock()
+	s.allowance = len(s.queue)
+	s.mu.Unlock()
+}
 
 // Done is closed when the store ended the subscription; Err says why.
 func (s *Subscription) Done() <-chan struct{} { return s.done }
@@ -305,7 +357,7 @@ func (s *Subscription) StartInventory() []*watchv1.KindInventory {
 
 // Subscribe starts a subscription at the current revision.
 func (s *Store) Subscribe(req Request) (*Subscription, error) {
-	sub := &Subscription{Epoch: s.epoch, Kinds: s.kinds, Revision: s.revision, events: make(chan Event, s.bufferSize), done: make(chan struct{}),
+	sub := &Subscription{Epoch: s.epoch, Kinds: s.kinds, Revision: s.revision, ready: make(chan struct{}, 1), done: make(chan struct{}),
 		allKinds: s.kinds, kindSet: s.kindSet}
 	if len(req.Kinds) > 0 {
 		sub.Filter = map[string]bool{}

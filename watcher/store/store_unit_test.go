@@ -54,17 +54,7 @@ func describe(ev Event) string {
 
 // drain takes every event buffered for sub, without waiting: the store sends them while
 // its owner (the test) changes it, so they are all there.
-func drain(sub *Subscription) []Event {
-	var out []Event
-	for {
-		select {
-		case ev := <-sub.Events():
-			out = append(out, ev)
-		default:
-			return out
-		}
-	}
-}
+func drain(sub *Subscription) []Event { return sub.Take() }
 
 // docs/design.md, "The watch stream": revision rises by exactly one per change, and only on
 // a change. An informer's redelivery of an unchanged object (same resourceVersion and uid,
@@ -337,49 +327,106 @@ func TestResumeReplaysTheHistoryOrFallsBackToASnapshot(t *testing.T) {
 	}
 }
 
-// Bounded buffers: a subscriber that lags more than SubscriberBuffer changes behind is
-// dropped with ErrSlowSubscriber (its client reconnects for a fresh snapshot) and gets
-// nothing more; the owner never blocks on it, and a subscriber that keeps up is unaffected.
+// Bounded buffers (docs/design.md, "Cold start"): before the barrier no subscriber is dropped
+// however far behind it is, since it must receive the whole initial list anyway and a
+// reconnect would only start it again from a larger snapshot. After the barrier a subscriber
+// that lags more than SubscriberBuffer changes behind what came after it is dropped with
+// ErrSlowSubscriber (its client reconnects for a fresh snapshot) and gets nothing more; the
+// owner never blocks on it, and a subscriber that keeps up is unaffected.
 func TestSubscriberThatLagsPastItsBufferIsDroppedOthersAreNot(t *testing.T) {
-	const buffer = 3
-	s := newStore(t, Config{SubscriberBuffer: buffer})
-	slow, err := s.Subscribe(Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fast, err := s.Subscribe(Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range buffer {
-		upsert(t, s, object(services, i, "1"))
-		if n := len(drain(fast)); n != 1 {
-			t.Fatalf("the reading subscriber got %d events for one change", n)
-		}
-	}
-	select {
-	case <-slow.Done():
-		t.Fatalf("a subscriber %d changes behind, with a buffer of %d, was dropped", buffer, buffer)
-	default:
-	}
-	upsert(t, s, object(services, buffer, "1")) // one more than the buffer holds
-	select {
-	case <-slow.Done():
-	default:
-		t.Fatalf("a subscriber %d changes behind, with a buffer of %d, was not dropped", buffer+1, buffer)
-	}
-	if !errors.Is(slow.Err(), ErrSlowSubscriber) {
-		t.Fatalf("the slow subscriber ended with %v, want ErrSlowSubscriber", slow.Err())
-	}
-	upsert(t, s, object(services, buffer+1, "1"))
-	if n := len(drain(slow)); n != buffer {
-		t.Fatalf("the dropped subscriber holds %d events, want the %d it had buffered and nothing after", n, buffer)
-	}
-	if n := len(drain(fast)); n != 2 {
-		t.Fatalf("the reading subscriber got %d events for two changes", n)
-	}
-	if s.Subscribers() != 1 {
-		t.Fatalf("%d live subscriptions, want the reading one only", s.Subscribers())
+	const buffer, initial = 3, 10
+	for _, tc := range []struct {
+		name string
+		// joinAfterBarrier subscribes slow once the barrier opened (no allowance); else it
+		// subscribes at the start and reads nothing of the initial list.
+		joinAfterBarrier bool
+		// takeAtBarrier is how much of its backlog slow takes right after the barrier.
+		takeAtBarrier bool
+		// afterBarrier is how many changes after the barrier slow may lag (the marker is
+		// one) before one more drops it.
+		afterBarrier int
+	}{
+		{name: "joined before the barrier, never reading", afterBarrier: buffer},
+		{name: "joined before the barrier, caught up at the barrier", takeAtBarrier: true, afterBarrier: buffer},
+		{name: "joined after the barrier", joinAfterBarrier: true, afterBarrier: buffer},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t, Config{SubscriberBuffer: buffer})
+			fast, err := s.Subscribe(Request{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var slow *Subscription
+			if !tc.joinAfterBarrier {
+				if slow, err = s.Subscribe(Request{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n := 0
+			change := func() {
+				t.Helper()
+				upsert(t, s, object(services, n, "1"))
+				n++
+				if got := len(drain(fast)); got != 1 {
+					t.Fatalf("the reading subscriber got %d events for one change", got)
+				}
+			}
+			for range initial {
+				change()
+			}
+			if slow != nil {
+				select {
+				case <-slow.Done():
+					t.Fatalf("a subscriber %d changes behind before the barrier, with a buffer of %d, was dropped", initial, buffer)
+				default:
+				}
+			}
+			s.MarkSynced()
+			drain(fast)
+			lag := 1 // the marker
+			switch {
+			case tc.joinAfterBarrier:
+				if slow, err = s.Subscribe(Request{}); err != nil {
+					t.Fatal(err)
+				}
+				lag = 0
+			case tc.takeAtBarrier:
+				if got := len(drain(slow)); got != initial+1 {
+					t.Fatalf("slow took %d events at the barrier, want the %d changes and the marker", got, initial+1)
+				}
+				lag = 0
+			}
+			for lag < tc.afterBarrier {
+				change()
+				lag++
+			}
+			select {
+			case <-slow.Done():
+				t.Fatalf("a subscriber %d changes behind after the barrier, with a buffer of %d, was dropped", lag, buffer)
+			default:
+			}
+			change() // one more than the buffer holds
+			select {
+			case <-slow.Done():
+			default:
+				t.Fatalf("a subscriber %d changes behind after the barrier, with a buffer of %d, was not dropped", lag+1, buffer)
+			}
+			if !errors.Is(slow.Err(), ErrSlowSubscriber) {
+				t.Fatalf("the slow subscriber ended with %v, want ErrSlowSubscriber", slow.Err())
+			}
+			change()
+			held := len(drain(slow))
+			want := buffer
+			if !tc.joinAfterBarrier && !tc.takeAtBarrier {
+				want += initial
+			}
+			if held != want {
+				t.Fatalf("the dropped subscriber holds %d events, want the %d it had queued and nothing after", held, want)
+			}
+			if s.Subscribers() != 1 {
+				t.Fatalf("%d live subscriptions, want the reading one only", s.Subscribers())
+			}
+		})
 	}
 }
 
