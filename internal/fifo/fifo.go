@@ -17,14 +17,24 @@ type Queue[T any] struct {
 func New[T any]() *Queue[T] { return &Queue[T]{notify: make(chan struct{}, 1)} }
 
 // Push appends it and wakes the owner.
-func (q *Queue[T]) Push(it T) {
+func (q *Queue[T]) Push(it T) { q.PushWithin(it, -1) }
+
+// PushWithin appends it and wakes the owner, unless the queue already holds limit items
+// (a negative limit: no bound); false when it did not. The check and the append are one
+// step, so an owner taking items meanwhile cannot make it refuse wrongly.
+func (q *Queue[T]) PushWithin(it T, limit int) bool {
 	q.mu.Lock()
+	if limit >= 0 && len(q.items) >= limit {
+		q.mu.Unlock()
+		return false
+	}
 	q.items = append(q.items, it)
 	q.mu.Unlock()
 	select {
 	case q.notify <- struct{}{}:
 	default:
 	}
+	return true
 }
 
 // Notify receives after a Push; one signal may stand for many items.

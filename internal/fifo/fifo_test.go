@@ -36,3 +36,26 @@ func TestQueueDeliversEverythingInOrder(t *testing.T) {
 		t.Fatalf("%d items left", len(rest))
 	}
 }
+
+// PushWithin refuses an item only while the queue holds limit items, and a negative limit
+// bounds nothing; what the owner takes makes room again.
+func TestPushWithinRefusesOnlyAtTheLimit(t *testing.T) {
+	q := New[int]()
+	for i := range 3 {
+		if !q.PushWithin(i, 3) {
+			t.Fatalf("item %d refused below the limit of 3", i)
+		}
+	}
+	if q.PushWithin(3, 3) {
+		t.Fatal("a fourth item accepted at the limit of 3")
+	}
+	if !q.PushWithin(3, -1) {
+		t.Fatal("an item refused without a limit")
+	}
+	if got := q.PopAll(); len(got) != 4 {
+		t.Fatalf("took %v, want the 4 accepted items", got)
+	}
+	if !q.PushWithin(4, 3) {
+		t.Fatal("an item refused after the owner took everything")
+	}
+}

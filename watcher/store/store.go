@@ -10,9 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/fifo"
 	"github.com/sluice-io/sluice/internal/watchstream"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
@@ -179,11 +179,8 @@ func (s *Store) MarkSynced() {
 		return
 	}
 	s.synced = true
-	for sub := range s.subs {
-		sub.barrierOpened()
-	}
+	s.syncedRev = s.revision + 1 // the EventSynced change's, known before append bounds by it
 	s.append(Event{Type: EventSynced, Inventory: s.Inventory(nil)})
-	s.syncedRev = s.revision
 }
 
 // Inventory returns the inventory of the given kinds (all when nil), in stream order.
@@ -218,10 +215,26 @@ func (s *Store) append(ev Event) {
 	}
 	s.history[idx] = ev
 	for sub := range s.subs {
-		if !sub.push(ev, s.synced, s.bufferSize) {
+		if !sub.queue.PushWithin(ev, s.bound(sub, ev.Revision)) {
 			s.drop(sub, ErrSlowSubscriber)
 		}
 	}
+}
+
+// bound is how many changes sub may have waiting when the change at rev comes: no bound
+// until it was sent bufferSize changes made after the barrier opened (the marker is one),
+// bufferSize from then on. What was queued before the barrier, the initial list, never
+// counts against it: a subscriber is dropped for falling behind what came after only.
+func (s *Store) bound(sub *Subscription, rev uint64) int {
+	if !s.synced {
+		return -1
+	}
+	// Every change goes to every subscription; those after the barrier (or after a later
+	// start) and before rev are the ones that count.
+	if after := rev - 1 - max(sub.Revision, s.syncedRev-1); after < uint64(s.bufferSize) {
+		return -1
+	}
+	return s.bufferSize
 }
 
 // ErrSlowSubscriber ends a subscription that fell more than SubscriberBuffer changes behind
@@ -270,59 +283,19 @@ type Subscription struct {
 	allKinds []*watchv1.GroupVersionKind
 	kindSet  map[string]int // the store's, never changed after New
 
-	// The changes after the start not yet taken, appended by the store's owner and taken
-	// by the subscriber: an unbounded queue (the bound is the store's to enforce, in push).
-	mu    sync.Mutex
-	queue []Event
-	// allowance is how much of the queue was already waiting when the barrier opened: a
-	// subscriber still catching up with the initial list is not dropped for it, only for
-	// falling behind what comes after.
-	allowance int
-	ready     chan struct{}
+	// queue holds the changes after the start not yet taken: appended by the store's owner,
+	// which bounds it (Store.bound), and taken by the subscriber.
+	queue *fifo.Queue[Event]
 
 	done chan struct{}
 	err  error
 }
 
 // Ready receives when changes are waiting; one signal may stand for many. Take takes them.
-func (s *Subscription) Ready() <-chan struct{} { return s.ready }
+func (s *Subscription) Ready() <-chan struct{} { return s.queue.Notify() }
 
 // Take returns every change waiting, oldest first.
-func (s *Subscription) Take() []Event {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.queue
-	s.queue = nil
-	s.allowance = max(0, s.allowance-len(out))
-	return out
-}
-
-// push queues ev; false when the subscription fell more than buffer changes behind what
-// came after the barrier (synced) and must be dropped.
-func (s *Subscription) push(ev Event, synced bool, buffer int) bool {
-	s.mu.Lock()
-	over := synced && len(s.queue) >= buffer+s.allowance
-	if !over {
-		s.queue = append(s.queue, ev)
-	}
-	s.mu.Unlock()
-	if over {
-		return false
-	}
-	select {
-	case s.ready <- struct{}{}:
-	default:
-	}
-	return true
-}
-
-// barrierOpened records the queue's length as the allowance of the changes that came
-// before the barrier.
-func (s *Subscription) barrierOpened() {
-	s.mu.Lock()
-	s.allowance = len(s.queue)
-	s.mu.Unlock()
-}
+func (s *Subscription) Take() []Event { return s.queue.PopAll() }
 
 // Done is closed when the store ended the subscription; Err says why.
 func (s *Subscription) Done() <-chan struct{} { return s.done }
@@ -357,7 +330,7 @@ func (s *Subscription) StartInventory() []*watchv1.KindInventory {
 
 // Subscribe starts a subscription at the current revision.
 func (s *Store) Subscribe(req Request) (*Subscription, error) {
-	sub := &Subscription{Epoch: s.epoch, Kinds: s.kinds, Revision: s.revision, ready: make(chan struct{}, 1), done: make(chan struct{}),
+	sub := &Subscription{Epoch: s.epoch, Kinds: s.kinds, Revision: s.revision, queue: fifo.New[Event](), done: make(chan struct{}),
 		allKinds: s.kinds, kindSet: s.kindSet}
 	if len(req.Kinds) > 0 {
 		sub.Filter = map[string]bool{}
