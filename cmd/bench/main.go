@@ -87,6 +87,10 @@ type Result struct {
 	// limit was defined so have no cold_start_limit_ms and a ratio against the stock /load.
 	ColdLimitMs float64 `json:"cold_start_limit_ms"`
 	ColdRatio   float64 `json:"cold_start_ratio"`
+	// CPU time each process spent from its start to the first request served (the control
+	// plane: etcd and kube-apiserver together, over the same span), ms: on a machine of few
+	// cores the processes of a cold start compete for them.
+	ColdCPUMs map[string]float64 `json:"cold_start_cpu_ms,omitempty"`
 
 	HoldoffMs  float64 `json:"holdoff_ms"`
 	IdleP50Ms  float64 `json:"change_idle_p50_ms"`
@@ -460,6 +464,7 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	}
 	r := Result{Ingresses: size, Objects: 3*size + size/10, Stages: map[string]float64{}, RSS: map[string]map[string]float64{}}
 	stages := map[string][]float64{}
+	cpu := map[string][]float64{}
 	var cold, informer []float64
 	var st *stack.Stack
 	defer func() {
@@ -484,6 +489,7 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 
 		dir, _ := os.MkdirTemp("", "sluice-bench-")
 		start = time.Now()
+		cp0 := e.c.ControlPlaneCPU()
 		var err error
 		// Profiles are served only on a loopback listener of their own (--pprof).
 		for _, name := range []string{"watcher", "translator", "pusher"} {
@@ -501,6 +507,10 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 			return r, fmt.Errorf("%w\n%s", err, st.Logs(20))
 		}
 		cold = append(cold, ms(time.Since(start))) // from starting the processes to the first request served
+		cpu["control plane"] = append(cpu["control plane"], ms(e.c.ControlPlaneCPU()-cp0))
+		for _, p := range []*testenv.Process{st.Watcher, st.Translator, st.Pusher} {
+			cpu[p.Name()] = append(cpu[p.Name()], ms(p.CPU()))
+		}
 		wBarrier, wTook := logAt(st.Watcher.Logs(), "barrier open")
 		tVerified, _ := logAt(st.Translator.Logs(), "watch stream verified complete")
 		pApplied, pTook := logAt(st.Pusher.Logs(), "config applied")
@@ -518,6 +528,10 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	r.ColdStartMs, r.InformerListMs = median(cold), median(informer)
 	for k, v := range stages {
 		r.Stages[k] = median(v)
+	}
+	r.ColdCPUMs = map[string]float64{}
+	for k, v := range cpu {
+		r.ColdCPUMs[k] = median(v)
 	}
 
 	// The other limit: one Caddy /load of the final config, prebuilt.

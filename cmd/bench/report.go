@@ -72,6 +72,7 @@ the baseline's own figures.
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(cpuTable(rs))
 	fmt.Fprintf(&b, `
 ## Change to config
 
@@ -237,4 +238,32 @@ func heapTop(out string) string {
 		keep = append(keep, l)
 	}
 	return strings.Join(keep, "\n")
+}
+
+// cpuTable is the CPU time each process spent in the cold start, against its wall time: on
+// a machine of few cores the processes compete for them, so a stage can wait for CPU that
+// another process holds.
+func cpuTable(rs []Result) string {
+	if len(rs[0].ColdCPUMs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\nCPU time spent from start to the first request served (medians, ms; the control plane is\netcd and kube-apiserver together over the same span):\n\n| process |")
+	for _, r := range rs {
+		fmt.Fprintf(&b, " %d |", r.Ingresses)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(rs)) + "\n")
+	for _, p := range []string{"control plane", "watcher", "translator", "pusher"} {
+		fmt.Fprintf(&b, "| %s |", p)
+		for _, r := range rs {
+			fmt.Fprintf(&b, " %.0f |", r.ColdCPUMs[p])
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("| cold start (wall time) |")
+	for _, r := range rs {
+		fmt.Fprintf(&b, " %.0f |", r.ColdStartMs)
+	}
+	b.WriteString("\n")
+	return b.String()
 }

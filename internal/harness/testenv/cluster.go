@@ -51,6 +51,9 @@ type Cluster struct {
 	workloads   *Workloads // the cluster in a box's controller-manager and pod runner, once started
 }
 
+// ControlPlaneCPU is the CPU time etcd and kube-apiserver have used so far.
+func (c *Cluster) ControlPlaneCPU() time.Duration { return c.etcd.CPU() + c.apiserver.CPU() }
+
 // StartCluster starts etcd and kube-apiserver in a fresh temp dir and waits until the
 // apiserver is ready.
 func StartCluster(ctx context.Context) (*Cluster, error) {

@@ -232,6 +232,28 @@ func RSS(pid int, field string) float64 {
 	return 0
 }
 
+// CPU returns the CPU time (user and system) the process has used so far; 0 when it
+// cannot be read.
+func (p *Process) CPU() time.Duration { return CPU(p.Pid()) }
+
+// CPU returns the CPU time (user and system) process pid has used so far, from
+// /proc/PID/stat, whose tick is USER_HZ: 100 per second on every Linux ABI.
+func CPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces; the fields after its closing paren do not.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * (time.Second / 100)
+}
+
 // WaitExit waits up to d for the process to exit and returns its exit code; it fails the
 // test if the process is still running then.
 func (p *Process) WaitExit(t testing.TB, d time.Duration) int {
