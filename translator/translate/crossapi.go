@@ -52,21 +52,21 @@ func (a hostClaimant) before(b hostClaimant) bool {
 // oldest first; one is refused when an older claimant of the other API and of another
 // namespace was kept. A refused claimant refuses nobody.
 func (t *Translator) crossAPIRefused(h string) map[string]hostClaimant {
-	ings, routes := t.hostUsers[h], 0
-	for key := range t.gw.hostUsers[h] {
+	ings, routes := t.hostUsers.count(h), 0
+	for key := range t.gw.hostUsers.all(h) {
 		if strings.HasPrefix(key, "HTTPRoute/") {
 			routes++
 		}
 	}
-	if len(ings) == 0 || routes == 0 {
+	if ings == 0 || routes == 0 {
 		return nil
 	}
-	cs := make([]hostClaimant, 0, len(ings)+routes)
-	for k := range ings {
+	cs := make([]hostClaimant, 0, ings+routes)
+	for k := range t.hostUsers.all(h) {
 		ing := t.local[k].ing
 		cs = append(cs, hostClaimant{key: ingressKey(k), age: ing.CreationTimestamp.Time, ns: k.ns, name: k.name})
 	}
-	for key := range t.gw.hostUsers[h] {
+	for key := range t.gw.hostUsers.all(h) {
 		kind, rest, _ := strings.Cut(key, "/")
 		if kind != "HTTPRoute" {
 			continue

@@ -61,17 +61,17 @@ type gatewayState struct {
 	namespaces map[string]map[string]string
 
 	// What depends on what.
-	classUsers  map[string]set[nsName]       // GatewayClass -> Gateways naming it
-	routeUsers  map[nsName]set[nsName]       // Gateway -> HTTPRoutes naming it in parentRefs (found or not)
-	svcUsers    map[nsName]set[nsName]       // Service -> HTTPRoutes naming it (found or not)
-	secretUsers map[nsName]set[nsName]       // Secret -> Gateways naming it (found or not)
-	grantGws    map[string]set[nsName]       // namespace -> Gateways referring into it
-	grantRoutes map[string]set[nsName]       // namespace -> HTTPRoutes referring into it
-	nsRoutes    map[string]set[nsName]       // namespace -> its HTTPRoutes a Selector listener judged by its labels
-	hostUsers   map[string]set[string]       // host -> findings keys of the Gateways and HTTPRoutes claiming it
+	classUsers  index[string, nsName]        // GatewayClass -> Gateways naming it
+	routeUsers  index[nsName, nsName]        // Gateway -> HTTPRoutes naming it in parentRefs (found or not)
+	svcUsers    index[nsName, nsName]        // Service -> HTTPRoutes naming it (found or not)
+	secretUsers index[nsName, nsName]        // Secret -> Gateways naming it (found or not)
+	grantGws    index[string, nsName]        // namespace -> Gateways referring into it
+	grantRoutes index[string, nsName]        // namespace -> HTTPRoutes referring into it
+	nsRoutes    index[string, nsName]        // namespace -> its HTTPRoutes a Selector listener judged by its labels
+	hostUsers   index[string, string]        // host -> findings keys of the Gateways and HTTPRoutes claiming it
 	hostLost    map[string]map[string]string // host -> HTTPRoutes refused there (crossAPIRefused) -> who keeps it
-	setsOf      map[nsName]set[nsName]       // Gateway -> ListenerSets naming it as parent (found or not)
-	setRoutes   map[nsName]set[nsName]       // ListenerSet -> HTTPRoutes naming it in parentRefs (found or not)
+	setsOf      index[nsName, nsName]        // Gateway -> ListenerSets naming it as parent (found or not)
+	setRoutes   index[nsName, nsName]        // ListenerSet -> HTTPRoutes naming it in parentRefs (found or not)
 	// lhosts count the served listeners' hostnames on each proxy listener, and lhBefore
 	// holds, for the entries changed since the last Build, their count then (isolation.go).
 	lhosts   map[proxyListener]map[string]int
@@ -92,10 +92,10 @@ func newGatewayState() gatewayState {
 	return gatewayState{
 		classes: map[string]*gatewayv1.GatewayClass{}, gateways: map[nsName]*gatewayv1.Gateway{},
 		routes: map[nsName]*gatewayv1.HTTPRoute{}, grants: map[string]map[string]contract.Grant{}, namespaces: map[string]map[string]string{},
-		classUsers: map[string]set[nsName]{}, routeUsers: map[nsName]set[nsName]{}, svcUsers: map[nsName]set[nsName]{},
-		secretUsers: map[nsName]set[nsName]{}, grantGws: map[string]set[nsName]{}, grantRoutes: map[string]set[nsName]{}, nsRoutes: map[string]set[nsName]{},
-		hostUsers: map[string]set[string]{}, hostLost: map[string]map[string]string{},
-		listenerSets: map[nsName]*gatewayv1.ListenerSet{}, setsOf: map[nsName]set[nsName]{}, setRoutes: map[nsName]set[nsName]{},
+		classUsers: newIndex[string, nsName](), routeUsers: newIndex[nsName, nsName](), svcUsers: newIndex[nsName, nsName](),
+		secretUsers: newIndex[nsName, nsName](), grantGws: newIndex[string, nsName](), grantRoutes: newIndex[string, nsName](), nsRoutes: newIndex[string, nsName](),
+		hostUsers: newIndex[string, string](), hostLost: map[string]map[string]string{},
+		listenerSets: map[nsName]*gatewayv1.ListenerSet{}, setsOf: newIndex[nsName, nsName](), setRoutes: newIndex[nsName, nsName](),
 		lhosts: map[proxyListener]map[string]int{}, lhBefore: map[lhKey]int{},
 		gwOut: map[nsName]*gatewayOut{}, routeOut: map[nsName]*routeOut{},
 		dirtyGateways: set[nsName]{}, dirtyRoutes: set[nsName]{}, statusDirty: set[string]{},
@@ -319,7 +319,7 @@ func (t *Translator) removeGateway(obj any) {
 }
 
 func (t *Translator) gatewayClassChanged(name string) {
-	for k := range t.gw.classUsers[name] {
+	for k := range t.gw.classUsers.all(name) {
 		t.gw.dirtyGateways.add(k)
 	}
 	t.gw.statusDirty.add(classKey(name))
@@ -328,10 +328,10 @@ func (t *Translator) gatewayClassChanged(name string) {
 // grantChanged re-translates every Gateway and HTTPRoute that refers into namespace ns: a
 // coarse dependency (not per grant), but one namespace's objects only.
 func (t *Translator) grantChanged(ns string) {
-	for k := range t.gw.grantGws[ns] {
+	for k := range t.gw.grantGws.all(ns) {
 		t.gw.dirtyGateways.add(k)
 	}
-	for k := range t.gw.grantRoutes[ns] {
+	for k := range t.gw.grantRoutes.all(ns) {
 		t.gw.dirtyRoutes.add(k)
 	}
 }
@@ -380,7 +380,7 @@ func (t *Translator) retranslateGateway(k nsName) {
 	key := gatewayKey(k)
 	t.dirtyFindings.add(key)
 	g.statusDirty.add(key)
-	for rt := range g.routeUsers[k] {
+	for rt := range g.routeUsers.all(k) {
 		g.dirtyRoutes.add(rt)
 	}
 	gw, ok := g.gateways[k]
@@ -390,15 +390,15 @@ func (t *Translator) retranslateGateway(k nsName) {
 	out := t.translateGateway(gw)
 	g.gwOut[k] = out
 	t.setsChanged(out)
-	addTo(g.classUsers, out.class, k)
+	g.classUsers.add(out.class, k)
 	for _, s := range out.secrets {
-		addTo(g.secretUsers, s, k)
+		g.secretUsers.add(s, k)
 	}
 	for _, ns := range out.grantNs {
-		addTo(g.grantGws, ns, k)
+		g.grantGws.add(ns, k)
 	}
 	for h := range out.claims {
-		addTo(g.hostUsers, h, key)
+		g.hostUsers.add(h, key)
 		t.dirtyHosts.add(h)
 	}
 	t.countListenerHosts(out, 1)
@@ -406,15 +406,15 @@ func (t *Translator) retranslateGateway(k nsName) {
 
 func (t *Translator) unindexGateway(k nsName, out *gatewayOut) {
 	g := &t.gw
-	removeFrom(g.classUsers, out.class, k)
+	g.classUsers.remove(out.class, k)
 	for _, s := range out.secrets {
-		removeFrom(g.secretUsers, s, k)
+		g.secretUsers.remove(s, k)
 	}
 	for _, ns := range out.grantNs {
-		removeFrom(g.grantGws, ns, k)
+		g.grantGws.remove(ns, k)
 	}
 	for h := range out.claims {
-		removeFrom(g.hostUsers, h, gatewayKey(k))
+		g.hostUsers.remove(h, gatewayKey(k))
 		t.dirtyHosts.add(h)
 	}
 	t.countListenerHosts(out, -1)
@@ -539,31 +539,31 @@ func (t *Translator) retranslateRoute(k nsName) {
 	out := t.quarantineRoute(t.translateRoute(rt))
 	g.routeOut[k] = out
 	for _, gk := range out.gateways {
-		addTo(g.routeUsers, gk, k)
+		g.routeUsers.add(gk, k)
 		g.statusDirty.add(gatewayKey(gk)) // its attachedRoutes
 	}
 	for _, sk := range out.sets {
-		addTo(g.setRoutes, sk, k)
+		g.setRoutes.add(sk, k)
 		g.statusDirty.add(listenerSetKey(sk)) // its attachedRoutes
 	}
 	for _, s := range out.services {
-		addTo(g.svcUsers, s, k)
+		g.svcUsers.add(s, k)
 	}
 	for _, ns := range out.grantNs {
-		addTo(g.grantRoutes, ns, k)
+		g.grantRoutes.add(ns, k)
 	}
 	if out.byLabels {
-		addTo(g.nsRoutes, k.ns, k)
+		g.nsRoutes.add(k.ns, k)
 	}
 	for h := range out.claims {
-		addTo(g.hostUsers, h, key)
+		g.hostUsers.add(h, key)
 		t.dirtyHosts.add(h)
 	}
 	for _, r := range out.refs {
-		if _, ok := t.backendUsers[r.name]; !ok {
+		if !t.backendUsers.has(r.name) {
 			t.rebuildBackend(r.name)
 		}
-		addTo(t.backendUsers, r.name, key)
+		t.backendUsers.add(r.name, key)
 	}
 }
 
@@ -571,29 +571,29 @@ func (t *Translator) unindexRoute(k nsName, out *routeOut) {
 	g := &t.gw
 	key := httpRouteKey(k)
 	for _, gk := range out.gateways {
-		removeFrom(g.routeUsers, gk, k)
+		g.routeUsers.remove(gk, k)
 		g.statusDirty.add(gatewayKey(gk))
 	}
 	for _, sk := range out.sets {
-		removeFrom(g.setRoutes, sk, k)
+		g.setRoutes.remove(sk, k)
 		g.statusDirty.add(listenerSetKey(sk))
 	}
 	for _, s := range out.services {
-		removeFrom(g.svcUsers, s, k)
+		g.svcUsers.remove(s, k)
 	}
 	for _, ns := range out.grantNs {
-		removeFrom(g.grantRoutes, ns, k)
+		g.grantRoutes.remove(ns, k)
 	}
 	if out.byLabels {
-		removeFrom(g.nsRoutes, k.ns, k)
+		g.nsRoutes.remove(k.ns, k)
 	}
 	for h := range out.claims {
-		removeFrom(g.hostUsers, h, key)
+		g.hostUsers.remove(h, key)
 		t.dirtyHosts.add(h)
 	}
 	for _, r := range out.refs {
-		removeFrom(t.backendUsers, r.name, key)
-		if _, ok := t.backendUsers[r.name]; !ok {
+		t.backendUsers.remove(r.name, key)
+		if !t.backendUsers.has(r.name) {
 			t.dropBackend(r.name)
 		}
 	}
@@ -1276,7 +1276,7 @@ func (t *Translator) routeBackend(out *routeOut, br gatewayv1.BackendRef, field 
 // HTTPRoutes refused there and the routes of listeners that do not govern h (isolation.go).
 func (t *Translator) gatewayClaims(h string, refused map[string]hostClaimant) ([]*configv1.Route, []gwClaim) {
 	var rs, cs []gwClaim
-	for key := range t.gw.hostUsers[h] {
+	for key := range t.gw.hostUsers.all(h) {
 		if _, ok := refused[key]; ok {
 			continue
 		}

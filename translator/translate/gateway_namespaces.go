@@ -27,7 +27,7 @@ func (t *Translator) setNamespace(name string, ns *corev1.Namespace) {
 		}
 		g.namespaces[name] = l
 	}
-	for k := range g.nsRoutes[name] {
+	for k := range g.nsRoutes.all(name) {
 		g.dirtyRoutes.add(k)
 	}
 	// A Gateway admitting ListenerSets by their namespace's labels judges them again.

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"iter"
 	"sort"
 	"strings"
 
@@ -151,7 +152,7 @@ func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBal
 		}
 		st.Uid = string(o.gw.UID)
 		st.Conditions = o.conditions
-		attached := t.attachedRoutes(t.gw.routeUsers[k], func(p *parentOut) bool { return p.gw == k && p.set == nil })
+		attached := t.attachedRoutes(t.gw.routeUsers.all(k), func(p *parentOut) bool { return p.gw == k && p.set == nil })
 		for _, lo := range o.listeners {
 			st.Listeners = append(st.Listeners, &watchv1.ListenerStatus{Name: lo.name, AttachedRoutes: attached[lo.name],
 				SupportedKinds: lo.kinds, Conditions: lo.conditions})
@@ -184,7 +185,7 @@ func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBal
 		}
 		st.Uid = string(so.ls.UID)
 		st.Conditions = so.conditions
-		attached := t.attachedRoutes(t.gw.setRoutes[k], func(p *parentOut) bool { return p.set != nil && *p.set == k })
+		attached := t.attachedRoutes(t.gw.setRoutes.all(k), func(p *parentOut) bool { return p.set != nil && *p.set == k })
 		for _, lo := range so.listeners {
 			st.Listeners = append(st.Listeners, &watchv1.ListenerStatus{Name: lo.name, AttachedRoutes: attached[lo.name],
 				SupportedKinds: lo.kinds, Conditions: lo.conditions})
@@ -229,7 +230,7 @@ func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBal
 
 // attachedRoutes counts, per listener name, the routes among routes attached to it through a
 // parent that of says is the object's (a Gateway's own listeners, or a ListenerSet's).
-func (t *Translator) attachedRoutes(routes set[nsName], of func(*parentOut) bool) map[string]int32 {
+func (t *Translator) attachedRoutes(routes iter.Seq[nsName], of func(*parentOut) bool) map[string]int32 {
 	attached := map[string]int32{}
 	for rk := range routes {
 		ro := t.gw.routeOut[rk]

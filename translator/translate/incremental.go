@@ -47,13 +47,13 @@ type Translator struct {
 	quarantined map[string]*configv1.Finding
 
 	// What depends on what.
-	classUsers   map[string]set[nsName] // class name -> Ingresses naming it
-	classless    set[nsName]            // Ingresses without class name or annotation
-	svcUsers     map[nsName]set[nsName] // Service -> Ingresses naming it (found or not)
-	secretUsers  map[nsName]set[nsName] // Secret -> Ingresses naming it (found or not)
-	hostUsers    map[string]set[nsName] // host -> served Ingresses claiming it
-	backendUsers map[string]set[string] // backend -> findings keys of the objects referring to it
-	svcBackends  map[nsName]set[string] // Service -> the backends built from it
+	classUsers   index[string, nsName] // class name -> Ingresses naming it
+	classless    set[nsName]           // Ingresses without class name or annotation
+	svcUsers     index[nsName, nsName] // Service -> Ingresses naming it (found or not)
+	secretUsers  index[nsName, nsName] // Secret -> Ingresses naming it (found or not)
+	hostUsers    index[string, nsName] // host -> served Ingresses claiming it
+	backendUsers index[string, string] // backend -> findings keys of the objects referring to it
+	svcBackends  index[nsName, string] // Service -> the backends built from it
 	defaultClass bool
 
 	// What was built.
@@ -87,24 +87,6 @@ type nsName struct{ ns, name string }
 type set[K comparable] map[K]struct{}
 
 func (s set[K]) add(k K) { s[k] = struct{}{} }
-
-func addTo[K, V comparable](m map[K]set[V], k K, v V) {
-	s, ok := m[k]
-	if !ok {
-		s = set[V]{}
-		m[k] = s
-	}
-	s.add(v)
-}
-
-func removeFrom[K, V comparable](m map[K]set[V], k K, v V) {
-	if s, ok := m[k]; ok {
-		delete(s, v)
-		if len(s) == 0 {
-			delete(m, k)
-		}
-	}
-}
 
 type routeKey struct {
 	host string
@@ -163,9 +145,9 @@ func New(opts Options) *Translator {
 		services: map[nsName]*corev1.Service{}, slices: map[nsName]*discoveryv1.EndpointSlice{},
 		bySvc: map[nsName]map[nsName]*discoveryv1.EndpointSlice{}, secrets: map[nsName]*corev1.Secret{},
 		broken:     map[string]*configv1.Finding{},
-		classUsers: map[string]set[nsName]{}, classless: set[nsName]{}, svcUsers: map[nsName]set[nsName]{},
-		secretUsers: map[nsName]set[nsName]{}, hostUsers: map[string]set[nsName]{},
-		backendUsers: map[string]set[string]{}, svcBackends: map[nsName]set[string]{},
+		classUsers: newIndex[string, nsName](), classless: set[nsName]{}, svcUsers: newIndex[nsName, nsName](),
+		secretUsers: newIndex[nsName, nsName](), hostUsers: newIndex[string, nsName](),
+		backendUsers: newIndex[string, string](), svcBackends: newIndex[nsName, string](),
 		local: map[nsName]*ingressOut{}, backends: map[string]*backendOut{}, certs: map[nsName]*certOut{},
 		hostFindings: map[string]map[string][]*configv1.Finding{}, hostUses: map[string]hostUse{},
 		backendRefs: map[string]int{}, certRefs: map[string]int{},
@@ -275,10 +257,10 @@ func (t *Translator) removeSlice(k nsName) {
 
 func (t *Translator) serviceChanged(k nsName) {
 	t.dirtyServices.add(k)
-	for ing := range t.svcUsers[k] {
+	for ing := range t.svcUsers.all(k) {
 		t.dirtyIngresses.add(ing)
 	}
-	for rt := range t.gw.svcUsers[k] {
+	for rt := range t.gw.svcUsers.all(k) {
 		t.gw.dirtyRoutes.add(rt)
 	}
 }
@@ -286,7 +268,7 @@ func (t *Translator) serviceChanged(k nsName) {
 // classChanged re-translates the Ingresses that name the class, and every class-less one
 // when whether we have a default class changed.
 func (t *Translator) classChanged(name string) {
-	for ing := range t.classUsers[name] {
+	for ing := range t.classUsers.all(name) {
 		t.dirtyIngresses.add(ing)
 	}
 	def := false
@@ -330,10 +312,10 @@ func (t *Translator) Build() {
 	t.expire()
 	for k := range t.dirtySecrets {
 		delete(t.certs, k)
-		for ing := range t.secretUsers[k] {
+		for ing := range t.secretUsers.all(k) {
 			t.dirtyIngresses.add(ing)
 		}
-		for g := range t.gw.secretUsers[k] {
+		for g := range t.gw.secretUsers.all(k) {
 			t.gw.dirtyGateways.add(g)
 		}
 		t.dirtyCerts.add(k.ns + "/" + k.name)
@@ -354,7 +336,7 @@ func (t *Translator) Build() {
 		t.retranslateRoute(k)
 	}
 	for svc := range t.dirtyServices {
-		for name := range t.svcBackends[svc] {
+		for name := range t.svcBackends.all(svc) {
 			t.rebuildBackend(name)
 		}
 	}
@@ -422,46 +404,46 @@ func (t *Translator) retranslate(k nsName) {
 func (t *Translator) index(k nsName, lo *ingressOut) {
 	switch {
 	case lo.class != "":
-		addTo(t.classUsers, lo.class, k)
+		t.classUsers.add(lo.class, k)
 	case !lo.classful:
 		t.classless.add(k)
 	}
 	for _, s := range lo.services {
-		addTo(t.svcUsers, s, k)
+		t.svcUsers.add(s, k)
 	}
 	for _, s := range lo.secrets {
-		addTo(t.secretUsers, s, k)
+		t.secretUsers.add(s, k)
 	}
 	for h := range lo.claims {
-		addTo(t.hostUsers, h, k)
+		t.hostUsers.add(h, k)
 		t.dirtyHosts.add(h)
 	}
 	for _, r := range lo.refs {
-		if _, ok := t.backendUsers[r.name]; !ok {
+		if !t.backendUsers.has(r.name) {
 			t.rebuildBackend(r.name)
 		}
-		addTo(t.backendUsers, r.name, ingressKey(k))
+		t.backendUsers.add(r.name, ingressKey(k))
 	}
 }
 
 func (t *Translator) unindex(k nsName, lo *ingressOut) {
 	if lo.class != "" {
-		removeFrom(t.classUsers, lo.class, k)
+		t.classUsers.remove(lo.class, k)
 	}
 	delete(t.classless, k)
 	for _, s := range lo.services {
-		removeFrom(t.svcUsers, s, k)
+		t.svcUsers.remove(s, k)
 	}
 	for _, s := range lo.secrets {
-		removeFrom(t.secretUsers, s, k)
+		t.secretUsers.remove(s, k)
 	}
 	for h := range lo.claims {
-		removeFrom(t.hostUsers, h, k)
+		t.hostUsers.remove(h, k)
 		t.dirtyHosts.add(h)
 	}
 	for _, r := range lo.refs {
-		removeFrom(t.backendUsers, r.name, ingressKey(k))
-		if _, ok := t.backendUsers[r.name]; !ok {
+		t.backendUsers.remove(r.name, ingressKey(k))
+		if !t.backendUsers.has(r.name) {
 			t.dropBackend(r.name)
 		}
 	}
@@ -676,9 +658,9 @@ func (t *Translator) rebuildBackend(name string) {
 	old := t.backends[name]
 	nb := buildBackend(t.services[sk], port, t.bySvc[sk])
 	t.backends[name] = nb
-	addTo(t.svcBackends, sk, name)
+	t.svcBackends.add(sk, name)
 	if old == nil || (old.ready == 0) != (nb.ready == 0) {
-		for key := range t.backendUsers[name] {
+		for key := range t.backendUsers.all(name) {
 			t.dirtyFindings.add(key)
 		}
 	}
@@ -689,7 +671,7 @@ func (t *Translator) dropBackend(name string) {
 	sk, _ := parseBackendName(name)
 	delete(t.backends, name)
 	delete(t.rebuilt, name) // a backend dropped and needed again within one Build is built again
-	removeFrom(t.svcBackends, sk, name)
+	t.svcBackends.remove(sk, name)
 	t.dirtyBackends.add(name)
 }
 
@@ -830,7 +812,7 @@ func (t *Translator) resolveHost(h string) {
 	}
 	refused := t.crossAPIRefused(h)
 	var claims []owned
-	for k := range t.hostUsers[h] {
+	for k := range t.hostUsers.all(h) {
 		if _, ok := refused[ingressKey(k)]; ok {
 			continue
 		}

@@ -100,7 +100,7 @@ func (t *Translator) listenerHostsChanged() {
 	if !changed {
 		return
 	}
-	for h := range g.hostUsers {
+	for h := range g.hostUsers.keys() {
 		t.dirtyHosts.add(h)
 	}
 }

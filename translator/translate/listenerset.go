@@ -237,7 +237,7 @@ func (lc *listenerCtx) conflicted(lo *listenerOut, field string, l gatewayv1.Lis
 // oldest first, then namespace/name.
 func (t *Translator) listenerSetsOf(k nsName) []*gatewayv1.ListenerSet {
 	var out []*gatewayv1.ListenerSet
-	for sk := range t.gw.setsOf[k] {
+	for sk := range t.gw.setsOf.all(k) {
 		if ls := t.gw.listenerSets[sk]; ls != nil {
 			out = append(out, ls)
 		}
@@ -354,7 +354,7 @@ func (t *Translator) setListenerSet(k nsName, ls *gatewayv1.ListenerSet) {
 	g := &t.gw
 	if old := g.listenerSets[k]; old != nil {
 		if p, ok := listenerSetParent(old); ok {
-			removeFrom(g.setsOf, p, k)
+			g.setsOf.remove(p, k)
 			g.dirtyGateways.add(p)
 		}
 	}
@@ -363,11 +363,11 @@ func (t *Translator) setListenerSet(k nsName, ls *gatewayv1.ListenerSet) {
 	} else {
 		g.listenerSets[k] = ls
 		if p, ok := listenerSetParent(ls); ok {
-			addTo(g.setsOf, p, k)
+			g.setsOf.add(p, k)
 			g.dirtyGateways.add(p)
 		}
 	}
-	for r := range g.setRoutes[k] {
+	for r := range g.setRoutes.all(k) {
 		g.dirtyRoutes.add(r)
 	}
 	key := listenerSetKey(k)
