@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"iter"
 	"net"
 	"sort"
 	"strconv"
@@ -39,8 +40,8 @@ type Translator struct {
 	ingresses map[nsName]*networkingv1.Ingress
 	classes   map[string]*networkingv1.IngressClass
 	services  map[nsName]*corev1.Service
-	slices    map[nsName]*discoveryv1.EndpointSlice            // by the slice's own name
-	bySvc     map[nsName]map[nsName]*discoveryv1.EndpointSlice // service -> its slices
+	slices    map[nsName]*discoveryv1.EndpointSlice // by the slice's own name
+	bySvc     index[nsName, nsName]                 // service -> its slices
 	secrets   map[nsName]*corev1.Secret
 	broken    map[string]*configv1.Finding // findings key -> why the object does not decode
 	// quarantined are the objects a data plane rejected, by findings key (quarantines).
@@ -143,7 +144,7 @@ func New(opts Options) *Translator {
 		opts:      opts,
 		ingresses: map[nsName]*networkingv1.Ingress{}, classes: map[string]*networkingv1.IngressClass{},
 		services: map[nsName]*corev1.Service{}, slices: map[nsName]*discoveryv1.EndpointSlice{},
-		bySvc: map[nsName]map[nsName]*discoveryv1.EndpointSlice{}, secrets: map[nsName]*corev1.Secret{},
+		bySvc: newIndex[nsName, nsName](), secrets: map[nsName]*corev1.Secret{},
 		broken:     map[string]*configv1.Finding{},
 		classUsers: newIndex[string, nsName](), classless: set[nsName]{}, svcUsers: newIndex[nsName, nsName](),
 		secretUsers: newIndex[nsName, nsName](), hostUsers: newIndex[string, nsName](),
@@ -185,10 +186,7 @@ func (t *Translator) Set(obj any) {
 		t.slices[k] = o
 		if svc := o.Labels[discoveryv1.LabelServiceName]; svc != "" {
 			sk := nsName{o.Namespace, svc}
-			if t.bySvc[sk] == nil {
-				t.bySvc[sk] = map[nsName]*discoveryv1.EndpointSlice{}
-			}
-			t.bySvc[sk][k] = o
+			t.bySvc.add(sk, k)
 			t.dirtyServices.add(sk)
 		}
 	case *corev1.Secret:
@@ -247,10 +245,7 @@ func (t *Translator) removeSlice(k nsName) {
 	delete(t.slices, k)
 	if svc := old.Labels[discoveryv1.LabelServiceName]; svc != "" {
 		sk := nsName{old.Namespace, svc}
-		delete(t.bySvc[sk], k)
-		if len(t.bySvc[sk]) == 0 {
-			delete(t.bySvc, sk)
-		}
+		t.bySvc.remove(sk, k)
 		t.dirtyServices.add(sk)
 	}
 }
@@ -649,6 +644,17 @@ func parseBackendName(name string) (nsName, int32) {
 
 // rebuildBackend builds backend name from its Service and EndpointSlices. A change in
 // whether it has ready endpoints changes the findings of every Ingress referring to it.
+// slicesOf yields the EndpointSlices of Service sk.
+func (t *Translator) slicesOf(sk nsName) iter.Seq[*discoveryv1.EndpointSlice] {
+	return func(yield func(*discoveryv1.EndpointSlice) bool) {
+		for k := range t.bySvc.all(sk) {
+			if !yield(t.slices[k]) {
+				return
+			}
+		}
+	}
+}
+
 func (t *Translator) rebuildBackend(name string) {
 	if _, ok := t.rebuilt[name]; ok {
 		return
@@ -656,7 +662,7 @@ func (t *Translator) rebuildBackend(name string) {
 	t.rebuilt.add(name)
 	sk, port := parseBackendName(name)
 	old := t.backends[name]
-	nb := buildBackend(t.services[sk], port, t.bySvc[sk])
+	nb := buildBackend(t.services[sk], port, t.slicesOf(sk))
 	t.backends[name] = nb
 	t.svcBackends.add(sk, name)
 	if old == nil || (old.ready == 0) != (nb.ready == 0) {
@@ -675,7 +681,7 @@ func (t *Translator) dropBackend(name string) {
 	t.dirtyBackends.add(name)
 }
 
-func buildBackend(svc *corev1.Service, portNum int32, slices map[nsName]*discoveryv1.EndpointSlice) *backendOut {
+func buildBackend(svc *corev1.Service, portNum int32, slices iter.Seq[*discoveryv1.EndpointSlice]) *backendOut {
 	if svc == nil {
 		return &backendOut{be: &configv1.Backend{}}
 	}
@@ -695,7 +701,7 @@ func buildBackend(svc *corev1.Service, portNum int32, slices map[nsName]*discove
 	// refers to it, so an Ingress's backend on such a port speaks it too.
 	be.Protocol = backendProtocol(port.AppProtocol)
 	seen := map[string]*configv1.Endpoint{}
-	for _, s := range slices {
+	for s := range slices {
 		if s.AddressType == discoveryv1.AddressTypeFQDN {
 			continue
 		}
