@@ -281,16 +281,17 @@ func FuzzMirror(f *testing.F) {
 				t.Fatalf("step %d: the revision went down from %d to %d", steps, streamRev, m.Revision())
 			}
 			streamRev = m.Revision()
-			objs := m.Objects()
-			if len(objs) != len(md.objects) || m.Len() != len(objs) {
-				t.Fatalf("step %d: the mirror holds %d objects, the events say %d", steps, len(objs), len(md.objects))
+			keys := m.Keys()
+			if len(keys) != len(md.objects) || m.Len() != len(keys) {
+				t.Fatalf("step %d: the mirror holds %d objects, the events say %d", steps, len(keys), len(md.objects))
 			}
-			for _, o := range objs {
-				if !proto.Equal(o, md.objects[KeyOf(o)]) || m.Get(KeyOf(o)) != o {
-					t.Fatalf("step %d: the mirror holds %v, the events say %v", steps, o, md.objects[KeyOf(o)])
+			for _, k := range keys {
+				rv, _ := m.ResourceVersion(k)
+				if want, ok := md.objects[k]; !ok || rv != want.GetResourceVersion() {
+					t.Fatalf("step %d: the mirror holds %s at %q, the events say %v", steps, k, rv, want)
 				}
-				if md.kinds[KeyOf(o).Kind] == nil {
-					t.Fatalf("step %d: the mirror holds %s, of a kind the stream does not carry", steps, KeyOf(o))
+				if md.kinds[k.Kind] == nil {
+					t.Fatalf("step %d: the mirror holds %s, of a kind the stream does not carry", steps, k)
 				}
 			}
 			if change == ChangeSynced {
@@ -303,9 +304,9 @@ func FuzzMirror(f *testing.F) {
 				}
 				for _, want := range inv {
 					var held []*watchv1.Object
-					for _, o := range objs {
-						if KeyOf(o).Kind == KindKey(want.GetKind()) {
-							held = append(held, o)
+					for _, k := range keys {
+						if k.Kind == KindKey(want.GetKind()) {
+							held = append(held, md.objects[k])
 						}
 					}
 					if got := InventoryOf(want.GetKind(), held); !proto.Equal(got, want) {

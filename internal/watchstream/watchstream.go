@@ -2,7 +2,9 @@
 // kinds and objects, the inventory digest of InitialSyncComplete, and the Mirror, which
 // applies a stream's events to a local copy of the watcher's store while checking framing,
 // epoch, revision continuity and the marker's inventory. The watcher's tests, sluicectl and
-// the translator all follow a stream through a Mirror.
+// the translator all follow a stream through a Mirror. A Mirror keeps of each object only
+// its identity and resourceVersion (what the inventory digests) and one value its client
+// attaches, so that a client holding decoded objects holds them in one map.
 package watchstream
 
 import (
@@ -44,14 +46,22 @@ func KeyOf(o *watchv1.Object) ObjectKey {
 func InventoryOf(kind *watchv1.GroupVersionKind, objs []*watchv1.Object) *watchv1.KindInventory {
 	lines := make([]string, len(objs))
 	for i, o := range objs {
-		lines[i] = o.GetNamespace() + "/" + o.GetName() + "/" + o.GetResourceVersion() + "\n"
+		lines[i] = inventoryLine(o.GetNamespace(), o.GetName(), o.GetResourceVersion())
 	}
+	return inventoryOfLines(kind, lines)
+}
+
+func inventoryLine(namespace, name, rv string) string {
+	return namespace + "/" + name + "/" + rv + "\n"
+}
+
+func inventoryOfLines(kind *watchv1.GroupVersionKind, lines []string) *watchv1.KindInventory {
 	sort.Strings(lines)
 	h := sha256.New()
 	for _, l := range lines {
 		h.Write([]byte(l))
 	}
-	return &watchv1.KindInventory{Kind: kind, Count: uint64(len(objs)), Digest: h.Sum(nil)}
+	return &watchv1.KindInventory{Kind: kind, Count: uint64(len(lines)), Digest: h.Sum(nil)}
 }
 
 // Errors a Mirror reports. Every one of them means the stream must be dropped and a new one
@@ -93,20 +103,28 @@ const (
 // Mirror is a client's copy of the watcher's store, built from one stream at a time. It is
 // not safe for concurrent use.
 type Mirror struct {
-	epoch     string
-	revision  uint64
-	kinds     []*watchv1.GroupVersionKind
-	kindSet   map[string]bool
-	objects   map[ObjectKey]*watchv1.Object
+	epoch    string
+	revision uint64
+	kinds    []*watchv1.GroupVersionKind
+	// kindSet maps each KindKey of the stream to itself: keys held share one string per kind.
+	kindSet   map[string]string
+	objects   map[ObjectKey]held
 	phase     phase
 	remaining uint64
 	marker    bool // InitialSyncComplete seen on the current stream
 	synced    bool // the objects are known complete (a marker was verified in this epoch)
 }
 
+// held is what a Mirror keeps of one object: the resourceVersion the inventory digests, and
+// the client's value (Attach).
+type held struct {
+	rv  string
+	val any
+}
+
 // NewMirror returns an empty mirror.
 func NewMirror() *Mirror {
-	return &Mirror{objects: map[ObjectKey]*watchv1.Object{}}
+	return &Mirror{objects: map[ObjectKey]held{}}
 }
 
 // StartStream prepares for a new stream; the objects are kept for a resume.
@@ -128,16 +146,33 @@ func (m *Mirror) Kinds() []*watchv1.GroupVersionKind { return m.kinds }
 // Len is the number of objects held.
 func (m *Mirror) Len() int { return len(m.objects) }
 
-// Get returns one object.
-func (m *Mirror) Get(k ObjectKey) *watchv1.Object { return m.objects[k] }
+// ResourceVersion returns the resourceVersion of the object held under k.
+func (m *Mirror) ResourceVersion(k ObjectKey) (string, bool) {
+	h, ok := m.objects[k]
+	return h.rv, ok
+}
 
-// Objects returns the objects held, sorted by key.
-func (m *Mirror) Objects() []*watchv1.Object {
-	out := make([]*watchv1.Object, 0, len(m.objects))
-	for _, o := range m.objects {
-		out = append(out, o)
+// Value returns what the client attached to the object held under k (nil if nothing).
+func (m *Mirror) Value(k ObjectKey) any { return m.objects[k].val }
+
+// Attach keeps v with the object held under k, until the object is replaced or deleted; it
+// reports whether k is held.
+func (m *Mirror) Attach(k ObjectKey, v any) bool {
+	h, ok := m.objects[k]
+	if ok {
+		h.val = v
+		m.objects[k] = h
 	}
-	sort.Slice(out, func(i, j int) bool { return lessKey(KeyOf(out[i]), KeyOf(out[j])) })
+	return ok
+}
+
+// Keys returns the keys of the objects held, sorted.
+func (m *Mirror) Keys() []ObjectKey {
+	out := make([]ObjectKey, 0, len(m.objects))
+	for k := range m.objects {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return lessKey(out[i], out[j]) })
 	return out
 }
 
@@ -172,7 +207,7 @@ func (m *Mirror) Apply(ev *watchv1.WatchResponse) (Change, error) {
 		m.setKinds(e.SnapshotStart.GetKinds())
 		// The count is the peer's word, not a size to allocate: a lying or broken watcher
 		// could claim 2^64 objects. It is only a hint, bounded; the map grows as objects come.
-		m.objects = make(map[ObjectKey]*watchv1.Object, min(e.SnapshotStart.GetCount(), maxCountHint))
+		m.objects = make(map[ObjectKey]held, min(e.SnapshotStart.GetCount(), maxCountHint))
 		m.remaining = e.SnapshotStart.GetCount()
 		m.phase = phaseSnapshot
 		return ChangeReset, nil
@@ -269,9 +304,10 @@ func (m *Mirror) Apply(ev *watchv1.WatchResponse) (Change, error) {
 
 func (m *Mirror) setKinds(kinds []*watchv1.GroupVersionKind) {
 	m.kinds = kinds
-	m.kindSet = make(map[string]bool, len(kinds))
+	m.kindSet = make(map[string]string, len(kinds))
 	for _, k := range kinds {
-		m.kindSet[KindKey(k)] = true
+		kk := KindKey(k)
+		m.kindSet[kk] = kk
 	}
 }
 
@@ -280,18 +316,20 @@ func (m *Mirror) put(o *watchv1.Object) error {
 		return fmt.Errorf("%w: upsert without an object, kind or name", ErrProtocol)
 	}
 	k := KeyOf(o)
-	if !m.kindSet[k.Kind] {
+	kind, ok := m.kindSet[k.Kind]
+	if !ok {
 		return fmt.Errorf("%w: object %s of a kind the stream does not carry", ErrProtocol, k)
 	}
-	m.objects[k] = o
+	k.Kind = kind
+	m.objects[k] = held{rv: o.GetResourceVersion()}
 	return nil
 }
 
 // verify checks a marker's inventory against the objects held.
 func (m *Mirror) verify(marker *watchv1.InitialSyncComplete) error {
-	byKind := map[string][]*watchv1.Object{}
-	for k, o := range m.objects {
-		byKind[k.Kind] = append(byKind[k.Kind], o)
+	byKind := map[string][]string{}
+	for k, h := range m.objects {
+		byKind[k.Kind] = append(byKind[k.Kind], inventoryLine(k.Namespace, k.Name, h.rv))
 	}
 	inv := marker.GetInventory()
 	if len(inv) != len(m.kinds) {
@@ -300,7 +338,7 @@ func (m *Mirror) verify(marker *watchv1.InitialSyncComplete) error {
 	seen := make(map[string]bool, len(inv))
 	for _, want := range inv {
 		kk := KindKey(want.GetKind())
-		if !m.kindSet[kk] {
+		if _, ok := m.kindSet[kk]; !ok {
 			return fmt.Errorf("%w: inventory names kind %s, which the stream does not carry", ErrInventory, kk)
 		}
 		// With as many entries as kinds, a kind named twice means another is left out:
@@ -309,7 +347,7 @@ func (m *Mirror) verify(marker *watchv1.InitialSyncComplete) error {
 			return fmt.Errorf("%w: inventory names kind %s twice", ErrInventory, kk)
 		}
 		seen[kk] = true
-		got := InventoryOf(want.GetKind(), byKind[kk])
+		got := inventoryOfLines(want.GetKind(), byKind[kk])
 		if got.GetCount() != want.GetCount() || !bytes.Equal(got.GetDigest(), want.GetDigest()) {
 			return fmt.Errorf("%w: kind %s: holding %d objects (digest %x), watcher has %d (digest %x)",
 				ErrInventory, kk, got.GetCount(), got.GetDigest()[:6], want.GetCount(), safePrefix(want.GetDigest()))

@@ -58,11 +58,12 @@ func resumeEv(epoch string, rev, from uint64) *watchv1.WatchResponse {
 	return &watchv1.WatchResponse{Epoch: epoch, Revision: rev, Event: &watchv1.WatchResponse_ResumeStart{ResumeStart: &watchv1.ResumeStart{FromRevision: from}}}
 }
 
-// held lists a mirror's objects as "key@resourceVersion", in the mirror's order.
-func held(m *Mirror) []string {
+// holding lists a mirror's objects as "key@resourceVersion", in the mirror's order.
+func holding(m *Mirror) []string {
 	var out []string
-	for _, o := range m.Objects() {
-		out = append(out, KeyOf(o).String()+"@"+o.GetResourceVersion())
+	for _, k := range m.Keys() {
+		rv, _ := m.ResourceVersion(k)
+		out = append(out, k.String()+"@"+rv)
 	}
 	return out
 }
@@ -168,12 +169,12 @@ func TestMirrorAppliesSnapshotDeltasAndMarkerInOrder(t *testing.T) {
 		if st.held != nil {
 			last = st.held
 		}
-		if got := held(m); fmt.Sprint(got) != fmt.Sprint(last) || m.Len() != len(last) {
+		if got := holding(m); fmt.Sprint(got) != fmt.Sprint(last) || m.Len() != len(last) {
 			t.Fatalf("step %d (%T): holds %v, want %v", i, st.ev.GetEvent(), got, last)
 		}
 	}
-	if o := m.Get(ObjectKey{Kind: "/v1/Service", Namespace: "ns", Name: "a"}); o.GetResourceVersion() != "8" {
-		t.Fatalf("Get returns %v, want Service ns/a at resourceVersion 8", o)
+	if rv, ok := m.ResourceVersion(ObjectKey{Kind: "/v1/Service", Namespace: "ns", Name: "a"}); rv != "8" || !ok {
+		t.Fatalf("ResourceVersion returns %q, %v, want Service ns/a at resourceVersion 8", rv, ok)
 	}
 }
 
@@ -196,8 +197,8 @@ func TestResumeKeepsTheObjectsAndANewEpochWaitsForItsMarker(t *testing.T) {
 		t.Fatalf("after a resume: synced %v, %d objects; want synced with the object kept", m.Synced(), m.Len())
 	}
 	applyAll(t, m, upsertEv("e1", 4, uObj(uSvc, "ns", "b", "4")))
-	if fmt.Sprint(held(m)) != "[/v1/Service ns/a@1 /v1/Service ns/b@4]" {
-		t.Fatalf("after a resumed delta: %v", held(m))
+	if fmt.Sprint(holding(m)) != "[/v1/Service ns/a@1 /v1/Service ns/b@4]" {
+		t.Fatalf("after a resumed delta: %v", holding(m))
 	}
 
 	m.StartStream()

@@ -102,8 +102,9 @@ type Engine struct {
 	cfg Config
 	log hclog.Logger
 
+	// mirror holds every object of the stream, with its decoded form attached (nil when it
+	// does not decode: badObjs says why).
 	mirror  *watchstream.Mirror
-	decoded map[watchstream.ObjectKey]runtime.Object
 	badObjs map[watchstream.ObjectKey]string
 	tr      *translate.Translator
 
@@ -160,7 +161,6 @@ func (e *Engine) reset() {
 }
 
 func (e *Engine) resetObjects() {
-	e.decoded = map[watchstream.ObjectKey]runtime.Object{}
 	e.badObjs = map[watchstream.ObjectKey]string{}
 	e.tr = translate.New(e.cfg.Options)
 }
@@ -319,8 +319,22 @@ func (e *Engine) apply(m *watchv1.WatchResponse) (watchstream.Change, error) {
 	return e.applyDecoded(m, obj, decodeErr)
 }
 
-// applyDecoded is apply with an upsert's object already decoded (obj, or why not: err).
+// applyDecoded is apply with an upsert's object already decoded (obj, or why not: err). The
+// decoded object is attached to the mirror's entry: one map holds each object (docs/design.md,
+// "Cold start").
 func (e *Engine) applyDecoded(m *watchv1.WatchResponse, obj runtime.Object, err error) (watchstream.Change, error) {
+	// What the translator holds of the object an upsert replaces or a delete removes, read
+	// before the mirror forgets it.
+	var k watchstream.ObjectKey
+	var prev any
+	switch ev := m.GetEvent().(type) {
+	case *watchv1.WatchResponse_Upsert:
+		k = watchstream.KeyOf(ev.Upsert.GetObject())
+		prev = e.mirror.Value(k)
+	case *watchv1.WatchResponse_Delete:
+		k = watchstream.KeyOf(ev.Delete.GetObject())
+		prev = e.mirror.Value(k)
+	}
 	change, merr := e.mirror.Apply(m)
 	if merr != nil {
 		return change, merr
@@ -331,41 +345,34 @@ func (e *Engine) applyDecoded(m *watchv1.WatchResponse, obj runtime.Object, err 
 		e.q.restart()
 	case *watchv1.WatchResponse_Upsert:
 		o := ev.Upsert.GetObject()
-		k := watchstream.KeyOf(o)
 		e.unbuilt++
+		e.forget(k, prev)
 		if err != nil {
-			e.forget(k)
 			e.gone(k)
 			e.badObjs[k] = err.Error()
 			e.tr.SetBroken(o.GetKind().GetKind(), k.Namespace, k.Name, err.Error())
 			e.log.Error("object does not decode; left out", "object", k.String(), "error", err)
 			break
 		}
-		e.forget(k)
-		e.decoded[k] = obj
+		e.mirror.Attach(k, obj)
 		e.tr.Set(obj)
 		if kind := o.GetKind().GetKind(); translate.Quarantinable(kind) {
 			e.seen(k, obj, o.GetResourceVersion())
 		}
-		// The mirror keeps the object for its identity and version (the marker's
-		// inventory, resumes); the translator reads the decoded form. Holding the
-		// serialised bytes as well would keep every object twice.
-		o.Raw = nil
 	case *watchv1.WatchResponse_Delete:
-		k := watchstream.KeyOf(ev.Delete.GetObject())
 		e.unbuilt++
-		e.forget(k)
+		e.forget(k, prev)
 		e.gone(k)
 	}
-	e.cfg.Metrics.SetObjects(len(e.decoded))
+	e.cfg.Metrics.SetObjects(e.mirror.Len() - len(e.badObjs))
 	return change, nil
 }
 
-// forget removes what the engine holds of k: the object, or that it did not decode.
-func (e *Engine) forget(k watchstream.ObjectKey) {
-	if old, ok := e.decoded[k]; ok {
-		delete(e.decoded, k)
-		e.tr.Remove(old)
+// forget removes what the engine holds of k: prev, the object the translator was given, or
+// that k did not decode.
+func (e *Engine) forget(k watchstream.ObjectKey, prev any) {
+	if prev != nil {
+		e.tr.Remove(prev)
 	}
 	if _, ok := e.badObjs[k]; ok {
 		delete(e.badObjs, k)

@@ -232,6 +232,8 @@ func msg(epoch string, rev uint64, ev any) *watchv1.WatchResponse {
 		m.Event = &watchv1.WatchResponse_SnapshotStart{SnapshotStart: e}
 	case *watchv1.Upsert:
 		m.Event = &watchv1.WatchResponse_Upsert{Upsert: e}
+	case *watchv1.Delete:
+		m.Event = &watchv1.WatchResponse_Delete{Delete: e}
 	case *watchv1.SnapshotEnd:
 		m.Event = &watchv1.WatchResponse_SnapshotEnd{SnapshotEnd: e}
 	case *watchv1.InitialSyncComplete:
@@ -303,6 +305,41 @@ func TestInventoryMismatchYieldsNoConfig(t *testing.T) {
 // Bursts are coalesced, a config whose hash did not change is not republished, and a broken
 // stream starts a new epoch whose first config comes only after the new marker; the
 // reconnect asks to resume.
+// docs/design.md, "Cold start": the translator keeps each object once, attached to the
+// mirror's entry; a delete must still take the object out of the translation, and an upsert
+// must replace what it held.
+func TestDeleteAndReplaceReachTheTranslation(t *testing.T) {
+	fw, rec := setup(t)
+	svc := svcObject(t, "web", "1")
+	a, b := ingressObject(t, "a", "2"), ingressObject(t, "b", "3")
+	open := make(chan struct{})
+	t.Cleanup(func() { close(open) })
+	fw.scripts <- func(send func(*watchv1.WatchResponse)) error {
+		snapshot(send, "w1", 3, []*watchv1.Object{svc, a, b})
+		send(msg("w1", 3, marker(map[*watchv1.GroupVersionKind][]*watchv1.Object{svcKind: {svc}, ingKind: {a, b}})))
+		send(msg("w1", 4, &watchv1.Delete{Object: &watchv1.Object{Kind: ingKind, Namespace: "ns", Name: "a", ResourceVersion: "4"}}))
+		send(msg("w1", 5, &watchv1.Upsert{Object: ingressObject(t, "b", "5")}))
+		<-open // the stream stays open until the test ends
+		return nil
+	}
+	hosts := func(c *configv1.Config) []string {
+		var out []string
+		for _, vh := range c.GetResources().GetVirtualHosts() {
+			out = append(out, vh.GetHostname())
+		}
+		return out
+	}
+	rec.waitUntil(t, "the snapshot's two hosts", func(_ []string, c []*configv1.Config) bool {
+		return len(c) > 0 && len(hosts(c[0])) == 2
+	})
+	rec.waitUntil(t, "a's host gone after its delete", func(_ []string, c []*configv1.Config) bool {
+		return fmt.Sprint(hosts(c[len(c)-1])) == "[b.example.com]"
+	})
+	if n := rec.objectCount(); n != 2 {
+		t.Fatalf("the engine reports %d objects, want 2 (the Service and Ingress b)", n)
+	}
+}
+
 func TestCoalescingDedupAndNewEpochOnBreak(t *testing.T) {
 	fw, rec := setup(t)
 	svc := svcObject(t, "web", "1")

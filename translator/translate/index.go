@@ -6,7 +6,7 @@ import "iter"
 // naming it, a host to its claimants). Almost every key has one value and a few have
 // thousands (an IngressClass), so a key with one value is an entry of a flat map and only a
 // key that ever had two gets a set of its own: a small map per key would cost about 300
-// bytes at every Ingress, several times over (docs/design.md, "Memory").
+// bytes at every Ingress, several times over (docs/design.md, "Cold start").
 type index[K, V comparable] struct {
 	one  map[K]V
 	many map[K]set[V]
