@@ -111,7 +111,7 @@ func followReconnecting(t *testing.T, addr string) *reconnecting {
 			r.mu.Unlock()
 			for m := first; ; {
 				r.mu.Lock()
-				ch, err := r.mirror.Apply(m)
+				ch, err := r.mirror.ApplyKeeping(m)
 				if err == nil && m.GetEpoch() != seen.epoch {
 					err = errEpochMidStream
 				}
@@ -174,7 +174,7 @@ func (r *reconnecting) waitEpoch(d time.Duration, what string, not []string, con
 func (r *reconnecting) mirrorHas(k watchstream.ObjectKey) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.mirror.Get(k) != nil
+	return r.mirror.Object(k) != nil
 }
 
 // endOf returns how the stream of epoch ended (nil while it is open).
@@ -238,7 +238,7 @@ func TestScenario11GatewayAPIAppearsAndDisappearsNewEpochs(t *testing.T) {
 		return slices.Equal(s.markerKinds, withGateway)
 	})
 	r.waitEpoch(time.Minute, "the Gateway", []string{e1.epoch}, func(s *epochSeen, m *watchstream.Mirror) bool {
-		return s.epoch == e2.epoch && m.Get(gwKey) != nil
+		return s.epoch == e2.epoch && m.Object(gwKey) != nil
 	})
 	if end := r.endOf(e1.epoch); status.Code(end) != codes.Unavailable || !strings.Contains(end.Error(), "epoch "+e1.epoch+" ended") {
 		t.Fatalf("the first epoch's stream ended with %v, want UNAVAILABLE naming epoch %s", end, e1.epoch)

@@ -110,7 +110,7 @@ func (f *follower) apply(ev *watchv1.WatchResponse) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.msgs = append(f.msgs, ev)
-	ch, err := f.mirror.Apply(ev)
+	ch, err := f.mirror.ApplyKeeping(ev)
 	if err != nil {
 		f.err = fmt.Errorf("stream check: %w", err)
 		return

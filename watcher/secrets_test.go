@@ -184,7 +184,7 @@ func TestTLSSecretsOnlyWhileReferenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr.waitFor(time.Minute, "the Ingress naming app/later", func(m *watchstream.Mirror) bool {
-		return m.Get(watchstream.ObjectKey{Kind: "networking.k8s.io/v1/Ingress", Namespace: app, Name: "late"}) != nil
+		return m.Object(watchstream.ObjectKey{Kind: "networking.k8s.io/v1/Ingress", Namespace: app, Name: "late"}) != nil
 	})
 	if s, i := tr.position(true, "Secret", app, "later"), tr.position(true, "Ingress", app, "late"); s < 0 || s > i {
 		t.Fatalf("Secret %s/later at message %d, the Ingress naming it at %d: the Secret must come first", app, s, i)
@@ -199,7 +199,7 @@ func TestTLSSecretsOnlyWhileReferenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr.waitFor(time.Minute, "the ReferenceGrant", func(m *watchstream.Mirror) bool {
-		return m.Get(watchstream.ObjectKey{Kind: "gateway.networking.k8s.io/v1/ReferenceGrant", Namespace: other, Name: "allow-app"}) != nil
+		return m.Object(watchstream.ObjectKey{Kind: "gateway.networking.k8s.io/v1/ReferenceGrant", Namespace: other, Name: "allow-app"}) != nil
 	})
 	if s, g := tr.position(true, "Secret", other, "shared"), tr.position(true, "ReferenceGrant", other, "allow-app"); s < 0 || s > g {
 		t.Fatalf("Secret %s/shared at message %d, the grant allowing it at %d: the Secret must come first", other, s, g)
@@ -213,7 +213,7 @@ func TestTLSSecretsOnlyWhileReferenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr.waitFor(time.Minute, "the grant's Secret deleted", func(m *watchstream.Mirror) bool {
-		return m.Get(watchstream.ObjectKey{Kind: "/v1/Secret", Namespace: other, Name: "shared"}) == nil
+		return m.Object(watchstream.ObjectKey{Kind: "/v1/Secret", Namespace: other, Name: "shared"}) == nil
 	})
 	if g, s := tr.position(false, "ReferenceGrant", other, "allow-app"), tr.position(false, "Secret", other, "shared"); g < 0 || s < g {
 		t.Fatalf("the grant's delete at message %d, the Secret's at %d: the Secret's must follow", g, s)
@@ -223,7 +223,7 @@ func TestTLSSecretsOnlyWhileReferenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr.waitFor(time.Minute, "app/later deleted from the stream", func(m *watchstream.Mirror) bool {
-		return m.Get(watchstream.ObjectKey{Kind: "/v1/Secret", Namespace: app, Name: "later"}) == nil
+		return m.Object(watchstream.ObjectKey{Kind: "/v1/Secret", Namespace: app, Name: "later"}) == nil
 	})
 	// A last change, so that everything before it has reached both followers.
 	if _, err := c.Client.NetworkingV1().Ingresses(app).Create(ctx, ingress("last"), metav1.CreateOptions{}); err != nil {
@@ -231,7 +231,7 @@ func TestTLSSecretsOnlyWhileReferenced(t *testing.T) {
 	}
 	for _, f := range []*follower{tr, op} {
 		f.waitFor(time.Minute, "the last Ingress", func(m *watchstream.Mirror) bool {
-			return m.Get(watchstream.ObjectKey{Kind: "networking.k8s.io/v1/Ingress", Namespace: app, Name: "last"}) != nil
+			return m.Object(watchstream.ObjectKey{Kind: "networking.k8s.io/v1/Ingress", Namespace: app, Name: "last"}) != nil
 		})
 		if f.everSeen(system, "sluice-ca") {
 			t.Fatal("the CA's Secret, which no route references, reached a Watch stream")

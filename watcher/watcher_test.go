@@ -164,7 +164,7 @@ spec:
 		t.Fatal(err)
 	}
 	f.waitFor(30*time.Second, "the gizmo", func(m *watchstream.Mirror) bool {
-		o := m.Get(watchstream.ObjectKey{Kind: group + "/v1/Gizmo", Namespace: ns, Name: "g1"})
+		o := m.Object(watchstream.ObjectKey{Kind: group + "/v1/Gizmo", Namespace: ns, Name: "g1"})
 		return o != nil && o.GetContentType() == kinds.ContentTypeJSON && strings.Contains(string(o.GetRaw()), `"size":3`)
 	})
 }

@@ -166,6 +166,33 @@ func (m *Mirror) Attach(k ObjectKey, v any) bool {
 	return ok
 }
 
+// ApplyKeeping is Apply for a client that wants the objects themselves (a test, a printer):
+// each upserted object is attached to its entry, for Object and Objects.
+func (m *Mirror) ApplyKeeping(ev *watchv1.WatchResponse) (Change, error) {
+	c, err := m.Apply(ev)
+	if u := ev.GetUpsert(); err == nil && u != nil {
+		m.Attach(KeyOf(u.GetObject()), u.GetObject())
+	}
+	return c, err
+}
+
+// Object returns the object held under k, as ApplyKeeping attached it (nil otherwise).
+func (m *Mirror) Object(k ObjectKey) *watchv1.Object {
+	o, _ := m.Value(k).(*watchv1.Object)
+	return o
+}
+
+// Objects returns the objects ApplyKeeping attached, sorted by key.
+func (m *Mirror) Objects() []*watchv1.Object {
+	var out []*watchv1.Object
+	for _, k := range m.Keys() {
+		if o := m.Object(k); o != nil {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // Keys returns the keys of the objects held, sorted.
 func (m *Mirror) Keys() []ObjectKey {
 	out := make([]ObjectKey, 0, len(m.objects))

@@ -39,7 +39,7 @@ func (c *client) apply(t *testing.T, m *watchv1.WatchResponse) error {
 	if err := proto.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := c.mirror.Apply(&got)
+	ch, err := c.mirror.ApplyKeeping(&got)
 	if ch == watchstream.ChangeSynced {
 		c.marks++
 	}
