@@ -2,7 +2,8 @@
 // that the translator, the pusher and any client of the config stream must apply the same
 // way. It owns the config state (resources keyed per type), its state hash, how a delta
 // applies onto a state, and the canonical orders of hosts and findings. It imports only the
-// generated protocol; the processes import it, never each other.
+// generated protocol (and internal/parallel, to digest a large state on every core); the
+// processes import it, never each other.
 //
 // The state hash. Each resource has a digest: SHA-256 over its type tag, its key and its
 // deterministic protobuf serialisation. The state's sum is the sum of the digests of all its
@@ -19,12 +20,11 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"runtime"
 	"sort"
-	"sync"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-io/sluice/internal/parallel"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
@@ -512,24 +512,11 @@ const parallelDigests = 1024
 // digests returns each item's digest, computed on every core for a large list.
 func digests(items []item) [][32]byte {
 	out := make([][32]byte, len(items))
-	workers := runtime.GOMAXPROCS(0)
-	if len(items) < parallelDigests || workers < 2 {
-		for i, it := range items {
-			out[i] = digest(it.t, it.key, it.msg)
+	parallel.Ranges(len(items), parallelDigests, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			out[i] = digest(items[i].t, items[i].key, items[i].msg)
 		}
-		return out
-	}
-	var wg sync.WaitGroup
-	per := (len(items) + workers - 1) / workers
-	for lo := 0; lo < len(items); lo += per {
-		hi := min(lo+per, len(items))
-		wg.Go(func() {
-			for i := lo; i < hi; i++ {
-				out[i] = digest(items[i].t, items[i].key, items[i].msg)
-			}
-		})
-	}
-	wg.Wait()
+	})
 	return out
 }
 

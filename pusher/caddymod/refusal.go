@@ -40,6 +40,14 @@ func (r *refusals) add(ref contract.Refusal, cause string) {
 	r.e.Causes = append(r.e.Causes, cause)
 }
 
+// merge adds what o collected after what r holds, up to contract.MaxRefusals.
+func (r *refusals) merge(o *refusals) {
+	for i, ref := range o.e.Refused {
+		r.add(ref, o.e.Causes[i])
+	}
+	r.e.More += o.e.More
+}
+
 // err is the change's refusal, nil when nothing was refused.
 func (r *refusals) err() error {
 	if len(r.e.Refused) == 0 {

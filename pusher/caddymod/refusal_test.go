@@ -3,8 +3,10 @@ package caddymod
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -82,5 +84,46 @@ func TestNoTestRuleWithoutTheBuildTag(t *testing.T) {
 	cfg.Hash = contract.Hash(cfg.GetResources())
 	if err := (&Store{}).Replace(cfg); err != nil {
 		t.Fatalf("a production build refused a route under the test-only prefix: %v", err)
+	}
+}
+
+// A complete state large enough to be compiled on every core (docs/design.md, "Cold start")
+// names its refusals exactly as one goroutine would: in the state's order, hosts before
+// certificates, at most contract.MaxRefusals of them and the rest counted.
+func TestLargeStateNamesItsRefusalsInOrder(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	}
+	// Refused hosts fall in every goroutine's range: every 37th (fewer than the cap, so the
+	// certificates are named too) or every 9th (more than the cap).
+	for _, every := range []int{37, 9} {
+		t.Run(fmt.Sprint("every ", every), func(t *testing.T) {
+			cfg := benchState(t, 4*parallelCompile)
+			res := cfg.GetResources()
+			var all []contract.Refusal
+			for i, vh := range res.GetVirtualHosts() {
+				if i%every == every-1 {
+					rt := vh.GetRoutes()[0]
+					rt.Query = []*configv1.QueryMatch{{Name: "q", Value: "(", Type: configv1.QueryMatchType_QUERY_MATCH_TYPE_REGEX}}
+					all = append(all, contract.Refusal{Host: vh.GetHostname(), Route: rt.GetName()})
+				}
+			}
+			certs := res.GetCertificates()
+			for _, c := range []*configv1.Certificate{certs[0], certs[len(certs)-1]} {
+				c.PrivateKeyPem = []byte("junk")
+				all = append(all, contract.Refusal{Certificate: c.GetName()})
+			}
+			cfg.Hash = contract.Hash(res)
+			want := all[:min(len(all), contract.MaxRefusals)]
+
+			err := (&Store{}).Replace(cfg)
+			var rf *RefusedError
+			if !errors.As(err, &rf) {
+				t.Fatalf("a state with %d refused parts: %v, want a refusal", len(all), err)
+			}
+			if !reflect.DeepEqual(rf.Refused, want) || rf.More != len(all)-len(want) {
+				t.Fatalf("refused %+v and %d more, want %+v and %d more", rf.Refused, rf.More, want, len(all)-len(want))
+			}
+		})
 	}
 }

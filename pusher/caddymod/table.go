@@ -50,6 +50,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/parallel"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
@@ -138,26 +139,29 @@ func (s *Store) Replace(cfg *configv1.Config) error {
 	}
 	res := cfg.GetResources()
 	hosts, backends, certs := cow[*vhost]{}.edit(), cow[*backend]{}.edit(), cow[*tls.Certificate]{}.edit()
-	compiled := map[string]*vhost{}
+	vhs, cs := res.GetVirtualHosts(), res.GetCertificates()
+	compiled, parsed := compileAll(vhs, cs)
+	byName := make(map[string]*vhost, len(vhs))
 	var rf refusals
-	for _, vh := range res.GetVirtualHosts() {
-		h := compileHost(vh, &rf)
-		hosts.set(vh.GetHostname(), h)
-		compiled[vh.GetHostname()] = h
+	for i, vh := range vhs {
+		hosts.set(vh.GetHostname(), compiled[i].h)
+		byName[vh.GetHostname()] = compiled[i].h
+		rf.merge(&compiled[i].rf)
 	}
 	for _, b := range res.GetBackends() {
 		backends.set(b.GetName(), buildBackend(b))
 	}
-	for _, c := range res.GetCertificates() {
-		if tc := parseCert(c, &rf); tc != nil {
-			certs.set(c.GetName(), tc)
+	for i, c := range cs {
+		if parsed[i].tc != nil {
+			certs.set(c.GetName(), parsed[i].tc)
 		}
+		rf.merge(&parsed[i].rf)
 	}
 	if err := rf.err(); err != nil {
 		return err
 	}
 	t := &Table{Ref: Ref{cfg.GetEpoch(), cfg.GetVersion(), cfg.GetHash()}, hosts: hosts.done(), backends: backends.done(), certs: certs.done()}
-	if err := t.check(compiled); err != nil {
+	if err := t.check(byName); err != nil {
 		return err
 	}
 	s.state = st
@@ -244,6 +248,41 @@ func (t *Table) check(hosts map[string]*vhost) error {
 		}
 	}
 	return nil
+}
+
+// parallelCompile is the number of hosts and certificates below which a complete state is
+// compiled on one goroutine.
+const parallelCompile = 256
+
+type compiledHost struct {
+	h  *vhost
+	rf refusals
+}
+
+type parsedCert struct {
+	tc *tls.Certificate
+	rf refusals
+}
+
+// compileAll compiles a complete state's hosts and parses its certificates on every core:
+// they are independent of each other, and parsing a private key is the largest part of a
+// cold start's apply (docs/design.md, "Cold start"). Each result keeps its own refusals, so
+// that they are merged in the state's order, as one goroutine would have found them.
+func compileAll(vhs []*configv1.VirtualHost, cs []*configv1.Certificate) ([]compiledHost, []parsedCert) {
+	hosts, certs := make([]compiledHost, len(vhs)), make([]parsedCert, len(cs))
+	parallel.Ranges(len(vhs), parallelCompile, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			hosts[i].h = compileHost(vhs[i], &hosts[i].rf)
+		}
+	})
+	// Apart from the hosts: a certificate costs far more than a host, and a range of each
+	// kind per core keeps the cores evenly loaded.
+	parallel.Ranges(len(cs), parallelCompile/16, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			certs[i].tc = parseCert(cs[i], &certs[i].rf)
+		}
+	})
+	return hosts, certs
 }
 
 // compileHost compiles vh's routes; a route refused is recorded in rf (the host is then not
