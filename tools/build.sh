@@ -129,12 +129,12 @@ for t in "${targets[@]}"; do
 	etcd) build etcd $ETCD_VERSION go.etcd.io/etcd/server/v3 "-s -w" go.etcd.io/etcd/server/v3:etcd ;;
 	# Caddy with Sluice's module (pusher/caddymod), what the system runs; and stock Caddy, to
 	# test the pusher's POST /load target against.
-	caddy) SRC=$root/pusher/caddymod SOURCES="$root/pusher/caddymod $root/internal/contract $root/proto/gen/sluice/config $root/go.mod $root/go.sum" \
+	caddy) SRC=$root/pusher/caddymod SOURCES="$root/pusher/caddymod $root/internal/contract $root/internal/parallel $root/proto/gen/sluice/config $root/go.mod $root/go.sum" \
 		build caddy $CADDY_VERSION github.com/caddyserver/caddy/v2 "-s -w" ./cmd/caddy:caddy ;;
 	caddy-stock) build caddy $CADDY_VERSION github.com/caddyserver/caddy/v2 "-s -w" github.com/caddyserver/caddy/v2/cmd/caddy:caddy-stock ;;
 	# Caddy with the module and its test-only rule (build tag sluicetest: it refuses routes
 	# the translator accepts, so the end-to-end tests can force a NACK). Never deployed.
-	caddy-sluicetest) GOFLAGS="-tags=sluicetest" SRC=$root/pusher/caddymod SOURCES="$root/pusher/caddymod $root/internal/contract $root/proto/gen/sluice/config $root/go.mod $root/go.sum" \
+	caddy-sluicetest) GOFLAGS="-tags=sluicetest" SRC=$root/pusher/caddymod SOURCES="$root/pusher/caddymod $root/internal/contract $root/internal/parallel $root/proto/gen/sluice/config $root/go.mod $root/go.sum" \
 		build caddy-sluicetest $CADDY_VERSION github.com/caddyserver/caddy/v2 "-s -w" ./cmd/caddy:caddy-sluicetest ;;
 	# Helm, to lint and render deploy/helm/sluice; its version is stamped as its release build does
 	# (otherwise `helm version` and .Capabilities.HelmVersion say only v4.3).
