@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"image/color"
 	"math"
@@ -24,7 +25,7 @@ type chart struct {
 
 // The charts, in the order of the report's sections.
 var (
-	chartColdStart = chart{"cold-start.svg", "Cold start: stages against the limits"}
+	chartColdStart = chart{"cold-start.svg", "Cold start: stages, as a multiple of the limit"}
 	chartChangeCDF = chart{"change-to-served-cdf.svg", "Change to served: CDF, idle and under churn"}
 	chartMemory    = chart{"memory.svg", "Memory: resident set size per process"}
 	chartBytes     = chart{"bytes-per-change.svg", "Bytes per change"}
@@ -64,15 +65,11 @@ func writeCharts(dir string, rs []Result) error {
 		}
 		p.Title.Text = c.title
 		cv, _ := render(p)
-		f, err := os.Create(filepath.Join(dir, c.file))
-		if err != nil {
+		var buf bytes.Buffer
+		if _, err := cv.WriteTo(&buf); err != nil {
 			return fmt.Errorf("chart %s: %w", c.file, err)
 		}
-		_, err = cv.WriteTo(f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := os.WriteFile(filepath.Join(dir, c.file), svgFonts(buf.Bytes()), 0o644); err != nil {
 			return fmt.Errorf("chart %s: %w", c.file, err)
 		}
 	}
@@ -86,13 +83,17 @@ type layout struct {
 }
 
 // render draws p with its legend outside the plot, in a column to the right of it: a legend
-// inside the data area covers bars or lines whatever corner it is put in.
+// inside the data area covers bars or lines whatever corner it is put in. The column is
+// legendSlack times as wide as the legend measures in the font gonum lays it out with, since
+// a reader's renderer draws it in whatever serif face it has (Times is narrower, DejaVu
+// Serif as much as a fifth wider), so that no entry runs off the edge.
 func render(p *plot.Plot) (*vgsvg.Canvas, layout) {
 	leg := p.Legend
 	p.Legend = plot.NewLegend() // the plot draws no legend of its own
 	leg.TextStyle.Font.Size = vg.Points(9)
 	leg.Top, leg.Left = true, true
-	legW := leg.Rectangle(draw.Canvas{}).Size().X
+	leg.Padding = vg.Points(1.5) // between entries, for faces taller than the measured one
+	legW := leg.Rectangle(draw.Canvas{}).Size().X * legendSlack
 	if legW > 0 {
 		legW += 2 * legendGap
 	}
@@ -110,10 +111,21 @@ func render(p *plot.Plot) (*vgsvg.Canvas, layout) {
 		leg.Draw(legC)
 		r := leg.Rectangle(legC)
 		// Rectangle places a Left legend at the right edge; Draw puts it at the left one.
-		l.legend = vg.Rectangle{Min: vg.Point{X: legC.Min.X, Y: r.Min.Y}, Max: vg.Point{X: legC.Min.X + r.Size().X, Y: r.Max.Y}}
+		// What the layout reports is the widest the legend may be drawn.
+		l.legend = vg.Rectangle{Min: vg.Point{X: legC.Min.X, Y: r.Min.Y}, Max: vg.Point{X: legC.Min.X + r.Size().X*legendSlack, Y: r.Max.Y}}
 	}
 	p.Legend = leg
 	return cv, l
+}
+
+// legendSlack is how much wider than measured the legend's column is (see render).
+const legendSlack = 1.3
+
+// svgFonts names, after the face the charts are laid out with, the faces of the same
+// metrics a reader is likely to have, so that a renderer without Liberation Serif draws the
+// text about as wide as it was measured.
+func svgFonts(svg []byte) []byte {
+	return bytes.ReplaceAll(svg, []byte("font-family:Liberation Serif"), []byte("font-family:'Liberation Serif','Times New Roman',Times,serif"))
 }
 
 func sizeNames(rs []Result) []string {
@@ -125,11 +137,13 @@ func sizeNames(rs []Result) []string {
 }
 
 // coldStartPlot stacks, per size, Sluice's cold-start stages (and the rest: process start-up
-// and the first request) in one bar, and the two limits (informer list, Caddy load) in the
-// bar beside it.
+// and the first request) in one bar, and the two parts of the limit (informer list, module
+// apply) in the bar beside it, each in units of that size's limit: sizes a hundred times
+// apart are then equally readable, the Sluice bar's height is the ratio the report gives,
+// and a dashed line marks the target.
 func coldStartPlot(rs []Result) (*plot.Plot, error) {
 	p := plot.New()
-	p.Y.Label.Text = "ms"
+	p.Y.Label.Text = "multiple of the limit (list + apply = 1)"
 	p.NominalX(sizeNames(rs)...)
 	p.X.Min, p.X.Max = -0.6, float64(len(rs)-1)+0.6
 	w := vg.Points(40)
@@ -140,7 +154,7 @@ func coldStartPlot(rs []Result) (*plot.Plot, error) {
 	sort.Strings(stages)
 	type segment struct {
 		name  string
-		value func(Result) float64
+		value func(Result) float64 // ms
 	}
 	var sluice []segment
 	for _, s := range stages {
@@ -157,13 +171,18 @@ func coldStartPlot(rs []Result) (*plot.Plot, error) {
 		{"limit: informer list", func(r Result) float64 { return r.InformerListMs }},
 		{"limit: module complete state", func(r Result) float64 { return r.ModuleApplyMs }},
 	}
+	limit := func(r Result) float64 { return math.Max(1, r.InformerListMs+r.ModuleApplyMs) }
+	top := 0.0
+	for _, r := range rs {
+		top = math.Max(top, r.ColdStartMs/limit(r))
+	}
 	next := 0
 	for i, stack := range [][]segment{sluice, limits} {
 		var below *plotter.BarChart
 		for _, seg := range stack {
 			vs := make(plotter.Values, len(rs))
 			for j, r := range rs {
-				vs[j] = seg.value(r)
+				vs[j] = seg.value(r) / limit(r)
 			}
 			b, err := plotter.NewBarChart(vs, w)
 			if err != nil {
@@ -188,8 +207,20 @@ func coldStartPlot(rs []Result) (*plot.Plot, error) {
 		}
 		next = 0
 	}
+	target, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: coldStartTarget}, {X: p.X.Max, Y: coldStartTarget}})
+	if err != nil {
+		return nil, err
+	}
+	target.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+	target.Width = vg.Points(1)
+	p.Add(target)
+	p.Legend.Add(fmt.Sprintf("target: %.1f x the limit", coldStartTarget), target)
+	p.Y.Min, p.Y.Max = 0, 1.05*math.Max(top, coldStartTarget)
 	return p, nil
 }
+
+// coldStartTarget is the cold start Sluice aims at, as a multiple of its limit.
+const coldStartTarget = 1.3
 
 // changeCDFPlot draws the share of changes served within a time, idle and under churn, one
 // line per size.

@@ -32,9 +32,9 @@ func fixedResults() []Result {
 	return []Result{r(1000, 1), r(10000, 5), r(100000, 50)}
 }
 
-// TestWriteCharts proves issue 19's "Pictures": make bench writes the four SVG charts the
-// report embeds (cold start against the limits, change-to-served CDF, memory per process,
-// bytes per change), each well-formed and titled, and the report links every one of them.
+// TestWriteCharts: make bench writes the SVG charts the report embeds (cold start against
+// the limits, change-to-served CDF, request routing, memory per process, bytes per change),
+// each well-formed and titled, with every size, and the report links every one of them.
 func TestWriteCharts(t *testing.T) {
 	dir := t.TempDir()
 	rs := fixedResults()
@@ -42,7 +42,7 @@ func TestWriteCharts(t *testing.T) {
 		t.Fatalf("writeCharts: %v", err)
 	}
 	want := map[chart][]string{
-		chartColdStart: {"Sluice: translation", "Sluice: start-up, first request", "limit: informer list", "limit: module complete state"},
+		chartColdStart: {"Sluice: translation", "Sluice: start-up, first request", "limit: informer list", "limit: module complete state", "target: 1.3 x the limit", "multiple of the limit"},
 		chartChangeCDF: {"1000 Ingresses, idle", "10000 Ingresses, churn", "share of changes", "log scale"},
 		chartMemory:    {"watcher", "translator", "pusher", "caddy", "RSS (MiB)"},
 		chartBytes:     {"changed object", "watch stream", "config stream"},

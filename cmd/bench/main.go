@@ -56,7 +56,15 @@ func main() {
 	flag.IntVar(&routeConns, "route-conns", 16, "concurrent keep-alive clients of the request-routing measure")
 	flag.DurationVar(&routeDuration, "route-duration", 5*time.Second, "how long each request-routing load runs (per Caddy)")
 	flag.IntVar(&createWorkers, "create-workers", 64, "concurrent clients creating the objects")
+	chartsOnly := flag.Bool("charts-only", false, "measure nothing: redraw the charts next to -out from the results in -json")
 	flag.Parse()
+	if *chartsOnly {
+		if err := redraw(*md, *js); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*sizes, *runs, *changes, *md, *js, *profDir); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		testenv.Cleanup()
@@ -235,6 +243,21 @@ func scaled(base, per time.Duration, size int) time.Duration {
 
 // baseline reads the results the last run wrote, by size, so that the report shows each
 // figure beside the one it replaces (none when there is no readable file).
+// redraw rewrites the charts of the report at mdPath from the results in jsPath, so that a
+// change to the charts needs no new measure.
+func redraw(mdPath, jsPath string) error {
+	base := baseline(jsPath)
+	if len(base) == 0 {
+		return fmt.Errorf("-json %s: no results", jsPath)
+	}
+	var rs []Result
+	for _, r := range base {
+		rs = append(rs, r)
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].Ingresses < rs[j].Ingresses })
+	return writeCharts(filepath.Join(filepath.Dir(mdPath), chartsDir), rs)
+}
+
 func baseline(path string) map[int]Result {
 	out := map[int]Result{}
 	b, err := os.ReadFile(path)
