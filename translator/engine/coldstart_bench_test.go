@@ -83,8 +83,8 @@ func coldObjects(tb testing.TB, n int) ([]*watchv1.Object, []*watchv1.KindInvent
 	var objs []*watchv1.Object
 	var inv []*watchv1.KindInventory
 	var kinds []*watchv1.GroupVersionKind
-	// The stream's kind order: by wire name.
-	for _, gvk := range []schema.GroupVersionKind{secretGVK, svcGVK, sliceGVK, ingGVK, classGVK} {
+	// The stream's kind order (kinds.SortKinds): referents first, then by wire name.
+	for _, gvk := range []schema.GroupVersionKind{secretGVK, classGVK, svcGVK, sliceGVK, ingGVK} {
 		k := &watchv1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind}
 		kinds = append(kinds, k)
 		objs = append(objs, byKind[gvk]...)

@@ -236,9 +236,34 @@ func encode(obj runtime.Object, gvk schema.GroupVersionKind) ([]byte, string, er
 // ErrNotServed marks a kind the apiserver does not serve.
 var ErrNotServed = errors.New("not served by the apiserver")
 
-// SortKinds orders kinds by their wire name, the order of every stream and inventory.
+// Stage is where a kind's objects come in a stream: what other objects refer to first (stage
+// 0: classes, Namespaces, the Secrets, and kinds Sluice does not translate; 1: Services,
+// EndpointSlices, ReferenceGrants; 2: Gateways; 3: ListenerSets), the route objects that
+// refer to them last (4: Ingresses, HTTPRoutes). A receiver that translates as the stream
+// arrives then translates a route once, against its referents, not once without them and
+// again when they come (docs/design.md, "Cold start"). A Secret comes right before the
+// change that references it, whatever its kind's stage.
+func (k *Kind) Stage() int {
+	switch k.GVK.Kind {
+	case "Service", "EndpointSlice", "ReferenceGrant":
+		return 1
+	case "Gateway":
+		return 2
+	case "ListenerSet", "XListenerSet":
+		return 3
+	case "Ingress", "HTTPRoute":
+		return 4
+	}
+	return 0
+}
+
+// SortKinds orders kinds by stage, then by their wire name: the order of every stream's
+// snapshot and inventory.
 func SortKinds(ks []*Kind) {
-	sort.Slice(ks, func(i, j int) bool {
+	sort.SliceStable(ks, func(i, j int) bool {
+		if si, sj := ks[i].Stage(), ks[j].Stage(); si != sj {
+			return si < sj
+		}
 		a, b := ks[i].GVK, ks[j].GVK
 		if a.Group != b.Group {
 			return a.Group < b.Group

@@ -194,20 +194,26 @@ func TestGroupVersionsAreEachAskedOnceFallbacksIncluded(t *testing.T) {
 	}
 }
 
-// Every stream and inventory lists kinds in one order: group, then version, then kind.
-func TestSortKindsOrdersByGroupVersionKind(t *testing.T) {
+// Every stream and inventory lists kinds in one order (docs/design.md, "Cold start"): what
+// is referred to before what refers to it (classes, Secrets and Namespaces; Services,
+// EndpointSlices and grants; Gateways; ListenerSets; routes), then group, version, kind.
+func TestSortKindsOrdersReferentsFirst(t *testing.T) {
 	k := func(g, v, kind string) *Kind {
 		return &Kind{GVK: schema.GroupVersionKind{Group: g, Version: v, Kind: kind}}
 	}
 	ks := []*Kind{k("networking.k8s.io", "v1", "IngressClass"), k("gateway.networking.k8s.io", "v1beta1", "ReferenceGrant"),
-		k("", "v1", "Service"), k("networking.k8s.io", "v1", "Ingress"), k("gateway.networking.k8s.io", "v1", "HTTPRoute"), k("", "v1", "Secret")}
+		k("", "v1", "Service"), k("networking.k8s.io", "v1", "Ingress"), k("gateway.networking.k8s.io", "v1", "HTTPRoute"), k("", "v1", "Secret"),
+		k("gateway.networking.k8s.io", "v1", "ListenerSet"), k("gateway.networking.k8s.io", "v1", "Gateway"), k("gateway.networking.k8s.io", "v1", "GatewayClass"),
+		k("discovery.k8s.io", "v1", "EndpointSlice"), k("", "v1", "Namespace"), k("", "v1", "ConfigMap")}
 	SortKinds(ks)
 	var got []string
 	for _, k := range ks {
 		got = append(got, k.GVK.GroupVersion().String()+"/"+k.GVK.Kind)
 	}
-	want := []string{"v1/Secret", "v1/Service", "gateway.networking.k8s.io/v1/HTTPRoute", "gateway.networking.k8s.io/v1beta1/ReferenceGrant",
-		"networking.k8s.io/v1/Ingress", "networking.k8s.io/v1/IngressClass"}
+	want := []string{"v1/ConfigMap", "v1/Namespace", "v1/Secret", "gateway.networking.k8s.io/v1/GatewayClass", "networking.k8s.io/v1/IngressClass",
+		"v1/Service", "discovery.k8s.io/v1/EndpointSlice", "gateway.networking.k8s.io/v1beta1/ReferenceGrant",
+		"gateway.networking.k8s.io/v1/Gateway", "gateway.networking.k8s.io/v1/ListenerSet",
+		"gateway.networking.k8s.io/v1/HTTPRoute", "networking.k8s.io/v1/Ingress"}
 	if !slices.Equal(got, want) {
 		t.Errorf("SortKinds = %v, want %v", got, want)
 	}
