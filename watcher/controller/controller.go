@@ -88,6 +88,10 @@ type Controller struct {
 	tracked    []bool
 	held       map[refs.SecretKey]*watchv1.Object
 	refs       *refs.Index
+
+	// stages holds back, before the barrier, the changes of route objects until what they
+	// refer to has synced.
+	stages *stages
 }
 
 // New returns a controller; Run starts it.
@@ -127,6 +131,11 @@ func New(cfg Config) (*Controller, error) {
 	c := &Controller{cfg: cfg, log: cfg.Logger, store: st, synced: make(chan struct{}), causes: cfg.Causes, q: fifo.New[item](),
 		stopped: make(chan struct{}), stopErr: ErrShutdown,
 		secretKind: -1, tracked: make([]bool, len(cfg.Kinds)), held: map[refs.SecretKey]*watchv1.Object{}, refs: refs.NewIndex()}
+	stage, informers := make([]int, len(cfg.Kinds)), make([]int, len(cfg.Kinds))
+	for i, k := range cfg.Kinds {
+		stage[i], informers[i] = k.Kind.Stage(), len(k.Informers)
+	}
+	c.stages = newStages(stage, informers)
 	for i, k := range cfg.Kinds {
 		gk := k.Kind.GVK.GroupKind()
 		if gk.Group == "" && gk.Kind == "Secret" {
@@ -223,6 +232,7 @@ func (c *Controller) Run(ctx context.Context) error {
 
 	remaining := len(c.cfg.Kinds)
 	timeout := c.cfg.After(c.cfg.SyncTimeout - c.cfg.Now().Sub(c.cfg.Started))
+	apply := c.applier(pending, &remaining, &timeout)
 	defer func() {
 		// A context ended with store.ErrEpochEnded retires this epoch: its subscribers are
 		// told so (and reconnect to the next one), not that the watcher is stopping.
@@ -249,35 +259,49 @@ func (c *Controller) Run(ctx context.Context) error {
 			case it.sub != nil:
 				sub, err := c.store.Subscribe(it.sub.req)
 				it.sub.reply <- subscribeReply{sub, err}
+				continue
 			case it.unsub != nil:
 				c.store.Unsubscribe(it.unsub)
-			case it.synced:
-				pending[it.kind]--
-				if pending[it.kind] == 0 {
-					remaining--
-					name := c.cfg.Kinds[it.kind].Kind.Spec.String()
-					c.causes.Set(name, nil)
-					kv := []any{"kind", name, "objects", c.store.Count(watchstream.KindKey(c.cfg.Kinds[it.kind].Kind.Wire()))}
-					if it.kind == c.secretKind {
-						// The store holds only the referenced Secrets; say how many were read.
-						kv = append(kv, "read", len(c.held))
-					}
-					c.log.Info("kind synced", kv...)
-				}
-				if remaining == 0 && !c.store.Synced() {
-					c.openBarrier()
-					timeout = nil
-				}
-			case it.kind == c.secretKind:
-				c.secret(it.obj.Wire, it.deleted)
-			default:
-				c.object(it)
+				continue
+			}
+			for _, it := range c.stages.take(it) {
+				apply(it)
 			}
 		}
 		c.cfg.Metrics.SetRevision(c.store.Revision())
 		for _, wk := range c.cfg.Kinds {
 			kk := watchstream.KindKey(wk.Kind.Wire())
 			c.cfg.Metrics.SetObjects(kk, c.store.Count(kk))
+		}
+	}
+}
+
+// applier returns Run's handling of one change, or of a kind's sync token, once stages let
+// it pass.
+func (c *Controller) applier(pending []int, remaining *int, timeout *<-chan time.Time) func(item) {
+	return func(it item) {
+		switch {
+		case it.synced:
+			pending[it.kind]--
+			if pending[it.kind] == 0 {
+				*remaining--
+				name := c.cfg.Kinds[it.kind].Kind.Spec.String()
+				c.causes.Set(name, nil)
+				kv := []any{"kind", name, "objects", c.store.Count(watchstream.KindKey(c.cfg.Kinds[it.kind].Kind.Wire()))}
+				if it.kind == c.secretKind {
+					// The store holds only the referenced Secrets; say how many were read.
+					kv = append(kv, "read", len(c.held))
+				}
+				c.log.Info("kind synced", kv...)
+			}
+			if *remaining == 0 && !c.store.Synced() {
+				c.openBarrier()
+				*timeout = nil
+			}
+		case it.kind == c.secretKind:
+			c.secret(it.obj.Wire, it.deleted)
+		default:
+			c.object(it)
 		}
 	}
 }
@@ -349,8 +373,8 @@ func (c *Controller) openBarrier() {
 func (c *Controller) timeoutError(pending []int) error {
 	var ks []string
 	for i, n := range pending {
-		if n == 0 {
-			continue
+		if n == 0 || c.stages.listed(i, len(c.cfg.Kinds[i].Informers)) {
+			continue // synced, or listed and held behind a kind that did not sync
 		}
 		name := c.cfg.Kinds[i].Kind.Spec.String()
 		cause := c.causes.Get(name)

@@ -129,10 +129,20 @@ type running struct {
 // each); edit may change its Config.
 func startRunning(t *testing.T, informers []int, edit func(*Config)) *running {
 	t.Helper()
+	var names []string
+	for i := range informers {
+		names = append(names, fmt.Sprintf("Kind%c", 'A'+i))
+	}
+	return startRunningKinds(t, names, informers, edit)
+}
+
+// startRunningKinds is startRunning over kinds of the given names (testKind).
+func startRunningKinds(t *testing.T, names []string, informers []int, edit func(*Config)) *running {
+	t.Helper()
 	r := &running{metrics: newBatchMetrics(), done: make(chan error, 1)}
 	var watched []WatchedKind
 	for i, n := range informers {
-		k := testKind(fmt.Sprintf("Kind%c", 'A'+i))
+		k := testKind(names[i])
 		r.kinds = append(r.kinds, k)
 		wk := WatchedKind{Kind: k}
 		var infs []*scriptedInformer
@@ -504,4 +514,70 @@ func TestClassifyNamesTheCauseOfAListOrWatchFailure(t *testing.T) {
 			t.Errorf("Classify(%v) = %q, want %q", tc.err, got, tc.want)
 		}
 	}
+}
+
+// docs/design.md, "Cold start": the informers list concurrently, but a stream carries a
+// route object after what it refers to. Ingresses listed (and synced) before the Services
+// reach the store, and so every subscriber, only after the Services, then the barrier; a
+// sync that times out names the kind that did not list, not the one held behind it.
+func TestRoutesReachTheStoreAfterTheirReferents(t *testing.T) {
+	t.Run("order", func(t *testing.T) {
+		r := startRunningKinds(t, []string{"Ingress", "Service"}, []int{1, 1}, nil)
+		sub, err := r.c.Subscribe(context.Background(), store.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ing, svc := r.kinds[0], r.kinds[1]
+		r.handlers[0][0].OnAdd(stored(ing, "i1", "1"), true)
+		r.handlers[0][0].OnAdd(stored(ing, "i2", "2"), true)
+		close(r.infs[0][0].synced)
+		r.handlers[1][0].OnAdd(stored(svc, "s1", "3"), true)
+		close(r.infs[1][0].synced)
+		var got []string
+		for synced := false; !synced; {
+			select {
+			case <-sub.Ready():
+				for _, ev := range sub.Take() {
+					switch ev.Type {
+					case store.EventUpsert:
+						got = append(got, ev.Object.GetKind().GetKind()+"/"+ev.Object.GetName())
+					case store.EventSynced:
+						got, synced = append(got, "barrier"), true
+					}
+				}
+			case <-time.After(watchdog):
+				t.Fatalf("no barrier after %v", got)
+			}
+		}
+		if want := "[Service/s1 Ingress/i1 Ingress/i2 barrier]"; fmt.Sprint(got) != want {
+			t.Fatalf("the stream carried %v, want %s", got, want)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		fire := make(chan time.Time, 1)
+		r := startRunningKinds(t, []string{"Ingress", "Service"}, []int{1, 1}, func(cfg *Config) {
+			cfg.After = func(time.Duration) <-chan time.Time { return fire }
+		})
+		r.handlers[0][0].OnAdd(stored(r.kinds[0], "i1", "1"), true)
+		r.batch(t)
+		close(r.infs[0][0].synced) // the Ingresses listed; the Services never do
+		r.batch(t)
+		fire <- time.Time{}
+		var te *SyncTimeoutError
+		select {
+		case err := <-r.done:
+			r.done <- err
+			if !errors.As(err, &te) {
+				t.Fatalf("Run ended with %v, want a *SyncTimeoutError", err)
+			}
+		case <-time.After(watchdog):
+			t.Fatal("Run did not end when the sync timeout fired")
+		}
+		if len(te.Kinds) != 1 || !strings.HasPrefix(te.Kinds[0], "v1/services: ") {
+			t.Fatalf("the timeout names %q, want the Services only", te.Kinds)
+		}
+		if r.c.store.Len() != 0 {
+			t.Fatalf("the store holds %d objects: an Ingress passed before its referents synced", r.c.store.Len())
+		}
+	})
 }
