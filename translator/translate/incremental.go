@@ -16,6 +16,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/parallel"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
@@ -58,9 +59,12 @@ type Translator struct {
 	defaultClass bool
 
 	// What was built.
-	local        map[nsName]*ingressOut
-	backends     map[string]*backendOut
-	certs        map[nsName]*certOut
+	local    map[nsName]*ingressOut
+	backends map[string]*backendOut
+	certs    map[nsName]*certOut
+	// readAhead are certificates of changed Secrets read on every core at the start of a
+	// Build (readCertificates), each taken once by certificate.
+	readAhead    map[nsName]*certOut
 	hostFindings map[string]map[string][]*configv1.Finding // conflict findings per host, by findings key
 	hostUses     map[string]hostUse                        // what each virtual host refers to
 	backendRefs  map[string]int                            // backend -> winning routes using it
@@ -305,6 +309,7 @@ func (t *Translator) ours(ing *networkingv1.Ingress) (bool, *configv1.Finding) {
 // Build re-translates what the changes since the last Build touch and updates State.
 func (t *Translator) Build() {
 	t.expire()
+	t.readCertificates()
 	for k := range t.dirtySecrets {
 		delete(t.certs, k)
 		for ing := range t.secretUsers.all(k) {
@@ -762,7 +767,12 @@ func (t *Translator) certificate(k nsName) *certOut {
 	if c, ok := t.certs[k]; ok {
 		return c
 	}
-	c := readCertificate(k, t.secrets[k], t.opts.Now)
+	c, ok := t.readAhead[k]
+	if ok {
+		delete(t.readAhead, k)
+	} else {
+		c = readCertificate(k, t.secrets[k], t.opts.Now)
+	}
 	if f, ok := t.quarantines()["Secret/"+k.ns+"/"+k.name]; ok && c.cert != nil {
 		c = &certOut{reason: ReasonRejectedByDataPlane, why: fmt.Sprintf("TLS Secret %s/%s %s; its hosts are not served over HTTPS", k.ns, k.name, f.GetCause())}
 	}
@@ -771,6 +781,37 @@ func (t *Translator) certificate(k nsName) *certOut {
 		t.nextExpiry = c.notAfter
 	}
 	return c
+}
+
+// parallelCertificates is the number of changed Secrets below which their certificates
+// are read one by one, when translation asks for them.
+const parallelCertificates = 64
+
+// readCertificates reads the certificates of the Secrets changed since the last Build on
+// every core, ahead of the translation that asks for them (certificate): checking a key pair
+// is most of the cost of a TLS Secret, and a cold start has thousands (docs/design.md, "Cold
+// start"). readCertificate is pure, so the result is what reading each when asked gives.
+func (t *Translator) readCertificates() {
+	clear(t.readAhead)
+	if len(t.dirtySecrets) < parallelCertificates {
+		return
+	}
+	keys := make([]nsName, 0, len(t.dirtySecrets))
+	for k := range t.dirtySecrets {
+		keys = append(keys, k)
+	}
+	out := make([]*certOut, len(keys))
+	parallel.Ranges(len(keys), parallelCertificates, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			out[i] = readCertificate(keys[i], t.secrets[keys[i]], t.opts.Now)
+		}
+	})
+	if t.readAhead == nil {
+		t.readAhead = make(map[nsName]*certOut, len(keys))
+	}
+	for i, k := range keys {
+		t.readAhead[k] = out[i]
+	}
 }
 
 func readCertificate(k nsName, s *corev1.Secret, now time.Time) *certOut {
