@@ -397,6 +397,23 @@ func waitServed(addr, h string, d time.Duration) (time.Duration, error) {
 var logLine = regexp.MustCompile(`^(\S+) \[\w+\]\s+\S+: (.*)$`)
 
 // logAt finds the first line containing msg: its time and its took= value.
+// awaitLogs waits until each process has logged its message, at most timeout.
+func awaitLogs(want map[*testenv.Process]string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for p, msg := range want {
+		for {
+			if ts, _ := logAt(p.Logs(), msg); !ts.IsZero() {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s did not log %q within %s", p.Name(), msg, timeout)
+			}
+			time.Sleep(20 * time.Millisecond) // polling a log file: nothing to wait on
+		}
+	}
+	return nil
+}
+
 func logAt(logs, msg string) (time.Time, time.Duration) {
 	for _, l := range strings.Split(logs, "\n") {
 		if !strings.Contains(l, msg) {
@@ -533,6 +550,11 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 		cpu["control plane"] = append(cpu["control plane"], ms(e.c.ControlPlaneCPU()-cp0))
 		for _, p := range []*testenv.Process{st.Watcher, st.Translator, st.Pusher} {
 			cpu[p.Name()] = append(cpu[p.Name()], ms(p.CPU()))
+		}
+		// The first request can be served before the pusher has logged the apply (it logs
+		// after the module answered): every stage's line is awaited, never read as missing.
+		if err := awaitLogs(map[*testenv.Process]string{st.Watcher: "barrier open", st.Translator: "watch stream verified complete", st.Pusher: "config applied"}, 30*time.Second); err != nil {
+			return r, err
 		}
 		wBarrier, wTook := logAt(st.Watcher.Logs(), "barrier open")
 		tVerified, _ := logAt(st.Translator.Logs(), "watch stream verified complete")
