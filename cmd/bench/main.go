@@ -127,9 +127,11 @@ type Result struct {
 	ConfigBytesPerChange float64 `json:"config_bytes_per_change"`
 	ObjectBytes          float64 `json:"changed_object_bytes"`
 
-	Profile string            `json:"profile_top,omitempty"`
-	Heap    map[string]string `json:"heap_top,omitempty"` // process -> pprof -top of its in-use heap
-	Date    string            `json:"-"`                  // of a baseline: when it was measured
+	Profile string `json:"profile_top,omitempty"`
+	// ColdProfile is the top of the translator's CPU profile during the first cold start.
+	ColdProfile string            `json:"cold_start_profile_top,omitempty"`
+	Heap        map[string]string `json:"heap_top,omitempty"` // process -> pprof -top of its in-use heap
+	Date        string            `json:"-"`                  // of a baseline: when it was measured
 }
 
 type env struct {
@@ -513,6 +515,7 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 		}
 	}()
 	last := host(ns, size-1)
+	var coldProf <-chan string
 	for i := 0; i < runs; i++ {
 		prog.step(fmt.Sprintf("%d Ingresses: cold start %d of %d (informer list, then Sluice to first request served)", size, i+1, runs), 0)
 		// The limit first: a bare client-go informer listing the same kinds.
@@ -543,6 +546,9 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 		if err != nil {
 			return r, err
 		}
+		if i == 0 {
+			coldProf = e.profileColdStart(pprofAddr, profDir, size, informer[0])
+		}
 		if _, err := waitServed(st.HTTPAddr(), last, scaled(5*time.Minute, 6*time.Second, size)); err != nil {
 			return r, fmt.Errorf("%w\n%s", err, st.Logs(20))
 		}
@@ -569,6 +575,9 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 			st.Stop()
 			st = nil
 		}
+	}
+	if coldProf != nil {
+		r.ColdProfile = <-coldProf
 	}
 	r.ColdStartMs, r.InformerListMs = median(cold), median(informer)
 	for k, v := range stages {
@@ -913,6 +922,43 @@ func currentConfig(ctx context.Context, addr string) (*configv1.Config, error) {
 		return nil, err
 	}
 	return st.GetCurrent(), nil
+}
+
+// profileColdStart records CPU profiles of the translator and the watcher from their start
+// for three times the informer list (2 to 60 s: about the cold start), into profDir, and
+// sends the top of the translator's when both are written ("" when they could not be).
+// The processes' pprof listeners may not be up yet: each is tried until it answers.
+func (e *env) profileColdStart(pprofAddr map[string]string, profDir string, size int, listMs float64) <-chan string {
+	secs := int(min(60, max(2, 3*listMs/1000)))
+	out := make(chan string, 1)
+	go func() {
+		errs := make(chan error, 2)
+		for _, name := range []string{"translator", "watcher"} {
+			go func() {
+				url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr[name], secs)
+				path := filepath.Join(profDir, fmt.Sprintf("%s-coldstart-%d.pprof", name, size))
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					err := fetch(url, path)
+					if err == nil || time.Now().After(deadline) {
+						errs <- err
+						return
+					}
+					time.Sleep(10 * time.Millisecond) // the listener is not up yet: nothing to wait on
+				}
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				fmt.Fprintf(os.Stderr, "bench: %d Ingresses: cold-start profile: %v\n", size, err)
+				out <- ""
+				return
+			}
+		}
+		top, _ := exec.Command("go", "tool", "pprof", "-top", "-nodecount=25", filepath.Join(profDir, fmt.Sprintf("translator-coldstart-%d.pprof", size))).Output()
+		out <- string(top)
+	}()
+	return out
 }
 
 func fetch(url, path string) error {

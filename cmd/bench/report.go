@@ -142,7 +142,13 @@ Caddy `+"`/load`"+` of a config of that size: what every change cost before the 
 			was(r.Ingresses, r.ConfigBytesPerChange, func(o Result) float64 { return o.ConfigBytesPerChange }, "%.0f B"), r.ConfigBytesPerChange/r.ObjectBytes)
 	}
 	b.WriteString(image(chartBytes))
-	b.WriteString("\n## Profiles\n\nCPU profile of the translator during the churn measure (the files are in `.bench/`, not in\ngit); the top of the largest size:\n\n```\n")
+	b.WriteString("\n## Profiles\n\nThe files are in `.bench/`, not in git.\n")
+	if last.ColdProfile != "" {
+		b.WriteString("\nCPU profile of the translator during the first cold start of the largest size, from its\nstart for three times the informer list (the watcher's is beside it):\n\n```\n")
+		b.WriteString(strings.TrimSpace(last.ColdProfile))
+		b.WriteString("\n```\n")
+	}
+	b.WriteString("\nCPU profile of the translator during the churn measure, the top of the largest size:\n\n```\n")
 	b.WriteString(strings.TrimSpace(last.Profile))
 	b.WriteString("\n```\n")
 	return b.String()
