@@ -297,26 +297,9 @@ func TestChangesReachTheStoreInInformerOrder(t *testing.T) {
 				c(r.kinds[0], r.handlers[0][0])
 			}
 			close(r.infs[0][0].synced)
-			var got []string
-			for synced := false; !synced; {
-				select {
-				case <-sub.Ready():
-					for _, ev := range sub.Take() {
-						switch ev.Type {
-						case store.EventUpsert:
-							got = append(got, "upsert "+ev.Object.GetName()+"@"+ev.Object.GetResourceVersion())
-						case store.EventDelete:
-							got = append(got, "delete "+ev.Object.GetName()+"@"+ev.Object.GetResourceVersion())
-						case store.EventSynced:
-							synced = true
-						}
-					}
-				case <-sub.Done():
-					t.Fatalf("the subscription ended: %v", sub.Err())
-				case <-time.After(watchdog):
-					t.Fatalf("no barrier after %v", got)
-				}
-			}
+			got := untilBarrier(t, sub, func(ev store.Event) string {
+				return map[store.EventType]string{store.EventUpsert: "upsert ", store.EventDelete: "delete "}[ev.Type] + ev.Object.GetName() + "@" + ev.Object.GetResourceVersion()
+			})
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Fatalf("changes before the barrier: %v, want %v", got, tc.want)
 			}
@@ -434,6 +417,28 @@ func TestSyncTimeoutNamesEveryKindNotSyncedAndNeverOpensTheBarrier(t *testing.T)
 	}
 }
 
+// untilBarrier takes sub's changes until the barrier, each written by describe, failing the
+// test when the subscription ends or no barrier comes.
+func untilBarrier(t *testing.T, sub *store.Subscription, describe func(store.Event) string) []string {
+	t.Helper()
+	var got []string
+	for {
+		select {
+		case <-sub.Ready():
+			for _, ev := range sub.Take() {
+				if ev.Type == store.EventSynced {
+					return got
+				}
+				got = append(got, describe(ev))
+			}
+		case <-sub.Done():
+			t.Fatalf("the subscription ended: %v", sub.Err())
+		case <-time.After(watchdog):
+			t.Fatalf("no barrier after %v", got)
+		}
+	}
+}
+
 // drainEvents yields what is buffered for sub without waiting.
 func drainEvents(sub *store.Subscription) func(func(store.Event) bool) {
 	return func(yield func(store.Event) bool) {
@@ -533,22 +538,7 @@ func TestRoutesReachTheStoreAfterTheirReferents(t *testing.T) {
 		close(r.infs[0][0].synced)
 		r.handlers[1][0].OnAdd(stored(svc, "s1", "3"), true)
 		close(r.infs[1][0].synced)
-		var got []string
-		for synced := false; !synced; {
-			select {
-			case <-sub.Ready():
-				for _, ev := range sub.Take() {
-					switch ev.Type {
-					case store.EventUpsert:
-						got = append(got, ev.Object.GetKind().GetKind()+"/"+ev.Object.GetName())
-					case store.EventSynced:
-						got, synced = append(got, "barrier"), true
-					}
-				}
-			case <-time.After(watchdog):
-				t.Fatalf("no barrier after %v", got)
-			}
-		}
+		got := append(untilBarrier(t, sub, func(ev store.Event) string { return ev.Object.GetKind().GetKind() + "/" + ev.Object.GetName() }), "barrier")
 		if want := "[Service/s1 Ingress/i1 Ingress/i2 barrier]"; fmt.Sprint(got) != want {
 			t.Fatalf("the stream carried %v, want %s", got, want)
 		}
