@@ -264,8 +264,8 @@ func (c *Controller) Run(ctx context.Context) error {
 				c.store.Unsubscribe(it.unsub)
 				continue
 			}
-			for _, it := range c.stages.take(it) {
-				apply(it)
+			for _, x := range c.stages.take(it) {
+				apply(x)
 			}
 		}
 		c.cfg.Metrics.SetRevision(c.store.Revision())

@@ -72,6 +72,9 @@ func (s *stages) take(it item) []item {
 		}
 	}
 	s.out = out
+	if cap(out) > 1024 {
+		s.out = nil // a kind's whole list released at once is not kept for the epoch's life
+	}
 	return out
 }
 
