@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
@@ -336,11 +337,19 @@ func CheckRoute(rt *configv1.Route) error {
 		if err := checkHostname(rd.GetHostname()); err != nil {
 			return fmt.Errorf("redirect: %w", err)
 		}
+		if l := rd.GetLocation(); l != "" {
+			if err := checkLocation(rd); err != nil {
+				return fmt.Errorf("redirect: %w", err)
+			}
+		}
 		if rd.GetPort() > 65535 {
 			return fmt.Errorf("redirect port %d", rd.GetPort())
 		}
 		if err := checkModifier(rd.GetPath()); err != nil {
 			return fmt.Errorf("redirect path: %w", err)
+		}
+		if rd.GetPath().GetType() == configv1.PathModifierType_PATH_MODIFIER_TYPE_REGEX {
+			return fmt.Errorf("redirect path: a regular expression only rewrites")
 		}
 	}
 	if err := checkHostname(rt.GetRewrite().GetHostname()); err != nil {
@@ -419,6 +428,20 @@ func checkModifier(m *configv1.PathModifier) error {
 			return fmt.Errorf("value %q without a type", m.GetValue())
 		}
 	case configv1.PathModifierType_PATH_MODIFIER_TYPE_FULL, configv1.PathModifierType_PATH_MODIFIER_TYPE_PREFIX:
+		if m.GetPattern() != "" {
+			return fmt.Errorf("pattern %q on a modifier that is not a regular expression", m.GetPattern())
+		}
+		return checkPath(m.GetValue())
+	case configv1.PathModifierType_PATH_MODIFIER_TYPE_REGEX:
+		if err := checkRegex(m.GetPattern(), RewriteExpr(m.GetPattern())); err != nil {
+			return err
+		}
+		if !strings.HasPrefix(m.GetValue(), "/") {
+			return fmt.Errorf("replacement %q does not start with /", m.GetValue())
+		}
+		if err := checkReplacement(m.GetValue()); err != nil {
+			return err
+		}
 		return checkPath(m.GetValue())
 	default:
 		return fmt.Errorf("unknown type %v", m.GetType())
@@ -443,6 +466,12 @@ func ModifiedPath(rt *configv1.Route, m *configv1.PathModifier, path string) str
 			rest = strings.TrimPrefix(path, strings.TrimRight(rt.GetPath().GetValue(), "/"))
 		}
 		out = strings.TrimRight(m.GetValue(), "/") + rest
+	case configv1.PathModifierType_PATH_MODIFIER_TYPE_REGEX:
+		re, err := compileCached(RewriteExpr(m.GetPattern()))
+		if err != nil || !re.MatchString(path) {
+			return path
+		}
+		out = re.ReplaceAllString(path, m.GetValue())
 	default:
 		return path
 	}
@@ -462,6 +491,13 @@ func RedirectLocation(rt *configv1.Route, req Request) (string, int) {
 	rd := rt.GetRedirect()
 	if rd == nil {
 		return "", 0
+	}
+	code := int(rd.GetStatusCode())
+	if code == 0 {
+		code = http.StatusFound
+	}
+	if rd.GetLocation() != "" {
+		return rd.GetLocation(), code
 	}
 	scheme := rd.GetScheme()
 	if scheme == "" {
@@ -489,10 +525,6 @@ func RedirectLocation(rt *configv1.Route, req Request) (string, int) {
 	loc += ModifiedPath(rt, rd.GetPath(), req.Path)
 	if req.RawQuery != "" {
 		loc += "?" + req.RawQuery
-	}
-	code := int(rd.GetStatusCode())
-	if code == 0 {
-		code = http.StatusFound
 	}
 	return loc, code
 }
@@ -567,6 +599,86 @@ func ModifyHeaders(m *configv1.HeaderModifier, h http.Header) {
 // compile compiles expr; the reference keeps no cache (it is pure, and called only by
 // tests and checks).
 func compile(expr string) (*regexp.Regexp, error) { return regexp.Compile(expr) }
+
+// RewriteExpr is the expression a PATH_MODIFIER_TYPE_REGEX modifier runs over the whole
+// path: pattern's leftmost match with the rest of the path around it, so that replacing the
+// one match of RewriteExpr replaces the whole path (as stock Caddy's path_regexp rewrite
+// does) and the groups are pattern's own.
+func RewriteExpr(pattern string) string { return `^(?s:.*?)(?:` + pattern + `)(?s:.*)$` }
+
+// rewriteCache holds compiled rewrite expressions, which the reference would otherwise
+// compile on every request; emptied when it reaches maxRewriteCache so that patterns of
+// states long gone do not stay.
+var rewriteCache struct {
+	sync.Mutex
+	m map[string]*regexp.Regexp
+}
+
+const maxRewriteCache = 4096
+
+func compileCached(expr string) (*regexp.Regexp, error) {
+	rewriteCache.Lock()
+	re, ok := rewriteCache.m[expr]
+	rewriteCache.Unlock()
+	if ok {
+		return re, nil
+	}
+	re, err := compile(expr)
+	if err != nil {
+		return nil, err
+	}
+	rewriteCache.Lock()
+	if rewriteCache.m == nil || len(rewriteCache.m) >= maxRewriteCache {
+		rewriteCache.m = map[string]*regexp.Regexp{}
+	}
+	rewriteCache.m[expr] = re
+	rewriteCache.Unlock()
+	return re, nil
+}
+
+// checkReplacement returns why v cannot be a REGEX modifier's replacement: a '$' that is
+// neither "$$" nor "${N}" with N a number (Go's other forms, "$name" and "$1x", read
+// differently in every data plane's template syntax).
+func checkReplacement(v string) error {
+	for i := 0; i < len(v); i++ {
+		if v[i] != '$' {
+			continue
+		}
+		if i+1 < len(v) && v[i+1] == '$' {
+			i++
+			continue
+		}
+		end := strings.IndexByte(v[i:], '}')
+		if i+1 >= len(v) || v[i+1] != '{' || end < 3 {
+			return fmt.Errorf("replacement %q: '$' is neither $$ nor ${N}", v)
+		}
+		if _, err := strconv.Atoi(v[i+2 : i+end]); err != nil {
+			return fmt.Errorf("replacement %q: ${%s} is not a group number", v, v[i+2:i+end])
+		}
+		i += end
+	}
+	return nil
+}
+
+// checkLocation returns why a redirect's literal Location cannot be sent: not an absolute
+// http(s) URL, a control character, or other fields set beside it.
+func checkLocation(rd *configv1.Redirect) error {
+	l := rd.GetLocation()
+	if rd.GetScheme() != "" || rd.GetHostname() != "" || rd.GetPort() != 0 || rd.GetPath() != nil {
+		return fmt.Errorf("location %q with scheme, hostname, port or path", l)
+	}
+	if len(l) > MaxPathLength {
+		return fmt.Errorf("location of %d bytes (at most %d)", len(l), MaxPathLength)
+	}
+	if i := controlChar(l, false); i >= 0 || strings.ContainsAny(l, " {}") {
+		return fmt.Errorf("location %q holds a space, a brace or a control character", l)
+	}
+	u, err := url.Parse(l)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("location %q is not an absolute http or https URL", l)
+	}
+	return nil
+}
 
 // CertificateFor names the certificate a handshake for serverName gets, "" for none (the
 // handshake fails): that of the first host that applies (HostCandidates: the exact name, the

@@ -28,7 +28,10 @@ func Probes(res *configv1.Resources) []Request {
 			v := rt.GetPath().GetValue()
 			paths := []string{v, strings.TrimRight(v, "/") + "/", v + "/sub", v + "xyz", strings.ToUpper(v)}
 			if rt.GetPath().GetType() == configv1.PathMatchType_PATH_MATCH_TYPE_REGEX {
-				paths = []string{Sample("^(?:" + v + ")$"), "/users/42"}
+				s := Sample("^(?:" + v + ")$")
+				// Deeper and in other case too: the groups a rewrite uses (ingress-nginx's
+				// "/api(/|$)(.*)") then carry something.
+				paths = []string{s, strings.TrimRight(s, "/") + "/users/42", strings.ToUpper(s) + "x", "/users/42"}
 			}
 			full := Request{Scheme: "http", Host: host, Method: http.MethodGet, Header: http.Header{}}
 			if rt.GetMethod() != "" {

@@ -510,6 +510,13 @@ func literal(s string) string {
 // changes), the path from the path matcher's groups, and {http.request.uri.prefixed_query}.
 func redirect(rt *configv1.Route, rd *configv1.Redirect, scheme string) []any {
 	var handle []any
+	if l := rd.GetLocation(); l != "" {
+		code := int(rd.GetStatusCode())
+		if code == 0 {
+			code = http.StatusFound
+		}
+		return []any{obj{"handler": "static_response", "status_code": code, "headers": obj{"Location": []string{literal(l)}}}}
+	}
 	to := rd.GetScheme()
 	if to == "" {
 		to = scheme
@@ -688,6 +695,26 @@ func rewritePath(rt *configv1.Route, m *configv1.PathModifier) []any {
 	switch m.GetType() {
 	case configv1.PathModifierType_PATH_MODIFIER_TYPE_FULL:
 		find, replace = `(?s)^.*$`, escaped(m.GetValue())
+	case configv1.PathModifierType_PATH_MODIFIER_TYPE_REGEX:
+		// On the escaped path, as every replacement here: the groups carry the escapes along
+		// and Caddy unescapes the result. A ${N} reaches Go's expansion with its braces
+		// escaped from Caddy's placeholders.
+		find = contract.RewriteExpr(m.GetPattern())
+		v := m.GetValue()
+		for v != "" {
+			i := strings.IndexByte(v, '$')
+			if i < 0 {
+				replace += escaped(v)
+				break
+			}
+			replace += escaped(v[:i])
+			if strings.HasPrefix(v[i:], "$$") {
+				replace, v = replace+"$$", v[i+2:]
+				continue
+			}
+			end := strings.IndexByte(v[i:], '}') // CheckRoute: every other '$' starts ${N}
+			replace, v = replace+literal(v[i:i+end+1]), v[i+end+1:]
+		}
 	default: // PREFIX (CheckRoute refused anything else)
 		to := escaped(strings.TrimRight(m.GetValue(), "/"))
 		if pm := rt.GetPath(); pm.GetType() == configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX {

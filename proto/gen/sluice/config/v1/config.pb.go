@@ -196,6 +196,11 @@ const (
 	// PATH_MODIFIER_TYPE_PREFIX replaces the part of the path the route's Prefix match
 	// matched with value (the rest of the path is kept).
 	PathModifierType_PATH_MODIFIER_TYPE_PREFIX PathModifierType = 2
+	// PATH_MODIFIER_TYPE_REGEX replaces the whole path with value when the RE2 expression
+	// pattern matches somewhere in it (its leftmost match): in value, ${N} is the expression's
+	// Nth group and $$ a dollar sign. A path the expression does not match is kept
+	// (ingress-nginx's rewrite-target).
+	PathModifierType_PATH_MODIFIER_TYPE_REGEX PathModifierType = 3
 )
 
 // Enum value maps for PathModifierType.
@@ -204,11 +209,13 @@ var (
 		0: "PATH_MODIFIER_TYPE_UNSPECIFIED",
 		1: "PATH_MODIFIER_TYPE_FULL",
 		2: "PATH_MODIFIER_TYPE_PREFIX",
+		3: "PATH_MODIFIER_TYPE_REGEX",
 	}
 	PathModifierType_value = map[string]int32{
 		"PATH_MODIFIER_TYPE_UNSPECIFIED": 0,
 		"PATH_MODIFIER_TYPE_FULL":        1,
 		"PATH_MODIFIER_TYPE_PREFIX":      2,
+		"PATH_MODIFIER_TYPE_REGEX":       3,
 	}
 )
 
@@ -2470,9 +2477,11 @@ func (x *HeaderModifier) GetRemove() []string {
 
 // PathModifier changes the request path.
 type PathModifier struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Type          PathModifierType       `protobuf:"varint,1,opt,name=type,proto3,enum=sluice.config.v1.PathModifierType" json:"type,omitempty"`
-	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Type  PathModifierType       `protobuf:"varint,1,opt,name=type,proto3,enum=sluice.config.v1.PathModifierType" json:"type,omitempty"`
+	Value string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// Pattern is the expression of a PATH_MODIFIER_TYPE_REGEX modifier.
+	Pattern       string `protobuf:"bytes,3,opt,name=pattern,proto3" json:"pattern,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2521,6 +2530,13 @@ func (x *PathModifier) GetValue() string {
 	return ""
 }
 
+func (x *PathModifier) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
 // Redirect answers with a Location built from the request: each field set replaces that
 // part of it. Port 0 keeps the port (or drops it when the scheme changes and it was that
 // scheme's well-known port).
@@ -2530,8 +2546,12 @@ type Redirect struct {
 	Hostname string                 `protobuf:"bytes,2,opt,name=hostname,proto3" json:"hostname,omitempty"`
 	Port     uint32                 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
 	Path     *PathModifier          `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
-	// StatusCode is 301 or 302 (302 when 0).
-	StatusCode    uint32 `protobuf:"varint,5,opt,name=status_code,json=statusCode,proto3" json:"status_code,omitempty"`
+	// StatusCode is 301, 302, 303, 307 or 308 (302 when 0).
+	StatusCode uint32 `protobuf:"varint,5,opt,name=status_code,json=statusCode,proto3" json:"status_code,omitempty"`
+	// Location, when set, is the whole Location, an absolute URL, whatever the request (the
+	// query included): scheme, hostname, port and path are then unset (ingress-nginx's
+	// permanent-redirect and temporal-redirect).
+	Location      string `protobuf:"bytes,6,opt,name=location,proto3" json:"location,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2599,6 +2619,13 @@ func (x *Redirect) GetStatusCode() uint32 {
 		return x.StatusCode
 	}
 	return 0
+}
+
+func (x *Redirect) GetLocation() string {
+	if x != nil {
+		return x.Location
+	}
+	return ""
 }
 
 // Rewrite changes the request before it is proxied.
@@ -3612,17 +3639,19 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\x0eHeaderModifier\x12/\n" +
 	"\x03set\x18\x01 \x03(\v2\x1d.sluice.config.v1.HeaderValueR\x03set\x12/\n" +
 	"\x03add\x18\x02 \x03(\v2\x1d.sluice.config.v1.HeaderValueR\x03add\x12\x16\n" +
-	"\x06remove\x18\x03 \x03(\tR\x06remove\"\\\n" +
+	"\x06remove\x18\x03 \x03(\tR\x06remove\"v\n" +
 	"\fPathModifier\x126\n" +
 	"\x04type\x18\x01 \x01(\x0e2\".sluice.config.v1.PathModifierTypeR\x04type\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\xa7\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x18\n" +
+	"\apattern\x18\x03 \x01(\tR\apattern\"\xc3\x01\n" +
 	"\bRedirect\x12\x16\n" +
 	"\x06scheme\x18\x01 \x01(\tR\x06scheme\x12\x1a\n" +
 	"\bhostname\x18\x02 \x01(\tR\bhostname\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\rR\x04port\x122\n" +
 	"\x04path\x18\x04 \x01(\v2\x1e.sluice.config.v1.PathModifierR\x04path\x12\x1f\n" +
 	"\vstatus_code\x18\x05 \x01(\rR\n" +
-	"statusCode\"Y\n" +
+	"statusCode\x12\x1a\n" +
+	"\blocation\x18\x06 \x01(\tR\blocation\"Y\n" +
 	"\aRewrite\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x122\n" +
 	"\x04path\x18\x02 \x01(\v2\x1e.sluice.config.v1.PathModifierR\x04path\"V\n" +
@@ -3700,11 +3729,12 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\x0eQueryMatchType\x12 \n" +
 	"\x1cQUERY_MATCH_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16QUERY_MATCH_TYPE_EXACT\x10\x01\x12\x1a\n" +
-	"\x16QUERY_MATCH_TYPE_REGEX\x10\x02*r\n" +
+	"\x16QUERY_MATCH_TYPE_REGEX\x10\x02*\x90\x01\n" +
 	"\x10PathModifierType\x12\"\n" +
 	"\x1ePATH_MODIFIER_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17PATH_MODIFIER_TYPE_FULL\x10\x01\x12\x1d\n" +
-	"\x19PATH_MODIFIER_TYPE_PREFIX\x10\x02*\x82\x01\n" +
+	"\x19PATH_MODIFIER_TYPE_PREFIX\x10\x02\x12\x1c\n" +
+	"\x18PATH_MODIFIER_TYPE_REGEX\x10\x03*\x82\x01\n" +
 	"\rPathMatchType\x12\x1f\n" +
 	"\x1bPATH_MATCH_TYPE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15PATH_MATCH_TYPE_EXACT\x10\x01\x12\x1a\n" +
