@@ -94,7 +94,7 @@ func printStatus(stdout io.Writer, st *configv1.GetStatusResponse) {
 func newTranslateCmd(out *outputFlag) *cobra.Command {
 	var files []string
 	var class, controller string
-	var withoutClass bool
+	var withoutClass, sslRedirect bool
 	cmd := &cobra.Command{
 		Use:   "translate -f FILE|DIR...",
 		Short: "translate manifests offline and print the config and findings",
@@ -136,7 +136,7 @@ skipped with a line on stderr.`,
 					in.Secrets = append(in.Secrets, got.Secrets...)
 				}
 			}
-			res := translate.Translate(in, translate.Options{IngressClass: class, ControllerName: controller, WatchIngressWithoutClass: withoutClass, Now: time.Now()})
+			res := translate.Translate(in, translate.Options{IngressClass: class, ControllerName: controller, WatchIngressWithoutClass: withoutClass, NoSSLRedirect: !sslRedirect, Now: time.Now()})
 			if f := out.format(); f != formatTable {
 				return writeProto(stdout, f, res)
 			}
@@ -149,6 +149,7 @@ skipped with a line on stderr.`,
 	cmd.Flags().StringVar(&class, "ingress-class", "sluice", "the IngressClass name served")
 	cmd.Flags().StringVar(&controller, "controller-name", "sluice.io/ingress-controller", "the IngressClass controller served")
 	cmd.Flags().BoolVar(&withoutClass, "watch-ingress-without-class", false, "also serve Ingresses without a class")
+	cmd.Flags().BoolVar(&sslRedirect, "ssl-redirect", true, "redirect HTTP to HTTPS on the hosts of Ingresses that have a certificate (the translator's --ssl-redirect)")
 	return cmd
 }
 

@@ -110,6 +110,7 @@ type ingressOut struct {
 	secrets  []nsName
 	claims   map[string][]claim // host -> claims, in the Ingress's own order
 	refs     []backendRef
+	nginx    nginxIngress
 }
 
 // claim is one route or certificate an Ingress asks for on a host.
@@ -121,6 +122,8 @@ type claim struct {
 	field          string
 	hostField      string // where the host is named: spec.rules[i].host, spec.tls[i].hosts, spec.defaultBackend
 	cert           string
+	path           string         // the Ingress's own path, as written
+	variants       *routeVariants // the route as other Ingresses of its host may make it (nginxVariant); nil when it is final
 }
 
 type backendRef struct{ name, field string }
@@ -490,6 +493,11 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 		}
 	}
 	regexPaths := ing.Annotations[AnnotationPathRegex] == "true"
+	ngx := readNginx(ing, add)
+	lo.nginx = ngx
+	if ngx.refused {
+		return lo // served by no route: the findings say which annotation keeps it out
+	}
 
 	// Hosts of this Ingress's rules, for TLS entries without hosts.
 	var ruleHosts []string
@@ -541,6 +549,9 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 		for pi, p := range rule.HTTP.Paths {
 			pfield := fmt.Sprintf("%s.http.paths[%d]", field, pi)
 			pm, err := pathMatch(p, regexPaths)
+			if ngx.regex {
+				pm, err = nginxPath(p.Path)
+			}
 			if err != "" {
 				add(pfield, sevError, "InvalidPath", err+"; the path is not served")
 				continue
@@ -551,15 +562,42 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 				Timeout: timeout,
 				Source:  ref(ing),
 			}
+			ngx.apply(route, p.Path)
 			// Every rule a data plane enforces, so that none refuses the config for this path.
 			if err := contract.CheckRoute(route); err != nil {
 				add(pfield+".path", sevError, "InvalidPath", err.Error()+"; the path is not served")
 				continue
 			}
-			if b := t.resolveBackend(lo, p.Backend, pfield+".backend"); b != "" {
-				route.Backends = []*configv1.WeightedBackend{{Backend: b, Weight: 1}}
+			if route.Redirect == nil {
+				if b := t.resolveBackend(lo, p.Backend, pfield+".backend"); b != "" {
+					route.Backends = []*configv1.WeightedBackend{{Backend: b, Weight: 1}}
+				}
 			}
-			claimOn(host, claim{route: route, key: routeKey{host, pm.Type, pm.Value}, field: pfield, hostField: field + ".host"})
+			c := claim{route: route, key: routeKey{host, pm.Type, pm.Value}, field: pfield, hostField: field + ".host", path: p.Path}
+			if !ngx.regex {
+				c.variants = &routeVariants{}
+			}
+			claimOn(host, c)
+		}
+	}
+
+	// app-root: "/" of every host of the rules redirects to the application's root.
+	if ngx.appRoot != "" {
+		done := map[string]bool{}
+		for ri, rule := range ing.Spec.Rules {
+			if done[rule.Host] || (rule.Host != "" && checkHost(rule.Host) != "") {
+				continue
+			}
+			done[rule.Host] = true
+			route := &configv1.Route{
+				Name:   fmt.Sprintf("%s/%s/app-root", ing.Namespace, ing.Name),
+				Path:   &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_EXACT, Value: "/"},
+				Source: ref(ing),
+				Redirect: &configv1.Redirect{StatusCode: 302,
+					Path: &configv1.PathModifier{Type: configv1.PathModifierType_PATH_MODIFIER_TYPE_FULL, Value: ngx.appRoot}},
+			}
+			claimOn(rule.Host, claim{route: route, key: routeKey{rule.Host, route.Path.Type, "/"}, field: "metadata.annotations[" + NginxAnnotationPrefix + "app-root]",
+				hostField: fmt.Sprintf("spec.rules[%d].host", ri), path: "/"})
 		}
 	}
 
@@ -900,8 +938,23 @@ func (t *Translator) resolveHost(h string) {
 		}
 	}
 
+	// ingress-nginx makes every path of a host a regular expression when one Ingress of the
+	// host asks for it (use-regex, rewrite-target).
+	regexHost := false
+	for _, c := range claims {
+		regexHost = regexHost || c.route != nil && c.lo.nginx.regex
+	}
+	var served []owned
 	for _, c := range claims {
 		ing := c.lo.ing
+		if c.route != nil {
+			r, err := hostRoute(c.claim, regexHost)
+			if err != "" {
+				lose(ingressKey(nsName{ing.Namespace, ing.Name}), finding(ing, c.field, sevError, "InvalidPath", err))
+				continue
+			}
+			c.route, c.key = r, routeKey{c.key.host, r.GetPath().GetType(), r.GetPath().GetValue()}
+		}
 		if c.route == nil {
 			switch {
 			case cert == "":
@@ -916,7 +969,7 @@ func (t *Translator) resolveHost(h string) {
 		switch {
 		case !ok:
 			winners[c.key] = c
-			routes = append(routes, c.route)
+			served = append(served, c)
 		case cur.lo == c.lo:
 			lose(ingressKey(nsName{ing.Namespace, ing.Name}), finding(ing, c.field, sevWarn, "DuplicatePath", fmt.Sprintf("duplicate of %s in the same Ingress; the first one is served", cur.route.Name)))
 		default:
@@ -945,6 +998,16 @@ func (t *Translator) resolveHost(h string) {
 		t.hostFindings[h] = findings
 	} else {
 		delete(t.hostFindings, h)
+	}
+
+	// The HTTPS redirect, now that the host's certificate is known.
+	for _, c := range served {
+		if !t.redirectsToHTTPS(c.claim, c.lo.nginx, c.route, cert != "") {
+			routes = append(routes, c.route)
+			continue
+		}
+		https, redirect := sslSplit(c.claim, c.route, regexHost)
+		routes = append(routes, https, redirect)
 	}
 
 	// Within each source its own order; the Gateway API's routes first.

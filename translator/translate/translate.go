@@ -22,6 +22,11 @@
 //     defaultBackend);
 //   - two Ingresses claiming the same host, path and type: the oldest creationTimestamp,
 //     then namespace/name, wins; the other gets a finding;
+//   - on a host with a certificate, an Ingress's routes answer plain HTTP with a 308 redirect
+//     to HTTPS, as ingress-nginx's do, unless the Ingress's ssl-redirect annotation is
+//     "false" (or Options.NoSSLRedirect); the path of an ACME HTTP-01 challenge is served;
+//   - ingress-nginx's nginx.ingress.kubernetes.io/* annotations are served or refused with a
+//     finding that names them (nginx.go), never ignored;
 //   - a backend whose Service or port is missing, or that is not a Service, keeps its route
 //     with no endpoints, so that the route answers 503 rather than falling through to
 //     another backend; every reference to a backend without ready endpoints gets a warning.
@@ -57,6 +62,10 @@ type Options struct {
 	IngressClass             string
 	ControllerName           string
 	WatchIngressWithoutClass bool
+	// NoSSLRedirect turns off the default redirect of HTTP to HTTPS on the hosts of Ingresses
+	// that have a certificate (ingress-nginx's ssl-redirect ConfigMap key set to false);
+	// force-ssl-redirect still redirects.
+	NoSSLRedirect bool
 	// Now is the time certificates are checked against; zero skips the expiry check.
 	Now time.Time
 	// PublishService ("namespace/name") is the Service whose status.loadBalancer and

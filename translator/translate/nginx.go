@@ -1,0 +1,603 @@
+package translate
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/sluice-io/sluice/internal/contract"
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+)
+
+// This file reads ingress-nginx's annotations (docs/migrating-from-ingress-nginx.md): an
+// Ingress of a class Sluice serves is served with the nginx.ingress.kubernetes.io/*
+// annotations Sluice can serve as ingress-nginx documents them, and every other annotation
+// of that prefix gets a finding that names it and the alternative. None is ignored without a
+// finding. An annotation that restricts who may reach the Ingress's routes and that Sluice
+// cannot serve keeps the whole Ingress from being served: serving it without the
+// restriction would open what its owner closed.
+
+// NginxAnnotationPrefix is the prefix of ingress-nginx's annotations.
+const NginxAnnotationPrefix = "nginx.ingress.kubernetes.io/"
+
+// AnnotationSSLRedirect turns the HTTP to HTTPS redirect of an Ingress's routes on a host
+// with a certificate off ("false"), as ingress-nginx's ssl-redirect does.
+const AnnotationSSLRedirect = "sluice.io/ssl-redirect"
+
+// acmeChallengePath is never redirected to HTTPS by default (ingress-nginx's
+// no-tls-redirect-locations): an ACME HTTP-01 challenge is answered over plain HTTP.
+const acmeChallengePath = "/.well-known/acme-challenge"
+
+// nginxIngress is what an Ingress's annotations ask of its routes, as far as Sluice serves
+// it.
+type nginxIngress struct {
+	sslRedirect      bool // redirect HTTP to HTTPS on hosts with a certificate (default)
+	forceSSLRedirect bool // redirect HTTP to HTTPS on every host
+	redirect         *configv1.Redirect
+	appRoot          string
+	regex            bool // use-regex or rewrite-target: paths are case-insensitive regular expressions
+	rewriteTarget    string
+	rewrite          *configv1.Rewrite        // upstream-vhost
+	requestHeaders   *configv1.HeaderModifier // x-forwarded-prefix
+	cors             *configv1.Cors
+	refused          bool // an annotation the Ingress must not be served without
+}
+
+// nginxRule is how Sluice answers one ingress-nginx annotation it does not serve.
+type nginxRule struct {
+	// closed: the Ingress is not served while it has the annotation (it restricts access).
+	closed bool
+	// error: the Ingress is served, but the routes cannot work as meant (ERROR finding).
+	error bool
+	// served reports the values that ask for nothing beyond what Sluice does anyway: they
+	// get no finding.
+	served func(v string) bool
+	// alt is what to do instead.
+	alt string
+}
+
+func isValue(want ...string) func(string) bool {
+	return func(v string) bool {
+		for _, w := range want {
+			if strings.EqualFold(strings.TrimSpace(v), w) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+const (
+	altGatewayAPI  = "an HTTPRoute on the same host does it (docs/migrating-from-ingress-nginx.md)"
+	altAuth        = "put the authentication in the backend, or in a proxy that is the backend; the Ingress is not served while it has this annotation, since serving it without the check would open it to everyone"
+	altSourceRange = "restrict the proxy Service's spec.loadBalancerSourceRanges, or check the client address in the backend; the Ingress is not served while it has this annotation, since serving it without the check would open it to every address"
+	altSnippet     = "refused by design: an Ingress never reaches the proxy's configuration; if the snippet restricted access, that restriction is not applied"
+	altNotNeeded   = "nothing to do: Sluice does not need it"
+)
+
+// nginxRules are the ingress-nginx annotations Sluice does not serve (the prefix left out),
+// chosen from ingress-nginx's own list; nginxServed are those it does.
+var nginxRules = map[string]nginxRule{
+	"affinity":                                 {alt: "session affinity is not supported: every request goes to a random ready endpoint"},
+	"affinity-canary-behavior":                 {alt: "session affinity is not supported"},
+	"affinity-mode":                            {alt: "session affinity is not supported"},
+	"allowlist-source-range":                   {closed: true, served: allAddresses, alt: altSourceRange},
+	"auth-always-set-cookie":                   {closed: true, alt: altAuth},
+	"auth-cache-duration":                      {closed: true, alt: altAuth},
+	"auth-cache-key":                           {closed: true, alt: altAuth},
+	"auth-keepalive":                           {closed: true, alt: altAuth},
+	"auth-keepalive-requests":                  {closed: true, alt: altAuth},
+	"auth-keepalive-share-vars":                {closed: true, alt: altAuth},
+	"auth-keepalive-timeout":                   {closed: true, alt: altAuth},
+	"auth-method":                              {closed: true, alt: altAuth},
+	"auth-proxy-set-headers":                   {closed: true, alt: altAuth},
+	"auth-realm":                               {closed: true, alt: altAuth},
+	"auth-request-redirect":                    {closed: true, alt: altAuth},
+	"auth-response-headers":                    {closed: true, alt: altAuth},
+	"auth-secret":                              {closed: true, alt: altAuth},
+	"auth-secret-type":                         {closed: true, alt: altAuth},
+	"auth-signin":                              {closed: true, alt: altAuth},
+	"auth-signin-redirect-param":               {closed: true, alt: altAuth},
+	"auth-snippet":                             {closed: true, alt: altAuth},
+	"auth-tls-error-page":                      {closed: true, alt: "client certificate authentication is not supported; " + altAuth},
+	"auth-tls-match-cn":                        {closed: true, alt: "client certificate authentication is not supported; " + altAuth},
+	"auth-tls-pass-certificate-to-upstream":    {closed: true, alt: "client certificate authentication is not supported; " + altAuth},
+	"auth-tls-secret":                          {closed: true, alt: "client certificate authentication is not supported; " + altAuth},
+	"auth-tls-verify-client":                   {closed: true, served: isValue("off"), alt: "client certificate authentication is not supported; " + altAuth},
+	"auth-tls-verify-depth":                    {closed: true, alt: "client certificate authentication is not supported; " + altAuth},
+	"auth-type":                                {closed: true, alt: "basic and digest authentication are not supported; " + altAuth},
+	"auth-url":                                 {closed: true, alt: "external authentication is not supported; " + altAuth},
+	"backend-protocol":                         {error: true, served: isValue("HTTP"), alt: "endpoints are spoken to in HTTP/1.1, or HTTP/2 over cleartext when the Service port's appProtocol is kubernetes.io/h2c (GRPC and H2C are served that way: set the appProtocol); HTTPS, GRPCS, AJP and FCGI upstreams are not supported, so the routes cannot reach these backends"},
+	"canary":                                   {closed: true, served: isValue("false"), alt: "canary Ingresses are not supported: the canary Ingress is not served (the main Ingress takes every request); split the traffic with weighted backendRefs in an HTTPRoute"},
+	"canary-by-cookie":                         {alt: "canary Ingresses are not supported; an HTTPRoute rule with a header match on Cookie does it"},
+	"canary-by-header":                         {alt: "canary Ingresses are not supported; an HTTPRoute rule with a header match does it"},
+	"canary-by-header-pattern":                 {alt: "canary Ingresses are not supported; an HTTPRoute rule with a RegularExpression header match does it"},
+	"canary-by-header-value":                   {alt: "canary Ingresses are not supported; an HTTPRoute rule with a header match does it"},
+	"canary-weight":                            {alt: "canary Ingresses are not supported; an HTTPRoute rule with weighted backendRefs does it"},
+	"canary-weight-total":                      {alt: "canary Ingresses are not supported; an HTTPRoute rule with weighted backendRefs does it"},
+	"client-body-buffer-size":                  {served: anyValue, alt: altNotNeeded},
+	"configuration-snippet":                    {alt: altSnippet},
+	"connection-proxy-header":                  {alt: "not configurable: Caddy's reverse proxy manages the Connection header (it keeps upgrades working)"},
+	"custom-headers":                           {alt: "a ConfigMap of headers is not read; an HTTPRoute ResponseHeaderModifier does it"},
+	"custom-http-errors":                       {alt: "no custom error pages: a backend's errors reach the client as they are"},
+	"default-backend":                          {alt: "a route whose backend has no ready endpoint answers 503 and never falls back to another Service"},
+	"denylist-source-range":                    {closed: true, alt: altSourceRange},
+	"disable-proxy-intercept-errors":           {served: anyValue, alt: altNotNeeded},
+	"enable-access-log":                        {served: isValue("true"), alt: "access logs are Caddy's, for every route alike"},
+	"enable-global-auth":                       {served: isValue("false"), alt: "Sluice has no global external authentication"},
+	"enable-influxdb":                          {served: isValue("false"), alt: "no InfluxDB metrics; the proxy's metrics are Caddy's Prometheus metrics"},
+	"enable-modsecurity":                       {served: isValue("false"), alt: "no web application firewall: ModSecurity is not supported"},
+	"enable-opentelemetry":                     {served: isValue("false"), alt: "no tracing per Ingress"},
+	"enable-owasp-core-rules":                  {served: isValue("false"), alt: "no web application firewall: ModSecurity is not supported"},
+	"enable-rewrite-log":                       {served: isValue("false"), alt: "no rewrite log"},
+	"fastcgi-index":                            {error: true, alt: "FastCGI backends are not supported"},
+	"fastcgi-params-configmap":                 {error: true, alt: "FastCGI backends are not supported"},
+	"from-to-www-redirect":                     {served: isValue("false"), alt: "an HTTPRoute with a RequestRedirect hostname on the other name does it"},
+	"http2-push-preload":                       {served: isValue("false"), alt: "HTTP/2 server push is not supported (browsers dropped it)"},
+	"influxdb-host":                            {alt: "no InfluxDB metrics"},
+	"limit-allowlist":                          {alt: "rate limits are not supported"},
+	"limit-burst-multiplier":                   {alt: "rate limits are not supported"},
+	"limit-connections":                        {alt: "connection limits are not supported"},
+	"limit-rate":                               {alt: "bandwidth limits are not supported"},
+	"limit-rate-after":                         {alt: "bandwidth limits are not supported"},
+	"limit-rpm":                                {alt: "rate limits are not supported"},
+	"limit-rps":                                {alt: "rate limits are not supported"},
+	"limit-whitelist":                          {alt: "rate limits are not supported"},
+	"load-balance":                             {served: isValue("round_robin"), alt: "not configurable: each request goes to a random ready endpoint"},
+	"mirror-host":                              {alt: "an HTTPRoute RequestMirror filter to a Service does it"},
+	"mirror-request-body":                      {alt: "an HTTPRoute RequestMirror filter to a Service does it"},
+	"mirror-target":                            {alt: "an HTTPRoute RequestMirror filter to a Service does it"},
+	"modsecurity-snippet":                      {alt: altSnippet},
+	"modsecurity-transaction-id":               {alt: "no web application firewall: ModSecurity is not supported"},
+	"opentelemetry-operation-name":             {alt: "no tracing per Ingress"},
+	"opentelemetry-trust-incoming-span":        {alt: "no tracing per Ingress"},
+	"preserve-trailing-slash":                  {served: isValue("true"), alt: "the HTTPS redirect always keeps the path as it is, trailing slash included"},
+	"proxy-body-size":                          {alt: "no request body limit: the backend must limit what it accepts"},
+	"proxy-buffer-size":                        {served: anyValue, alt: altNotNeeded},
+	"proxy-buffering":                          {served: isValue("off"), alt: "not configurable: Caddy's reverse proxy streams responses without buffering them"},
+	"proxy-buffers-number":                     {served: anyValue, alt: altNotNeeded},
+	"proxy-busy-buffers-size":                  {served: anyValue, alt: altNotNeeded},
+	"proxy-connect-timeout":                    {alt: "dialling an endpoint gives up after Caddy's fixed 3 s"},
+	"proxy-cookie-domain":                      {alt: "Set-Cookie is passed on as the backend sent it"},
+	"proxy-cookie-path":                        {alt: "Set-Cookie is passed on as the backend sent it"},
+	"proxy-http-version":                       {served: isValue("1.1"), alt: "endpoints are spoken to in HTTP/1.1 (or h2c by the Service port's appProtocol)"},
+	"proxy-max-temp-file-size":                 {served: anyValue, alt: altNotNeeded},
+	"proxy-next-upstream":                      {alt: "an HTTPRoute rule's retry does it"},
+	"proxy-next-upstream-timeout":              {alt: "an HTTPRoute rule's retry does it"},
+	"proxy-next-upstream-tries":                {alt: "an HTTPRoute rule's retry does it"},
+	"proxy-read-timeout":                       {alt: "no per-read timeout; sluice.io/request-timeout bounds the whole request"},
+	"proxy-redirect-from":                      {alt: "Location is passed on as the backend sent it"},
+	"proxy-redirect-to":                        {alt: "Location is passed on as the backend sent it"},
+	"proxy-request-buffering":                  {served: isValue("off"), alt: "not configurable: Caddy's reverse proxy streams request bodies without buffering them"},
+	"proxy-send-timeout":                       {alt: "no per-write timeout; sluice.io/request-timeout bounds the whole request"},
+	"proxy-ssl-ciphers":                        {error: true, alt: "HTTPS upstreams are not supported"},
+	"proxy-ssl-name":                           {error: true, alt: "HTTPS upstreams are not supported"},
+	"proxy-ssl-protocols":                      {error: true, alt: "HTTPS upstreams are not supported"},
+	"proxy-ssl-secret":                         {error: true, alt: "HTTPS upstreams are not supported"},
+	"proxy-ssl-server-name":                    {error: true, alt: "HTTPS upstreams are not supported"},
+	"proxy-ssl-session-reuse":                  {error: true, alt: "HTTPS upstreams are not supported"},
+	"proxy-ssl-verify":                         {error: true, alt: "HTTPS upstreams are not supported"},
+	"proxy-ssl-verify-depth":                   {error: true, alt: "HTTPS upstreams are not supported"},
+	"relative-redirects":                       {served: isValue("false"), alt: "Location headers of redirects are absolute"},
+	"satisfy":                                  {closed: true, alt: altAuth},
+	"secure-verify-ca-secret":                  {error: true, alt: "HTTPS upstreams are not supported"},
+	"server-alias":                             {alt: "list the other names as rules of the Ingress"},
+	"server-snippet":                           {alt: altSnippet},
+	"service-upstream":                         {served: isValue("false"), alt: "requests go to the Service's endpoints, never to its cluster IP"},
+	"session-cookie-change-on-failure":         {alt: "session affinity is not supported"},
+	"session-cookie-conditional-samesite-none": {alt: "session affinity is not supported"},
+	"session-cookie-domain":                    {alt: "session affinity is not supported"},
+	"session-cookie-expires":                   {alt: "session affinity is not supported"},
+	"session-cookie-max-age":                   {alt: "session affinity is not supported"},
+	"session-cookie-name":                      {alt: "session affinity is not supported"},
+	"session-cookie-path":                      {alt: "session affinity is not supported"},
+	"session-cookie-samesite":                  {alt: "session affinity is not supported"},
+	"session-cookie-secure":                    {alt: "session affinity is not supported"},
+	"ssl-ciphers":                              {alt: "the cipher suites are Caddy's (Go's defaults), for every host alike"},
+	"ssl-passthrough":                          {closed: true, served: isValue("false"), alt: "TLS always ends at the proxy: the Ingress is not served, since its backend expects the client's TLS"},
+	"ssl-prefer-server-ciphers":                {alt: "the cipher suites are Caddy's (Go's defaults), for every host alike"},
+	"stream-snippet":                           {alt: altSnippet},
+	"upstream-hash-by":                         {alt: "not configurable: each request goes to a random ready endpoint"},
+	"upstream-hash-by-subset":                  {alt: "not configurable: each request goes to a random ready endpoint"},
+	"upstream-hash-by-subset-size":             {alt: "not configurable: each request goes to a random ready endpoint"},
+	"use-port-in-redirects":                    {served: isValue("false"), alt: "the HTTPS redirect's Location has no port"},
+	"whitelist-source-range":                   {closed: true, served: allAddresses, alt: altSourceRange},
+}
+
+// nginxServed are the ingress-nginx annotations Sluice serves (readNginx reads them).
+var nginxServed = map[string]bool{
+	"app-root": true, "cors-allow-credentials": true, "cors-allow-headers": true, "cors-allow-methods": true,
+	"cors-allow-origin": true, "cors-expose-headers": true, "cors-max-age": true, "enable-cors": true,
+	"force-ssl-redirect": true, "permanent-redirect": true, "permanent-redirect-code": true,
+	"rewrite-target": true, "ssl-redirect": true, "temporal-redirect": true, "temporal-redirect-code": true,
+	"upstream-vhost": true, "use-regex": true, "x-forwarded-prefix": true,
+}
+
+// NginxAnnotations lists the ingress-nginx annotations Sluice knows (the prefix left out),
+// served or not, sorted: the table of docs/migrating-from-ingress-nginx.md is checked
+// against it.
+func NginxAnnotations() (served, refused []string) {
+	for n := range nginxServed {
+		served = append(served, n)
+	}
+	for n := range nginxRules {
+		refused = append(refused, n)
+	}
+	sort.Strings(served)
+	sort.Strings(refused)
+	return served, refused
+}
+
+func anyValue(string) bool { return true }
+
+// allAddresses reports whether a source range list admits every address (cert-manager puts
+// "0.0.0.0/0,::/0" on its HTTP-01 solver Ingresses): serving it restricts nothing.
+func allAddresses(v string) bool {
+	var v4, v6 bool
+	for _, s := range strings.Split(v, ",") {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil || p.Bits() != 0 {
+			continue
+		}
+		v4 = v4 || p.Addr().Is4()
+		v6 = v6 || p.Addr().Is6()
+	}
+	return v4 && v6 || v4 && !strings.Contains(v, ":")
+}
+
+// readNginx reads an Ingress's ingress-nginx annotations (and Sluice's own ssl-redirect),
+// adding a finding for every one it does not serve or cannot read.
+func readNginx(ing *networkingv1.Ingress, add func(field string, sev configv1.FindingSeverity, reason, cause string)) nginxIngress {
+	n := nginxIngress{sslRedirect: true}
+	names := make([]string, 0, len(ing.Annotations))
+	for k := range ing.Annotations {
+		if strings.HasPrefix(k, NginxAnnotationPrefix) {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	get := func(name string) (string, bool) {
+		v, ok := ing.Annotations[NginxAnnotationPrefix+name]
+		return strings.TrimSpace(v), ok
+	}
+	field := func(name string) string { return "metadata.annotations[" + NginxAnnotationPrefix + name + "]" }
+	invalid := func(name, cause string) {
+		add(field(name), sevWarn, "InvalidAnnotation", cause)
+	}
+	boolean := func(name string, def bool) bool {
+		v, ok := get(name)
+		if !ok {
+			return def
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			invalid(name, fmt.Sprintf("%q is not true or false; the default (%t) applies", v, def))
+			return def
+		}
+		return b
+	}
+
+	for _, k := range names {
+		name := strings.TrimPrefix(k, NginxAnnotationPrefix)
+		if nginxServed[name] {
+			continue
+		}
+		v := ing.Annotations[k]
+		r, known := nginxRules[name]
+		switch {
+		case !known:
+			add(field(name), sevWarn, "UnsupportedAnnotation", fmt.Sprintf("%s is not an ingress-nginx annotation Sluice knows; it is ignored", k))
+		case r.served != nil && r.served(v):
+		case r.closed:
+			n.refused = true
+			add(field(name), sevError, "UnsupportedAnnotation", fmt.Sprintf("%s is not supported and the Ingress is not served: %s", k, r.alt))
+		case r.error:
+			add(field(name), sevError, "UnsupportedAnnotation", fmt.Sprintf("%s: %q is not supported: %s", k, v, r.alt))
+		default:
+			add(field(name), sevWarn, "UnsupportedAnnotation", fmt.Sprintf("%s is not supported and is ignored: %s", k, r.alt))
+		}
+	}
+
+	n.sslRedirect = boolean("ssl-redirect", true)
+	if v, ok := ing.Annotations[AnnotationSSLRedirect]; ok {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			add("metadata.annotations["+AnnotationSSLRedirect+"]", sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not true or false; the default (true) applies", v))
+		} else {
+			n.sslRedirect = n.sslRedirect && b
+		}
+	}
+	n.forceSSLRedirect = boolean("force-ssl-redirect", false)
+	n.regex = boolean("use-regex", false)
+
+	// temporal-redirect comes before permanent-redirect, as ingress-nginx reads them.
+	for _, r := range []struct {
+		name string
+		code uint32
+		max  int
+	}{{"temporal-redirect", 302, 307}, {"permanent-redirect", 301, 308}} {
+		v, ok := get(r.name)
+		if !ok || v == "" {
+			continue
+		}
+		if n.redirect != nil {
+			invalid(r.name, "temporal-redirect is set too, and takes precedence; this annotation is ignored")
+			continue
+		}
+		u, err := url.Parse(v)
+		if err != nil || u.Scheme == "" || u.Host == "" || strings.ContainsAny(v, " \t\r\n") {
+			add(field(r.name), sevError, "InvalidAnnotation", fmt.Sprintf("%q is not an absolute URL; the Ingress's paths do not redirect", v))
+			continue
+		}
+		code := r.code
+		if c, ok := get(r.name + "-code"); ok {
+			i, err := strconv.Atoi(c)
+			switch {
+			case err != nil || i < 300 || i > r.max:
+				invalid(r.name+"-code", fmt.Sprintf("%q is not a status code from 300 to %d; %d applies", c, r.max, r.code))
+			case i != 301 && i != 302 && i != 303 && i != 307 && i != 308:
+				invalid(r.name+"-code", fmt.Sprintf("%d is not a redirect the proxy answers (301, 302, 303, 307 or 308); %d applies", i, r.code))
+			default:
+				code = uint32(i)
+			}
+		}
+		n.redirect = &configv1.Redirect{Location: v, StatusCode: code}
+	}
+	if _, ok := get("permanent-redirect-code"); ok && ing.Annotations[NginxAnnotationPrefix+"permanent-redirect"] == "" {
+		invalid("permanent-redirect-code", "without permanent-redirect it does nothing")
+	}
+	if _, ok := get("temporal-redirect-code"); ok && ing.Annotations[NginxAnnotationPrefix+"temporal-redirect"] == "" {
+		invalid("temporal-redirect-code", "without temporal-redirect it does nothing")
+	}
+
+	if v, ok := get("app-root"); ok && v != "" {
+		if !strings.HasPrefix(v, "/") || strings.ContainsAny(v, " \t\r\n?#") {
+			add(field("app-root"), sevError, "InvalidAnnotation", fmt.Sprintf("%q is not an absolute path; / does not redirect", v))
+		} else {
+			n.appRoot = v
+		}
+	}
+
+	if v, ok := get("rewrite-target"); ok && v != "" {
+		if !strings.HasPrefix(v, "/") || strings.ContainsAny(v, " \t\r\n#?") {
+			add(field("rewrite-target"), sevError, "InvalidAnnotation", fmt.Sprintf("%q is not a path (a query in the target is not supported); the Ingress's paths are not rewritten", v))
+		} else {
+			n.rewriteTarget = v
+			n.regex = true
+		}
+	}
+
+	if v, ok := get("upstream-vhost"); ok && v != "" {
+		if err := checkHost(v); err != "" || strings.HasPrefix(v, "*.") {
+			add(field("upstream-vhost"), sevError, "InvalidAnnotation", fmt.Sprintf("%q is not a host name; the Host header is not changed", v))
+		} else {
+			n.rewrite = &configv1.Rewrite{Hostname: v}
+		}
+	}
+	if v, ok := get("x-forwarded-prefix"); ok && v != "" {
+		if err := contract.CheckHeaderValue(v); err != nil {
+			add(field("x-forwarded-prefix"), sevError, "InvalidAnnotation", fmt.Sprintf("%q is not a header value (%v); X-Forwarded-Prefix is not sent", v, err))
+		} else {
+			n.requestHeaders = &configv1.HeaderModifier{Set: []*configv1.HeaderValue{{Name: "X-Forwarded-Prefix", Value: v}}}
+		}
+	}
+	n.cors = readCORS(ing, get, field, add)
+	return n
+}
+
+// ingress-nginx's CORS defaults.
+const (
+	corsDefaultMethods = "GET, PUT, POST, DELETE, PATCH, OPTIONS"
+	corsDefaultHeaders = "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization"
+	corsDefaultMaxAge  = 1728000
+)
+
+// readCORS is enable-cors and the cors-* annotations as a CORS policy (nil without
+// enable-cors: "true"): ingress-nginx's defaults where an annotation is not set.
+func readCORS(ing *networkingv1.Ingress, get func(string) (string, bool), field func(string) string, add func(string, configv1.FindingSeverity, string, string)) *configv1.Cors {
+	invalid := func(name, cause string) { add(field(name), sevWarn, "InvalidAnnotation", cause) }
+	on, ok := get("enable-cors")
+	if b, err := strconv.ParseBool(on); !ok || err != nil || !b {
+		if ok && err != nil {
+			invalid("enable-cors", fmt.Sprintf("%q is not true or false; CORS is off", on))
+		}
+		for _, name := range []string{"cors-allow-origin", "cors-allow-methods", "cors-allow-headers", "cors-expose-headers", "cors-allow-credentials", "cors-max-age"} {
+			if _, ok := get(name); ok {
+				invalid(name, "without enable-cors: \"true\" it does nothing")
+			}
+		}
+		return nil
+	}
+	list := func(v string) []string {
+		var out []string
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	c := &configv1.Cors{AllowOrigins: []string{"*"}, AllowCredentials: true, AllowMethods: list(corsDefaultMethods), AllowHeaders: list(corsDefaultHeaders), MaxAge: corsDefaultMaxAge}
+	try := func(name string, set func(v string), check func() error) {
+		v, ok := get(name)
+		if !ok {
+			return
+		}
+		saved := proto.Clone(c).(*configv1.Cors)
+		set(v)
+		if err := check(); err != nil {
+			invalid(name, fmt.Sprintf("%q: %v; ingress-nginx's default applies", v, err))
+			c = saved
+		}
+	}
+	check := func() error { return contract.CheckCORS(c) }
+	try("cors-allow-origin", func(v string) { c.AllowOrigins = list(v) }, func() error {
+		if len(c.AllowOrigins) == 0 {
+			return fmt.Errorf("no origin")
+		}
+		return check()
+	})
+	try("cors-allow-methods", func(v string) { c.AllowMethods = list(strings.ToUpper(v)) }, check)
+	try("cors-allow-headers", func(v string) { c.AllowHeaders = list(v) }, check)
+	try("cors-expose-headers", func(v string) { c.ExposeHeaders = list(v) }, check)
+	try("cors-allow-credentials", func(v string) {
+		b, err := strconv.ParseBool(v)
+		c.AllowCredentials = err == nil && b
+	}, func() error {
+		v, _ := get("cors-allow-credentials")
+		if _, err := strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("not true or false")
+		}
+		return nil
+	})
+	try("cors-max-age", func(v string) {
+		i, _ := strconv.Atoi(v)
+		c.MaxAge = uint32(max(i, 0))
+	}, func() error {
+		v, _ := get("cors-max-age")
+		if i, err := strconv.Atoi(v); err != nil || i < 0 {
+			return fmt.Errorf("not a number of seconds")
+		}
+		return nil
+	})
+	return c
+}
+
+// nginxPath is an Ingress path under ingress-nginx's regular expressions (use-regex or
+// rewrite-target on any Ingress of the host): a case-insensitive expression anchored at the
+// start only, whatever the pathType (the path matches when the expression matches a prefix
+// of the request's path).
+func nginxPath(path string) (*configv1.PathMatch, string) {
+	if path == "" {
+		path = "/"
+	}
+	if !strings.HasPrefix(path, "/") {
+		return nil, fmt.Sprintf("path %q does not start with /", path)
+	}
+	if _, err := regexp.Compile("(?i)^(?:" + path + ")"); err != nil {
+		return nil, fmt.Sprintf("invalid regular expression %q (ingress-nginx's are PCRE, Sluice's RE2): %v", path, err)
+	}
+	return &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_REGEX, Value: "(?i)(?:" + path + ").*"}, ""
+}
+
+// nginxRewrite is rewrite-target as ingress-nginx applies it: nginx's rewrite of the path
+// with the (case-insensitive, unanchored) path expression into the target, whose $1-$9 are
+// the expression's groups.
+func nginxRewrite(path, target string) *configv1.PathModifier {
+	var b strings.Builder
+	for i := 0; i < len(target); i++ {
+		if target[i] == '$' && i+1 < len(target) && target[i+1] >= '0' && target[i+1] <= '9' {
+			b.WriteString("${" + string(target[i+1]) + "}")
+			i++
+			continue
+		}
+		if target[i] == '$' {
+			b.WriteString("$$")
+			continue
+		}
+		b.WriteByte(target[i])
+	}
+	return &configv1.PathModifier{Type: configv1.PathModifierType_PATH_MODIFIER_TYPE_REGEX, Pattern: "(?i)" + path, Value: b.String()}
+}
+
+// apply puts what the annotations ask of every path on route, whose path the Ingress wrote
+// as path.
+func (n nginxIngress) apply(route *configv1.Route, path string) {
+	if n.redirect != nil {
+		// ingress-nginx answers the redirect before anything else of the location.
+		route.Redirect = n.redirect
+		return
+	}
+	if path == "" {
+		path = "/"
+	}
+	if n.rewriteTarget != "" && n.rewriteTarget != path {
+		route.Rewrite = &configv1.Rewrite{Path: nginxRewrite(path, n.rewriteTarget)}
+	}
+	if n.rewrite != nil {
+		if route.Rewrite == nil {
+			route.Rewrite = &configv1.Rewrite{}
+		}
+		route.Rewrite.Hostname = n.rewrite.GetHostname()
+	}
+	route.RequestHeaders = n.requestHeaders
+	route.Cors = n.cors
+}
+
+// routeVariants are the forms of one Ingress route that the rest of its host can call for,
+// each built once: as a case-insensitive regular expression (another Ingress of the host
+// has use-regex or rewrite-target), and split in two for the HTTPS redirect.
+type routeVariants struct {
+	regex    *configv1.Route
+	regexErr string
+	split    [2]*[2]*configv1.Route // by regex: the route on HTTPS, and its redirect on HTTP
+}
+
+// hostRoute is claim c's route on a host whose paths are regular expressions (regexHost:
+// ingress-nginx makes every path of a host one when any Ingress of the host asks for it),
+// or why it cannot be served there.
+func hostRoute(c claim, regexHost bool) (*configv1.Route, string) {
+	if !regexHost || c.variants == nil {
+		return c.route, ""
+	}
+	v := c.variants
+	if v.regex == nil && v.regexErr == "" {
+		pm, err := nginxPath(c.path)
+		if err != "" {
+			v.regexErr = err + " (another Ingress of the host has use-regex or rewrite-target, which makes every path of the host a regular expression); the path is not served"
+			return nil, v.regexErr
+		}
+		r := proto.Clone(c.route).(*configv1.Route)
+		r.Path = pm
+		v.regex = r
+	}
+	return v.regex, v.regexErr
+}
+
+// sslSplit is route served on HTTPS only, and the route that redirects its HTTP requests to
+// HTTPS (308, as ingress-nginx's ssl-redirect).
+func sslSplit(c claim, route *configv1.Route, regexHost bool) (https, redirect *configv1.Route) {
+	i := 0
+	if regexHost {
+		i = 1
+	}
+	var memo *[2]*configv1.Route
+	if c.variants != nil {
+		memo = c.variants.split[i]
+	}
+	if memo == nil {
+		https := proto.Clone(route).(*configv1.Route)
+		https.Scheme = configv1.RouteScheme_ROUTE_SCHEME_HTTPS
+		redirect := &configv1.Route{Name: route.GetName(), Path: route.GetPath(), Source: route.GetSource(), Scheme: configv1.RouteScheme_ROUTE_SCHEME_HTTP,
+			Redirect: &configv1.Redirect{Scheme: "https", StatusCode: 308}}
+		memo = &[2]*configv1.Route{https, redirect}
+		if c.variants != nil {
+			c.variants.split[i] = memo
+		}
+	}
+	return memo[0], memo[1]
+}
+
+// redirectsToHTTPS reports whether claim c's route answers plain HTTP with a redirect to
+// HTTPS on a host that has a certificate or not (hasCert): ssl-redirect (the default) on a
+// host with a certificate, force-ssl-redirect on any; never a route that redirects already,
+// nor an ACME HTTP-01 challenge's path unless forced.
+func (t *Translator) redirectsToHTTPS(c claim, n nginxIngress, route *configv1.Route, hasCert bool) bool {
+	switch {
+	case route.GetRedirect() != nil:
+		return false
+	case n.forceSSLRedirect:
+		return true
+	case t.opts.NoSSLRedirect || !hasCert || !n.sslRedirect:
+		return false
+	default:
+		return !strings.HasPrefix(c.path, acmeChallengePath)
+	}
+}

@@ -1,0 +1,195 @@
+package translate
+
+import (
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluice-io/sluice/internal/contract"
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+)
+
+// nginxCase is the TLS golden's objects (a Service with a ready endpoint, a Secret whose
+// certificate covers secure.example.com and *.wild.example.com) and Ingresses.
+func nginxCase(t *testing.T, ings ...*networkingv1.Ingress) Input {
+	t.Helper()
+	in := load(t, "nginx.yaml")
+	in.Ingresses = ings
+	return in
+}
+
+func newIngress(name, host string, annotations map[string]string, tls bool, paths ...networkingv1.HTTPIngressPath) *networkingv1.Ingress {
+	class := "sluice"
+	ing := &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "app", Annotations: annotations},
+		Spec: networkingv1.IngressSpec{IngressClassName: &class, Rules: []networkingv1.IngressRule{{Host: host,
+			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: paths}}}}},
+	}
+	if tls {
+		ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{host}, SecretName: "secure-cert"}}
+	}
+	return ing
+}
+
+func ingressPath(path string, typ networkingv1.PathType, svc string) networkingv1.HTTPIngressPath {
+	port := int32(80)
+	if svc == "api" {
+		port = 81
+	}
+	return networkingv1.HTTPIngressPath{Path: path, PathType: &typ, Backend: networkingv1.IngressBackend{
+		Service: &networkingv1.IngressServiceBackend{Name: svc, Port: networkingv1.ServiceBackendPort{Number: port}}}}
+}
+
+func get(scheme, host, path string) contract.Request {
+	u, _ := url.Parse(path)
+	return contract.Request{Scheme: scheme, Host: host, Method: http.MethodGet, Path: u.Path, RawQuery: u.RawQuery, Query: u.Query(), Header: http.Header{}}
+}
+
+// docs/migrating-from-ingress-nginx.md, "HTTPS": a TLS Ingress's host answers plain HTTP
+// with 308 to the same URL over HTTPS, as ingress-nginx does by default; not the path of an
+// ACME HTTP-01 challenge; not with ssl-redirect "false" (ingress-nginx's annotation or
+// Sluice's) nor with the translator's --ssl-redirect=false; force-ssl-redirect redirects a
+// host without a certificate too, whatever the flag says.
+func TestHTTPSRedirectAsIngressNginx(t *testing.T) {
+	prefix := networkingv1.PathTypePrefix
+	exact := networkingv1.PathTypeExact
+	type probe struct {
+		req      contract.Request
+		status   int
+		location string
+	}
+	for _, tc := range []struct {
+		name   string
+		ing    *networkingv1.Ingress
+		noFlag bool
+		probes []probe
+	}{
+		{"tls host redirects", newIngress("a", "secure.example.com", nil, true, ingressPath("/", prefix, "web")), false, []probe{
+			{get("http", "secure.example.com", "/cart?x=1"), 308, "https://secure.example.com/cart?x=1"},
+			{get("http", "secure.example.com:8080", "/cart/"), 308, "https://secure.example.com/cart/"},
+			{get("https", "secure.example.com", "/cart"), 200, ""},
+		}},
+		{"acme challenge stays on http", newIngress("a", "secure.example.com", nil, true,
+			ingressPath("/.well-known/acme-challenge/tok", exact, "api"), ingressPath("/", prefix, "web")), false, []probe{
+			{get("http", "secure.example.com", "/.well-known/acme-challenge/tok"), 200, ""},
+			{get("http", "secure.example.com", "/"), 308, "https://secure.example.com/"},
+		}},
+		{"nginx annotation off", newIngress("a", "secure.example.com", map[string]string{NginxAnnotationPrefix + "ssl-redirect": "false"}, true, ingressPath("/", prefix, "web")), false, []probe{
+			{get("http", "secure.example.com", "/"), 200, ""},
+		}},
+		{"sluice annotation off", newIngress("a", "secure.example.com", map[string]string{AnnotationSSLRedirect: "false"}, true, ingressPath("/", prefix, "web")), false, []probe{
+			{get("http", "secure.example.com", "/"), 200, ""},
+		}},
+		{"flag off", newIngress("a", "secure.example.com", nil, true, ingressPath("/", prefix, "web")), true, []probe{
+			{get("http", "secure.example.com", "/"), 200, ""},
+		}},
+		{"no certificate, no redirect", newIngress("a", "plain.example.com", nil, false, ingressPath("/", prefix, "web")), false, []probe{
+			{get("http", "plain.example.com", "/"), 200, ""},
+		}},
+		{"forced without certificate, flag off", newIngress("a", "plain.example.com", map[string]string{NginxAnnotationPrefix + "force-ssl-redirect": "true"}, false, ingressPath("/", prefix, "web")), true, []probe{
+			{get("http", "plain.example.com", "/a?b=c"), 308, "https://plain.example.com/a?b=c"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := goldenOpts
+			opts.NoSSLRedirect = tc.noFlag
+			res := Translate(nginxCase(t, tc.ing), opts)
+			for _, p := range tc.probes {
+				o := contract.OutcomeOf(res, p.req)
+				if o.Status != p.status || o.Location != p.location {
+					t.Errorf("%s %s://%s%s?%s: %d %q, want %d %q", p.req.Method, p.req.Scheme, p.req.Host, p.req.Path, p.req.RawQuery, o.Status, o.Location, p.status, p.location)
+				}
+			}
+		})
+	}
+}
+
+// docs/migrating-from-ingress-nginx.md, "rewrite-target": the examples of ingress-nginx's own
+// documentation, each path reaching the backend as it says, with paths matched as
+// case-insensitive expressions anchored at the start only.
+func TestRewriteTargetAsIngressNginx(t *testing.T) {
+	impl := networkingv1.PathTypeImplementationSpecific
+	for _, tc := range []struct {
+		path, target string
+		requests     map[string]string // request path -> path the backend gets ("" for 404)
+	}{
+		{"/something(/|$)(.*)", "/$2", map[string]string{
+			"/something": "/", "/something/": "/", "/something/new": "/new", "/SOMETHING/New": "/New", "/other": "",
+		}},
+		{"/api/(v[0-9]+)/(.*)", "/$2/$1", map[string]string{"/api/v2/users": "/users/v2", "/API/V3/x": "/x/V3"}},
+		{"/app(/|$)(.*)", "/backend/$2$1", map[string]string{"/app/x": "/backend/x/"}},
+		{"/price", "/cost$", map[string]string{"/price/1": "/cost$"}},
+	} {
+		ing := newIngress("rw", "rw.example.com", map[string]string{NginxAnnotationPrefix + "rewrite-target": tc.target}, false, ingressPath(tc.path, impl, "api"))
+		res := Translate(nginxCase(t, ing), goldenOpts)
+		for _, f := range res.GetFindings() {
+			t.Errorf("%s -> %s: finding %v", tc.path, tc.target, f)
+		}
+		for reqPath, want := range tc.requests {
+			o := contract.OutcomeOf(res, get("http", "rw.example.com", reqPath))
+			got := ""
+			if len(o.Forwards) > 0 {
+				got = o.Forwards[0].Path
+			}
+			if got != want {
+				t.Errorf("path %s, rewrite-target %s: %s reaches the backend as %q, want %q", tc.path, tc.target, reqPath, got, want)
+			}
+		}
+	}
+}
+
+// Every ingress-nginx annotation Sluice does not serve, with a value that asks for something,
+// gets a finding that names it (only those that tune what Sluice does not need at all, such
+// as nginx's buffer sizes, never do); one that restricts access keeps the Ingress from being
+// served at all; an unknown one of the prefix gets a finding too. None is ignored.
+func TestNoIngressNginxAnnotationIsIgnored(t *testing.T) {
+	prefix := networkingv1.PathTypePrefix
+	_, refused := NginxAnnotations()
+	for _, name := range append(refused, "made-up-annotation") {
+		key := NginxAnnotationPrefix + name
+		ing := newIngress("a", "a.example.com", map[string]string{key: "sluice-test-value"}, false, ingressPath("/", prefix, "web"))
+		res := Translate(nginxCase(t, ing), goldenOpts)
+		var named []*configv1.Finding
+		for _, f := range res.GetFindings() {
+			if strings.Contains(f.GetField(), key) && strings.Contains(f.GetCause(), key) {
+				named = append(named, f)
+			}
+		}
+		if r := nginxRules[name]; r.served != nil && r.served("sluice-test-value") {
+			// Buffer sizes and the like: any value asks for nothing Sluice does not do.
+			if len(named) != 0 || r.alt != altNotNeeded {
+				t.Errorf("%s: served as not needed, yet %v (%q)", key, named, r.alt)
+			}
+			continue
+		}
+		if len(named) != 1 {
+			t.Errorf("%s: %d findings name it, want 1: %v", key, len(named), res.GetFindings())
+			continue
+		}
+		served := contract.OutcomeOf(res, get("http", "a.example.com", "/")).Status == 200
+		if closed := nginxRules[name].closed; served == closed || closed != (named[0].GetSeverity() == sevError && strings.Contains(named[0].GetCause(), "not served")) {
+			t.Errorf("%s: served %t, finding %v; want served only when it does not restrict access", key, served, named[0])
+		}
+	}
+}
+
+// docs/migrating-from-ingress-nginx.md lists every ingress-nginx annotation Sluice knows,
+// served or not, in its table.
+func TestMigrationGuideListsEveryAnnotation(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/migrating-from-ingress-nginx.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, refused := NginxAnnotations()
+	for _, name := range append(served, refused...) {
+		if !regexp.MustCompile("(?m)^\\|.*`" + regexp.QuoteMeta(name) + "`").Match(doc) {
+			t.Errorf("the migration guide's table does not list %s", name)
+		}
+	}
+}
