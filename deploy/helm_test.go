@@ -355,6 +355,41 @@ func TestHelmValuesTakeEffect(t *testing.T) {
 	}
 }
 
+// docs/migrating-from-ingress-nginx.md, "Moving Ingresses over": ingressClass {name: nginx,
+// create: false} makes the translator serve ingress-nginx's class beside it (its flag, its
+// identity, the watcher's Gateway status writer trusting it) without rendering an
+// IngressClass nginx, which ingress-nginx still owns; create: true renders it as Sluice's.
+func TestHelmServesIngressNginxClassForCutOver(t *testing.T) {
+	for _, create := range []bool{false, true} {
+		m := parseManifest(t, helmTemplate(t, "sluice-system", "--set", "tls.certManager.enabled=true", "--set", "ingressClass.name=nginx", "--set", fmt.Sprintf("ingressClass.create=%t", create)), "sluice-system")
+		argsOf := func(kind string) string {
+			var out []string
+			cs, _ := field(m[kind], "spec", "template", "spec", "containers").([]any)
+			for _, c := range cs {
+				as, _ := field(c.(map[string]any), "args").([]any)
+				for _, a := range as {
+					out = append(out, a.(string))
+				}
+			}
+			return strings.Join(out, " ")
+		}
+		if a := argsOf("Deployment/sluice-translator"); !strings.Contains(a, "--ingress-class=nginx") {
+			t.Errorf("translator args %s, want --ingress-class=nginx", a)
+		}
+		if a := argsOf("Deployment/sluice-watcher"); !strings.Contains(a, "--gateway-translator-class=nginx") {
+			t.Errorf("watcher args %s, want --gateway-translator-class=nginx", a)
+		}
+		if uri := field(m["Certificate/sluice-translator"], "spec", "uris", 0); uri != "spiffe://cluster.local/sluice/translator/nginx" {
+			t.Errorf("translator identity %v, want the class nginx", uri)
+		}
+		_, sluice := m["IngressClass/sluice"]
+		c, nginx := m["IngressClass/nginx"]
+		if sluice || nginx != create || create && field(c, "spec", "controller") != "sluice.io/ingress-controller" {
+			t.Errorf("create %t: IngressClass sluice %t, nginx %v", create, sluice, c)
+		}
+	}
+}
+
 // Issue 19: helm template's output for the defaults (with the Gateway API served, so the
 // GatewayClass too) and for each other value set is accepted object for object by the real
 // apiserver's server-side dry-run apply (cert-manager's and the Gateway API's CRDs installed).
