@@ -93,22 +93,29 @@ func printStatus(stdout io.Writer, st *configv1.GetStatusResponse) {
 
 func newTranslateCmd(out *outputFlag) *cobra.Command {
 	var files []string
-	var class, controller string
+	var class, controller, defaultCert string
 	var withoutClass, sslRedirect bool
+	failOn := "none"
 	cmd := &cobra.Command{
 		Use:   "translate -f FILE|DIR...",
 		Short: "translate manifests offline and print the config and findings",
 		Long: `translate runs the translator on manifests (Ingresses, IngressClasses, Services,
 EndpointSlices, Secrets; *.yaml, *.yml, *.json) without a cluster and prints the hosts,
 routes and findings it would serve (-o json or yaml: the whole config). Other kinds are
-skipped with a line on stderr.`,
+skipped with a line on stderr. --fail-on error (or warning) exits 1 when a finding is that
+severe or more, after printing everything, so that a pipeline can gate on it.`,
 		Example: `  sluicectl translate -f examples/
   sluicectl translate -f cluster.yaml --ingress-class nginx --controller-name k8s.io/ingress-nginx
-  sluicectl translate -f ingress.yaml -o yaml`,
+  sluicectl translate -f ingress.yaml -o yaml
+  sluicectl translate -f manifests/ --fail-on error`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files) == 0 {
 				return usagef("no manifests: give -f FILE or -f DIR")
+			}
+			threshold, ok := failOnSeverity[failOn]
+			if !ok {
+				return usagef("--fail-on %q: want none, warning or error", failOn)
 			}
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			var in translate.Input
@@ -136,19 +143,25 @@ skipped with a line on stderr.`,
 					in.Secrets = append(in.Secrets, got.Secrets...)
 				}
 			}
-			res := translate.Translate(in, translate.Options{IngressClass: class, ControllerName: controller, WatchIngressWithoutClass: withoutClass, NoSSLRedirect: !sslRedirect, Now: time.Now()})
+			res := translate.Translate(in, translate.Options{IngressClass: class, ControllerName: controller, WatchIngressWithoutClass: withoutClass, NoSSLRedirect: !sslRedirect, DefaultCertificate: defaultCert, Now: time.Now()})
 			if f := out.format(); f != formatTable {
-				return writeProto(stdout, f, res)
+				if err := writeProto(stdout, f, res); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(stdout, "hash %.12s\n", translate.Hash(res))
+				printResources(stdout, res)
 			}
-			fmt.Fprintf(stdout, "hash %.12s\n", translate.Hash(res))
-			printResources(stdout, res)
-			return nil
+			return failOnFindings(res, threshold)
 		},
 	}
 	cmd.Flags().StringSliceVarP(&files, "filename", "f", nil, "manifest files or directories (*.yaml, *.yml, *.json)")
 	cmd.Flags().StringVar(&class, "ingress-class", "sluice", "the IngressClass name served")
 	cmd.Flags().StringVar(&controller, "controller-name", "sluice.io/ingress-controller", "the IngressClass controller served")
 	cmd.Flags().BoolVar(&withoutClass, "watch-ingress-without-class", false, "also serve Ingresses without a class")
+	cmd.Flags().StringVar(&failOn, "fail-on", "none", "exit 1 when a finding is at least this severe: none, warning or error")
+	_ = cmd.RegisterFlagCompletionFunc("fail-on", cobra.FixedCompletions([]string{"none", "warning", "error"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.Flags().StringVar(&defaultCert, "default-certificate", "", "namespace/name of the TLS Secret served for names without a certificate (the translator's --default-certificate)")
 	cmd.Flags().BoolVar(&sslRedirect, "ssl-redirect", true, "redirect HTTP to HTTPS on the hosts of Ingresses that have a certificate (the translator's --ssl-redirect)")
 	return cmd
 }
@@ -389,4 +402,26 @@ func describeDelta(d *configv1.ConfigDelta) string {
 	part("certificates", ce, d.GetRemovedCertificates())
 	part("findings", fi, rfi)
 	return strings.TrimSuffix(b.String(), ";")
+}
+
+// failOnSeverity is --fail-on's values: the least severity that fails (none: never).
+var failOnSeverity = map[string]configv1.FindingSeverity{
+	"none":    configv1.FindingSeverity(1 << 30),
+	"warning": configv1.FindingSeverity_FINDING_SEVERITY_WARNING,
+	"error":   configv1.FindingSeverity_FINDING_SEVERITY_ERROR,
+}
+
+// failOnFindings is translate's verdict: an error counting the findings at least as severe as
+// threshold, nil when there are none.
+func failOnFindings(res *configv1.Resources, threshold configv1.FindingSeverity) error {
+	n := 0
+	for _, f := range res.GetFindings() {
+		if f.GetSeverity() >= threshold {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d finding(s) at --fail-on %s or above", n, strings.ToLower(strings.TrimPrefix(threshold.String(), "FINDING_SEVERITY_")))
 }

@@ -16,6 +16,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluice-io/sluice/internal/version"
 )
 
 // Exit codes, the same for every command (and written in every command's --help).
@@ -98,6 +100,8 @@ Every command prints a table (the default), JSON or YAML: -o table|json|yaml.
   sluicectl explain ingress default/web -o yaml
   sluicectl version
   source <(sluicectl completion bash)`,
+		// --version, as every Sluice process has it; `sluicectl version` also asks a server.
+		Version:       version.String("sluicectl"),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          cobra.ArbitraryArgs,
@@ -118,6 +122,7 @@ Every command prints a table (the default), JSON or YAML: -o table|json|yaml.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().VarP(&out, "output", "o", "output format: table, json or yaml (text, the name before, is table)")
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.SetUsageTemplate(root.UsageTemplate() + exitCodesHelp)
 

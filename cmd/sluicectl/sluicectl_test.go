@@ -333,6 +333,9 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"--help"}, exitOK},
 		{[]string{"version", "--addr", down, "--timeout", "1s"}, exitOK}, // an unreachable server is reported, not a failure
 		{[]string{"explain", "ingress", "shop/theirs", "--addr", addr}, exitOK},
+		{[]string{"--version"}, exitOK},
+		{[]string{"translate", "-f", "../../translator/translate/testdata/nginx.yaml"}, exitOK}, // --fail-on none
+		{[]string{"translate", "-f", "../../translator/translate/testdata/basic.yaml", "--fail-on", "error"}, exitOK},
 
 		{[]string{"health", "--addr", down, "--timeout", "1s"}, exitFailure},
 		{[]string{"health", "--addr", addr, "--service", "no.such.Service"}, exitFailure},
@@ -341,6 +344,8 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"explain", "ingress", "shop/web", "--addr", down, "--timeout", "1s"}, exitFailure},
 		{[]string{"watch", "--addr", down, "--connect-timeout", "0s"}, exitFailure},
 		{[]string{"translate", "-f", "/no/such/dir"}, exitFailure},
+		{[]string{"translate", "-f", "../../translator/translate/testdata/nginx.yaml", "--fail-on", "error"}, exitFailure},
+		{[]string{"translate", "-f", "../../translator/translate/testdata/nginx.yaml", "--fail-on", "warning", "-o", "json"}, exitFailure},
 		{[]string{"config", "--addr", addr, "--tls-ca", "/no/such/ca.crt"}, exitFailure},
 
 		{nil, exitUsage},
@@ -354,6 +359,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"explain", "pod", "shop/web"}, exitUsage},
 		{[]string{"explain", "ingress", "web"}, exitUsage},
 		{[]string{"translate"}, exitUsage},
+		{[]string{"translate", "-f", "../../examples", "--fail-on", "fatal"}, exitUsage},
 		{[]string{"watch", "--kinds", "Service"}, exitUsage},
 		{[]string{"version", "-o", "text/plain"}, exitUsage},
 		{[]string{"completion"}, exitUsage},
