@@ -355,13 +355,15 @@ func TestHelmValuesTakeEffect(t *testing.T) {
 	}
 }
 
-// docs/migrating-from-ingress-nginx.md, "Moving Ingresses over": ingressClass {name: nginx,
+// docs/migrating-from-ingress-nginx.md, "Moving Ingresses over": defaultCertificate reaches
+// both the translator and the watcher that must carry its Secret; ingressClass {name: nginx,
 // create: false} makes the translator serve ingress-nginx's class beside it (its flag, its
 // identity, the watcher's Gateway status writer trusting it) without rendering an
 // IngressClass nginx, which ingress-nginx still owns; create: true renders it as Sluice's.
 func TestHelmServesIngressNginxClassForCutOver(t *testing.T) {
 	for _, create := range []bool{false, true} {
-		m := parseManifest(t, helmTemplate(t, "sluice-system", "--set", "tls.certManager.enabled=true", "--set", "ingressClass.name=nginx", "--set", fmt.Sprintf("ingressClass.create=%t", create)), "sluice-system")
+		m := parseManifest(t, helmTemplate(t, "sluice-system", "--set", "tls.certManager.enabled=true", "--set", "ingressClass.name=nginx", "--set", fmt.Sprintf("ingressClass.create=%t", create),
+			"--set", "defaultCertificate=edge/wildcard-tls"), "sluice-system")
 		argsOf := func(kind string) string {
 			var out []string
 			cs, _ := field(m[kind], "spec", "template", "spec", "containers").([]any)
@@ -376,8 +378,11 @@ func TestHelmServesIngressNginxClassForCutOver(t *testing.T) {
 		if a := argsOf("Deployment/sluice-translator"); !strings.Contains(a, "--ingress-class=nginx") {
 			t.Errorf("translator args %s, want --ingress-class=nginx", a)
 		}
-		if a := argsOf("Deployment/sluice-watcher"); !strings.Contains(a, "--gateway-translator-class=nginx") {
-			t.Errorf("watcher args %s, want --gateway-translator-class=nginx", a)
+		if a := argsOf("Deployment/sluice-watcher"); !strings.Contains(a, "--gateway-translator-class=nginx") || !strings.Contains(a, "--default-certificate=edge/wildcard-tls") {
+			t.Errorf("watcher args %s, want --gateway-translator-class=nginx and the default certificate", a)
+		}
+		if a := argsOf("Deployment/sluice-translator"); !strings.Contains(a, "--default-certificate=edge/wildcard-tls") {
+			t.Errorf("translator args %s, want the default certificate (ingress-nginx's --default-ssl-certificate)", a)
 		}
 		if uri := field(m["Certificate/sluice-translator"], "spec", "uris", 0); uri != "spiffe://cluster.local/sluice/translator/nginx" {
 			t.Errorf("translator identity %v, want the class nginx", uri)

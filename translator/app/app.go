@@ -37,6 +37,7 @@ type Settings struct {
 	ControllerName           string
 	WatchIngressWithoutClass bool
 	SSLRedirect              bool
+	DefaultCertificate       string
 	Holdoff                  time.Duration
 	MaxDelay                 time.Duration
 	PublishService           string
@@ -118,6 +119,7 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.ControllerName, "controller-name", "sluice.io/ingress-controller", "spec.controller of the IngressClasses this translator serves")
 	fs.BoolVar(&s.WatchIngressWithoutClass, "watch-ingress-without-class", false, "also serve Ingresses without a class when no IngressClass is the default")
 	fs.BoolVar(&s.SSLRedirect, "ssl-redirect", true, "redirect HTTP to HTTPS (308) on the hosts of Ingresses that have a certificate, unless an Ingress's ssl-redirect annotation is \"false\" (force-ssl-redirect redirects whatever this says)")
+	fs.StringVar(&s.DefaultCertificate, "default-certificate", "", "namespace/name of a TLS Secret served for handshakes no host has a certificate for (an unknown name, or a host whose Secret is missing or invalid); the watcher must carry it (its --default-certificate)")
 	fs.DurationVar(&s.Holdoff, "holdoff", 10*time.Millisecond, "quiet time after a change before a config is built (coalesces bursts); a change after a quiet holdoff is built at once")
 	fs.DurationVar(&s.MaxDelay, "max-delay", 500*time.Millisecond, "longest a change waits for a config while changes keep coming")
 	fs.StringVar(&s.PublishService, "publish-service", "", "namespace/name of the proxy's Service: its status.loadBalancer and externalIPs become every served Ingress's status.loadBalancer")
@@ -140,6 +142,11 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 
 // Validate checks the settings.
 func (s *Settings) Validate() error {
+	if c := s.DefaultCertificate; c != "" {
+		if ns, name, ok := strings.Cut(c, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return config.Errorf("default-certificate", c, "must be namespace/name")
+		}
+	}
 	for _, a := range []struct{ name, v string }{{"listen", s.Listen}, {"http-listen", s.HTTPListen}} {
 		if err := config.CheckHostPort(a.name, a.v, false); err != nil {
 			return err
@@ -281,7 +288,7 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 	eng, err = engine.New(engine.Config{
 		Logger: log.Named("engine"), Client: watchv1.NewWatchServiceClient(conn), Publisher: cfgSrv, Metrics: m, Status: sink, GatewayStatus: gwSink,
 		Options: translate.Options{IngressClass: s.IngressClass, ControllerName: s.ControllerName, WatchIngressWithoutClass: s.WatchIngressWithoutClass,
-			NoSSLRedirect: !s.SSLRedirect, PublishService: s.PublishService, PublishAddresses: s.PublishAddresses,
+			NoSSLRedirect: !s.SSLRedirect, DefaultCertificate: s.DefaultCertificate, PublishService: s.PublishService, PublishAddresses: s.PublishAddresses,
 			GatewayControllerName: s.GatewayControllerName, GatewayHTTPPort: s.GatewayHTTPPort, GatewayHTTPSPort: s.GatewayHTTPSPort,
 			GatewayPorts: ports, GatewayAddresses: addrs, GatewayReservedAddresses: reserved},
 		Holdoff: s.Holdoff, MaxDelay: s.MaxDelay,

@@ -147,7 +147,7 @@ type hostUse struct {
 
 // New returns an empty incremental translator.
 func New(opts Options) *Translator {
-	return &Translator{
+	t := &Translator{
 		opts:      opts,
 		ingresses: map[nsName]*networkingv1.Ingress{}, classes: map[string]*networkingv1.IngressClass{},
 		services: map[nsName]*corev1.Service{}, slices: map[nsName]*discoveryv1.EndpointSlice{},
@@ -165,6 +165,13 @@ func New(opts Options) *Translator {
 		gw:  newGatewayState(),
 		out: contract.NewState(),
 	}
+	if opts.DefaultCertificate != "" {
+		// The catch-all host carries it from the first Build, and its Secret's findings say
+		// when it is unusable.
+		t.dirtyHosts.add("")
+		t.dirtyFindings.add("Secret/" + opts.DefaultCertificate)
+	}
+	return t
 }
 
 // State is the config state of the last Build. Its TakeDelta gives what that Build changed.
@@ -323,6 +330,9 @@ func (t *Translator) Build() {
 		}
 		t.dirtyCerts.add(k.ns + "/" + k.name)
 		t.dirtyFindings.add("Secret/" + k.ns + "/" + k.name) // a quarantined one's
+		if k.ns+"/"+k.name == t.opts.DefaultCertificate {
+			t.dirtyHosts.add("")
+		}
 	}
 	for k := range t.dirtyIngresses {
 		t.retranslate(k)
@@ -1000,9 +1010,16 @@ func (t *Translator) resolveHost(h string) {
 		delete(t.hostFindings, h)
 	}
 
+	// The default certificate is the catch-all's when nothing else gave it one; it does not
+	// make the catch-all's Ingress routes redirect to HTTPS (ingress-nginx's neither).
+	hasCert := cert != ""
+	if h == "" && cert == "" {
+		cert = t.defaultCertificate()
+	}
+
 	// The HTTPS redirect, now that the host's certificate is known.
 	for _, c := range served {
-		if !t.redirectsToHTTPS(c.claim, c.lo.nginx, c.route, cert != "") {
+		if !t.redirectsToHTTPS(c.claim, c.lo.nginx, c.route, hasCert) {
 			routes = append(routes, c.route)
 			continue
 		}
@@ -1094,6 +1111,7 @@ func (t *Translator) buildFindings(key string) {
 		}
 	} else {
 		fs = append(fs, t.gatewayFindings(key)...)
+		fs = append(fs, t.defaultCertificateFindings(key)...)
 	}
 	if len(fs) == 0 {
 		t.out.Remove(contract.Findings, key)
@@ -1101,4 +1119,32 @@ func (t *Translator) buildFindings(key string) {
 	}
 	contract.SortFindings(fs)
 	t.out.Put(contract.Findings, key, &configv1.ObjectFindings{Object: contract.ObjectOfKey(key), Findings: fs})
+}
+
+// defaultCertificate is the name of Options.DefaultCertificate's certificate when its Secret
+// is usable, else "".
+func (t *Translator) defaultCertificate() string {
+	ns, name, ok := strings.Cut(t.opts.DefaultCertificate, "/")
+	if !ok {
+		return ""
+	}
+	if c := t.certificate(nsName{ns, name}); c.cert != nil {
+		return t.opts.DefaultCertificate
+	}
+	return ""
+}
+
+// defaultCertificateFindings are the findings of the default certificate's Secret, when key
+// is that Secret's findings key and it cannot be served.
+func (t *Translator) defaultCertificateFindings(key string) []*configv1.Finding {
+	if t.opts.DefaultCertificate == "" || key != "Secret/"+t.opts.DefaultCertificate {
+		return nil
+	}
+	ns, name, _ := strings.Cut(t.opts.DefaultCertificate, "/")
+	c := t.certificate(nsName{ns, name})
+	if c.cert != nil {
+		return nil
+	}
+	return []*configv1.Finding{{Object: &configv1.ObjectRef{Kind: "Secret", Namespace: ns, Name: name}, Severity: sevError, Reason: c.reason,
+		Cause: "the default certificate (--default-certificate): " + c.why + "; a handshake for a name without a certificate of its own fails"}}
 }

@@ -193,3 +193,50 @@ func TestMigrationGuideListsEveryAnnotation(t *testing.T) {
 		}
 	}
 }
+
+// docs/translation.md, "TLS": --default-certificate's Secret is the catch-all's certificate
+// while it is usable, following its Secret as it comes and goes; while it is not, the Secret
+// gets a finding that says so and no handshake is answered with it.
+func TestDefaultCertificateFollowsItsSecret(t *testing.T) {
+	in := load(t, "default-certificate.yaml")
+	var secret any
+	for _, s := range in.Secrets {
+		secret = s
+	}
+	opts := goldenOpts
+	opts.DefaultCertificate = "app/default-cert"
+	tr := New(opts)
+	for _, o := range in.objects() {
+		if o != secret {
+			tr.Set(o)
+		}
+	}
+	check := func(step string, want string) {
+		t.Helper()
+		tr.Build()
+		res := tr.State().Resources()
+		if got := contract.CertificateFor(res, "unknown.example.org"); got != want {
+			t.Errorf("%s: an unknown name gets certificate %q, want %q", step, got, want)
+		}
+		if got := contract.CertificateFor(res, "missing.example.com"); got != want {
+			t.Errorf("%s: a host whose Secret is missing gets certificate %q, want %q", step, got, want)
+		}
+		var finding *configv1.Finding
+		for _, f := range res.GetFindings() {
+			if f.GetObject().GetKind() == "Secret" && f.GetObject().GetName() == "default-cert" {
+				finding = f
+			}
+		}
+		if (finding == nil) != (want != "") || finding != nil && !strings.Contains(finding.GetCause(), "--default-certificate") {
+			t.Errorf("%s: the default certificate's finding %v", step, finding)
+		}
+		if o := contract.OutcomeOf(res, get("http", "any.example.org", "/any")); o.Status != 200 {
+			t.Errorf("%s: a catch-all route over HTTP answers %d, want 200 (no HTTPS redirect for the default certificate)", step, o.Status)
+		}
+	}
+	check("without its Secret", "")
+	tr.Set(secret)
+	check("with its Secret", "app/default-cert")
+	tr.Remove(secret)
+	check("its Secret deleted", "")
+}

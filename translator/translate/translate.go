@@ -66,6 +66,11 @@ type Options struct {
 	// that have a certificate (ingress-nginx's ssl-redirect ConfigMap key set to false);
 	// force-ssl-redirect still redirects.
 	NoSSLRedirect bool
+	// DefaultCertificate ("namespace/name" of a TLS Secret) is served for a TLS handshake no
+	// host has a certificate for: an unknown server name, none, or a host whose own Secret is
+	// missing or unusable (its finding still says so). A Gateway listener without hostname
+	// sets the catch-all's certificate first. Empty: such handshakes fail.
+	DefaultCertificate string
 	// Now is the time certificates are checked against; zero skips the expiry check.
 	Now time.Time
 	// PublishService ("namespace/name") is the Service whose status.loadBalancer and

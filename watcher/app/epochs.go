@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/sluice-io/sluice/watcher/controller"
 	"github.com/sluice-io/sluice/watcher/kinds"
+	"github.com/sluice-io/sluice/watcher/refs"
 	"github.com/sluice-io/sluice/watcher/server"
 	"github.com/sluice-io/sluice/watcher/status"
 	"github.com/sluice-io/sluice/watcher/store"
@@ -173,7 +175,7 @@ func (l *epochLoop) epoch(ctx context.Context, started time.Time, decision kinds
 	ctrl, err := controller.New(controller.Config{
 		Logger: log.Named("controller"), Kinds: watched, SyncTimeout: s.SyncTimeout,
 		Store:  store.Config{HistorySize: s.HistorySize, SubscriberBuffer: s.ClientBuffer},
-		Causes: causes, Metrics: l.Metrics, Started: started,
+		Causes: causes, Metrics: l.Metrics, Started: started, ServedSecrets: servedSecrets(s.DefaultCertificates),
 	})
 	if err != nil {
 		return nil, err
@@ -337,4 +339,14 @@ func kindsDiff(prev, next []*kinds.Kind) (added, removed []string) {
 	sort.Strings(added)
 	sort.Strings(removed)
 	return added, removed
+}
+
+// servedSecrets are the --default-certificate Secrets, checked by Validate.
+func servedSecrets(names []string) []refs.SecretKey {
+	var out []refs.SecretKey
+	for _, n := range names {
+		ns, name, _ := strings.Cut(n, "/")
+		out = append(out, refs.SecretKey{Namespace: ns, Name: name})
+	}
+	return out
 }

@@ -64,6 +64,9 @@ type Settings struct {
 	// GatewayTranslatorClass is the IngressClass of the translator whose identity serves
 	// GatewayControllerName: only its reports (over mTLS) may set Gateway API statuses.
 	GatewayTranslatorClass string
+	// DefaultCertificates are TLS Secrets ("namespace/name") the stream carries whether or
+	// not a route object references them: the translators' --default-certificate.
+	DefaultCertificates []string
 
 	// Env is what the Pod tells the watcher outside its settings; main fills it (EnvFromOS)
 	// before the settings are registered, so that nothing here reads the environment.
@@ -116,6 +119,7 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.IntVar(&s.StatusBurst, "status-burst", 20, "client-side burst for status writes and Events")
 	fs.IntVar(&s.StatusWorkers, "status-workers", 2, "concurrent status writes")
 	fs.StringVar(&s.GatewayControllerName, "gateway-controller-name", "sluice.io/gateway-controller", "Gateway controller name (as the translator's): only GatewayClasses with it, their Gateways and our HTTPRoute parents entries get the Gateway API statuses translators report, and only reports naming it are taken (empty: none)")
+	fs.StringSliceVar(&s.DefaultCertificates, "default-certificate", nil, "namespace/name of a TLS Secret the Watch stream carries although no route object references it: each translator's --default-certificate (comma-separated or repeated)")
 	fs.StringVar(&s.GatewayTranslatorClass, "gateway-translator-class", "sluice", "IngressClass of the translator that serves --gateway-controller-name: with mTLS, only a translator whose identity names it (spiffe://<trust-domain>/sluice/translator/<class>) may have Gateway API statuses written; another's are refused (counted, logged once)")
 	fs.StringVar(&s.ID, "id", s.Env.Hostname, "this replica's name in the Lease")
 	fs.StringVar(&s.AdvertiseAddr, "advertise-addr", "", "address where the other replicas reach this one's gRPC to relay status streams (default: --listen, or $POD_IP with --listen's port when --listen is 0.0.0.0)")
@@ -183,6 +187,11 @@ func (s *Settings) Validate() error {
 	}
 	if s.GatewayControllerName != "" && (s.GatewayTranslatorClass == "" || strings.Contains(s.GatewayTranslatorClass, "/")) {
 		return config.Errorf("gateway-translator-class", s.GatewayTranslatorClass, "must name the IngressClass of the translator that serves --gateway-controller-name (non-empty, no /)")
+	}
+	for _, c := range s.DefaultCertificates {
+		if ns, name, ok := strings.Cut(c, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return config.Errorf("default-certificate", c, "must be namespace/name")
+		}
 	}
 	advertise := s.advertiseAddr()
 	if err := config.CheckHostPort("advertise-addr", advertise, false); err != nil {

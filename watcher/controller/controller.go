@@ -64,6 +64,9 @@ type Config struct {
 	After func(time.Duration) <-chan time.Time
 	// Started is when the process started, for the seconds-to-sync figure.
 	Started time.Time
+	// ServedSecrets are Secrets the stream carries whatever references them (the
+	// translators' default certificates, which the operator named).
+	ServedSecrets []refs.SecretKey
 }
 
 // Controller is the watcher's owner of state.
@@ -136,6 +139,10 @@ func New(cfg Config) (*Controller, error) {
 		stage[i], informers[i] = k.Kind.Stage(), len(k.Informers)
 	}
 	c.stages = newStages(stage, informers)
+	for _, k := range cfg.ServedSecrets {
+		// Referenced by the operator's flag, in the Secret's own namespace: always served.
+		c.refs.Set(refs.Owner{Kind: "DefaultCertificate", Namespace: k.Namespace, Name: k.Name}, &refs.Refs{Secrets: []refs.SecretKey{k}})
+	}
 	for i, k := range cfg.Kinds {
 		gk := k.Kind.GVK.GroupKind()
 		if gk.Group == "" && gk.Kind == "Secret" {

@@ -125,3 +125,41 @@ func TestSecretsReachTheStoreOnlyWhileReferenced(t *testing.T) {
 		t.Fatalf("store holds %d Secrets with no reference left", n)
 	}
 }
+
+// docs/design.md, the watch stream: the Secrets the operator named as default certificates
+// (ServedSecrets) are on the stream with no route object referencing them, and no other
+// unreferenced Secret is.
+func TestServedSecretsReachTheStoreUnreferenced(t *testing.T) {
+	secretKind := testKind("Secret")
+	secInf := newScriptedInformer()
+	c, err := New(Config{Logger: hclog.NewNullLogger(), SyncTimeout: time.Hour, Store: store.Config{Epoch: "e1"},
+		Kinds:         []WatchedKind{{Kind: secretKind, Informers: []Informer{secInf}}},
+		ServedSecrets: []refs.SecretKey{{Namespace: "ns", Name: "default-cert"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	sec := <-secInf.handlers
+	sec.OnAdd(stored(secretKind, "default-cert", "1"), true)
+	sec.OnAdd(stored(secretKind, "other", "2"), true)
+	close(secInf.synced)
+	select {
+	case <-c.Synced():
+	case <-time.After(watchdog):
+		t.Fatal("no barrier")
+	}
+	sub, err := c.Subscribe(ctx, store.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range sub.Snapshot() {
+		names = append(names, o.GetKind().GetKind()+" "+o.GetName())
+	}
+	if got, want := strings.Join(names, ", "), "Secret default-cert"; got != want {
+		t.Fatalf("snapshot: %s; want %s", got, want)
+	}
+}
