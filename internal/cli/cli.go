@@ -48,7 +48,7 @@ type Spec struct {
 	Settings Settings
 	// Run runs the process until ctx is done (nil error) or it fails.
 	Run func(ctx context.Context, log hclog.Logger) error
-	// Stdout receives the answer to --version (os.Stdout when nil).
+	// Stdout receives the answers to --version and --help (os.Stdout when nil).
 	Stdout io.Writer
 }
 
@@ -80,10 +80,17 @@ func Main(spec Spec, args []string, stderr io.Writer) int {
 	var common Common
 	common.register(fs)
 	spec.Settings.Register(fs)
+	stdout := spec.Stdout
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+	// --help answers on stdout, as the user asked for it (`translator --help | less`); a
+	// usage error goes to stderr.
 	usage := func() {
-		fmt.Fprintf(stderr, "Usage of %s (%s):\n", spec.Name, version.Version)
-		fmt.Fprintf(stderr, "Every flag can also be set as %s_<NAME> in the environment or in --config.\n", config.EnvPrefix)
-		fmt.Fprintf(stderr, "      --version                 print the version, source revision and Go release, and exit\n")
+		fmt.Fprintf(stdout, "Usage of %s (%s):\n", spec.Name, version.Version)
+		fmt.Fprintf(stdout, "Every flag can also be set as %s_<NAME> in the environment or in --config.\n", config.EnvPrefix)
+		fmt.Fprintf(stdout, "      --version                 print the version, source revision and Go release, and exit\n")
+		fs.SetOutput(stdout)
 		fs.PrintDefaults()
 	}
 	// --version is answered before the settings are loaded, so that it works whatever else
@@ -93,11 +100,7 @@ func Main(spec Spec, args []string, stderr io.Writer) int {
 			break
 		}
 		if a == "--version" || a == "-version" {
-			out := spec.Stdout
-			if out == nil {
-				out = os.Stdout
-			}
-			fmt.Fprintln(out, version.String(spec.Name))
+			fmt.Fprintln(stdout, version.String(spec.Name))
 			return ExitOK
 		}
 	}

@@ -37,7 +37,8 @@ func TestVersionPrintsTheBuildAndStartsNothing(t *testing.T) {
 	}
 }
 
-// A bad flag is a usage error (exit 2) in one line naming it; --help lists --version.
+// A bad flag is a usage error (exit 2) in one line naming it on stderr; --help lists every
+// flag, --version included, on stdout.
 func TestUsageErrorsAndHelp(t *testing.T) {
 	var s noSettings
 	var errOut bytes.Buffer
@@ -49,10 +50,11 @@ func TestUsageErrorsAndHelp(t *testing.T) {
 		t.Errorf("unknown flag: stderr %q does not name it", errOut.String())
 	}
 	errOut.Reset()
-	if code := Main(Spec{Name: "pusher", Settings: &s, Run: run}, []string{"--help"}, &errOut); code != ExitOK {
+	var out bytes.Buffer
+	if code := Main(Spec{Name: "pusher", Settings: &s, Run: run, Stdout: &out}, []string{"--help"}, &errOut); code != ExitOK {
 		t.Errorf("--help: exit %d, want 0", code)
 	}
-	if !strings.Contains(errOut.String(), "--version") {
-		t.Errorf("--help does not list --version:\n%s", errOut.String())
+	if !strings.Contains(out.String(), "--version") || !strings.Contains(out.String(), "--log-level") || errOut.Len() > 0 {
+		t.Errorf("--help on stdout:\n%s\nstderr:\n%s\nwant every flag on stdout, nothing on stderr", out.String(), errOut.String())
 	}
 }
