@@ -668,6 +668,9 @@ func (t *Translator) resolveBackend(lo *ingressOut, b networkingv1.IngressBacken
 		return ""
 	}
 	name := backendName(svc.Namespace, svc.Name, port.Port)
+	if lo.nginx.h2c && backendProtocol(port.AppProtocol) != configv1.BackendProtocol_BACKEND_PROTOCOL_H2C {
+		name += h2cSuffix
+	}
 	lo.refs = append(lo.refs, backendRef{name: name, field: field + ".service"})
 	return name
 }
@@ -688,7 +691,13 @@ func backendProtocol(appProtocol *string) configv1.BackendProtocol {
 
 func backendName(ns, svc string, port int32) string { return fmt.Sprintf("%s/%s:%d", ns, svc, port) }
 
+// h2cSuffix ends the name of a backend that an Ingress's backend-protocol annotation makes
+// speak h2c to a Service port whose appProtocol does not say so: a backend of its own, since
+// another Ingress may speak HTTP/1.1 to the same port.
+const h2cSuffix = "+h2c"
+
 func parseBackendName(name string) (nsName, int32) {
+	name = strings.TrimSuffix(name, h2cSuffix)
 	ns, rest, _ := strings.Cut(name, "/")
 	svc, port, _ := strings.Cut(rest, ":")
 	p, _ := strconv.Atoi(port)
@@ -716,6 +725,9 @@ func (t *Translator) rebuildBackend(name string) {
 	sk, port := parseBackendName(name)
 	old := t.backends[name]
 	nb := buildBackend(t.services[sk], port, t.slicesOf(sk))
+	if strings.HasSuffix(name, h2cSuffix) && nb.be.GetName() != "" {
+		nb.be.Name, nb.be.Protocol = name, configv1.BackendProtocol_BACKEND_PROTOCOL_H2C
+	}
 	t.backends[name] = nb
 	t.svcBackends.add(sk, name)
 	if old == nil || (old.ready == 0) != (nb.ready == 0) {

@@ -47,6 +47,7 @@ type nginxIngress struct {
 	rewrite          *configv1.Rewrite        // upstream-vhost
 	requestHeaders   *configv1.HeaderModifier // x-forwarded-prefix
 	cors             *configv1.Cors
+	h2c              bool // backend-protocol GRPC or H2C: the endpoints speak HTTP/2 over cleartext
 	refused          bool // an annotation the Ingress must not be served without
 }
 
@@ -114,7 +115,6 @@ var nginxRules = map[string]nginxRule{
 	"auth-tls-verify-depth":                    {closed: true, alt: "client certificate authentication is not supported; " + altAuth},
 	"auth-type":                                {closed: true, alt: "basic and digest authentication are not supported; " + altAuth},
 	"auth-url":                                 {closed: true, alt: "external authentication is not supported; " + altAuth},
-	"backend-protocol":                         {error: true, served: isValue("HTTP"), alt: "endpoints are spoken to in HTTP/1.1, or HTTP/2 over cleartext when the Service port's appProtocol is kubernetes.io/h2c (GRPC and H2C are served that way: set the appProtocol); HTTPS, GRPCS, AJP and FCGI upstreams are not supported, so the routes cannot reach these backends"},
 	"canary":                                   {closed: true, served: isValue("false"), alt: "canary Ingresses are not supported: the canary Ingress is not served (the main Ingress takes every request); split the traffic with weighted backendRefs in an HTTPRoute"},
 	"canary-by-cookie":                         {alt: "canary Ingresses are not supported; an HTTPRoute rule with a header match on Cookie does it"},
 	"canary-by-header":                         {alt: "canary Ingresses are not supported; an HTTPRoute rule with a header match does it"},
@@ -213,7 +213,7 @@ var nginxRules = map[string]nginxRule{
 
 // nginxServed are the ingress-nginx annotations Sluice serves (readNginx reads them).
 var nginxServed = map[string]bool{
-	"app-root": true, "cors-allow-credentials": true, "cors-allow-headers": true, "cors-allow-methods": true,
+	"app-root": true, "backend-protocol": true, "cors-allow-credentials": true, "cors-allow-headers": true, "cors-allow-methods": true,
 	"cors-allow-origin": true, "cors-expose-headers": true, "cors-max-age": true, "enable-cors": true,
 	"force-ssl-redirect": true, "permanent-redirect": true, "permanent-redirect-code": true,
 	"rewrite-target": true, "ssl-redirect": true, "temporal-redirect": true, "temporal-redirect-code": true,
@@ -386,6 +386,18 @@ func readNginx(ing *networkingv1.Ingress, add func(field string, sev configv1.Fi
 			add(field("x-forwarded-prefix"), sevError, "InvalidAnnotation", fmt.Sprintf("%q is not a header value (%v); X-Forwarded-Prefix is not sent", v, err))
 		} else {
 			n.requestHeaders = &configv1.HeaderModifier{Set: []*configv1.HeaderValue{{Name: "X-Forwarded-Prefix", Value: v}}}
+		}
+	}
+	if v, ok := get("backend-protocol"); ok {
+		switch strings.ToUpper(v) {
+		case "", "HTTP":
+		case "GRPC", "H2C":
+			// nginx's grpc_pass and h2c both speak HTTP/2 with prior knowledge, in cleartext.
+			n.h2c = true
+		case "HTTPS", "GRPCS", "AJP", "FCGI":
+			add(field("backend-protocol"), sevError, "UnsupportedAnnotation", fmt.Sprintf("%sbackend-protocol: %q is not supported (HTTPS, GRPCS, AJP and FCGI upstreams are not): the endpoints are spoken to in HTTP/1.1, so the routes cannot reach them as meant", NginxAnnotationPrefix, v))
+		default:
+			add(field("backend-protocol"), sevError, "InvalidAnnotation", fmt.Sprintf("%q is not a backend protocol (HTTP, HTTPS, GRPC, GRPCS, H2C, AJP or FCGI); the endpoints are spoken to in HTTP/1.1", v))
 		}
 	}
 	n.cors = readCORS(ing, get, field, add)

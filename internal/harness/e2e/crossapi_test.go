@@ -36,7 +36,11 @@ func TestHostAcrossAPIsOlderClaimKeepsIt(t *testing.T) {
 	const ingressYAML = `
 apiVersion: networking.k8s.io/v1
 kind: Ingress
-metadata: {name: shop, namespace: NS}
+metadata:
+  name: shop
+  namespace: NS
+  # Who owns the host is read over both schemes, so HTTP is served rather than redirected.
+  annotations: {sluice.io/ssl-redirect: "false"}
 spec:
   ingressClassName: sluice
   tls: [{hosts: [shop.DOMAIN], secretName: ing-tls}]
