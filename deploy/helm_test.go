@@ -114,6 +114,19 @@ func parseManifest(t *testing.T, b []byte, ns string) manifest {
 	}
 }
 
+// args are the arguments of every container of the workload named kind ("Deployment/x").
+func (m manifest) args(kind string) []string {
+	var out []string
+	cs, _ := field(m[kind], "spec", "template", "spec", "containers").([]any)
+	for _, c := range cs {
+		as, _ := field(c.(map[string]any), "args").([]any)
+		for _, a := range as {
+			out = append(out, a.(string))
+		}
+	}
+	return out
+}
+
 // diff says how got differs from want, object by object; empty when they are equal.
 func (want manifest) diff(got manifest) string {
 	var b strings.Builder
@@ -240,17 +253,7 @@ func TestHelmChartIsTheKustomizeBase(t *testing.T) {
 // gatewayClass.create=auto renders the GatewayClass only where the Gateway API is served.
 func TestHelmValuesTakeEffect(t *testing.T) {
 	m := parseManifest(t, helmTemplate(t, "sluice-custom", "-f", customValues), "sluice-custom")
-	args := func(kind string) []string {
-		var out []string
-		cs, _ := field(m[kind], "spec", "template", "spec", "containers").([]any)
-		for _, c := range cs {
-			as, _ := field(c.(map[string]any), "args").([]any)
-			for _, a := range as {
-				out = append(out, a.(string))
-			}
-		}
-		return out
-	}
+	args := func(kind string) []string { return m.args(kind) }
 	spec := func(container int, path ...any) []any {
 		return append([]any{"spec", "template", "spec", "containers", container}, path...)
 	}
@@ -364,17 +367,7 @@ func TestHelmServesIngressNginxClassForCutOver(t *testing.T) {
 	for _, create := range []bool{false, true} {
 		m := parseManifest(t, helmTemplate(t, "sluice-system", "--set", "tls.certManager.enabled=true", "--set", "ingressClass.name=nginx", "--set", fmt.Sprintf("ingressClass.create=%t", create),
 			"--set", "defaultCertificate=edge/wildcard-tls"), "sluice-system")
-		argsOf := func(kind string) string {
-			var out []string
-			cs, _ := field(m[kind], "spec", "template", "spec", "containers").([]any)
-			for _, c := range cs {
-				as, _ := field(c.(map[string]any), "args").([]any)
-				for _, a := range as {
-					out = append(out, a.(string))
-				}
-			}
-			return strings.Join(out, " ")
-		}
+		argsOf := func(kind string) string { return strings.Join(m.args(kind), " ") }
 		if a := argsOf("Deployment/sluice-translator"); !strings.Contains(a, "--ingress-class=nginx") {
 			t.Errorf("translator args %s, want --ingress-class=nginx", a)
 		}
