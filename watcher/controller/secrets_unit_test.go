@@ -130,28 +130,19 @@ func TestSecretsReachTheStoreOnlyWhileReferenced(t *testing.T) {
 // (ServedSecrets) are on the stream with no route object referencing them, and no other
 // unreferenced Secret is.
 func TestServedSecretsReachTheStoreUnreferenced(t *testing.T) {
-	secretKind := testKind("Secret")
-	secInf := newScriptedInformer()
-	c, err := New(Config{Logger: hclog.NewNullLogger(), SyncTimeout: time.Hour, Store: store.Config{Epoch: "e1"},
-		Kinds:         []WatchedKind{{Kind: secretKind, Informers: []Informer{secInf}}},
-		ServedSecrets: []refs.SecretKey{{Namespace: "ns", Name: "default-cert"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	sec := <-secInf.handlers
-	sec.OnAdd(stored(secretKind, "default-cert", "1"), true)
-	sec.OnAdd(stored(secretKind, "other", "2"), true)
-	close(secInf.synced)
+	r := startRunningKinds(t, []string{"Secret"}, []int{1}, func(c *Config) {
+		c.ServedSecrets = []refs.SecretKey{{Namespace: "ns", Name: "default-cert"}}
+	})
+	sec := r.handlers[0][0]
+	sec.OnAdd(stored(r.kinds[0], "default-cert", "1"), true)
+	sec.OnAdd(stored(r.kinds[0], "other", "2"), true)
+	close(r.infs[0][0].synced)
 	select {
-	case <-c.Synced():
+	case <-r.c.Synced():
 	case <-time.After(watchdog):
 		t.Fatal("no barrier")
 	}
-	sub, err := c.Subscribe(ctx, store.Request{})
+	sub, err := r.c.Subscribe(context.Background(), store.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
