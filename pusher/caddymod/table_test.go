@@ -167,10 +167,10 @@ func TestRouterDoesWhatTheReferenceSays(t *testing.T) {
 				t.Fatal(err)
 			}
 			res := cfg.GetResources()
-			upstreams := map[string]string{} // first upstream's dial address -> backend name
+			upstreams := map[string]string{} // protocol and first upstream's dial address -> backend name (two backends may share endpoints: one h2c)
 			for _, b := range res.GetBackends() {
 				if bk, _ := store.Current().backends.get(b.GetName()); bk != nil && len(bk.upstreams) > 0 {
-					upstreams[bk.upstreams[0].Dial] = b.GetName()
+					upstreams[bk.protocol+" "+bk.upstreams[0].Dial] = b.GetName()
 				}
 			}
 			for _, req := range schemes(res) {
@@ -264,7 +264,8 @@ func routeThrough(t *testing.T, req contract.Request, upstreams map[string]strin
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		ups, _ := caddyhttp.GetVar(r.Context(), upstreamsVar).([]*reverseproxy.Upstream)
 		if len(ups) > 0 {
-			got.backend = upstreams[ups[0].Dial]
+			protocol, _ := caddyhttp.GetVar(r.Context(), protocolVar).(string)
+			got.backend = upstreams[protocol+" "+ups[0].Dial]
 		}
 		got.host, got.path, got.header = r.Host, r.URL.Path, r.Header.Clone()
 		for k, v := range backendHeader(got.backend) {
