@@ -183,6 +183,15 @@ func CheckReadable(setting, path string) error {
 	return f.Close()
 }
 
+// CheckNamespacedName validates that value is "namespace/name", both parts non-empty.
+func CheckNamespacedName(setting, value string) error {
+	ns, name, ok := strings.Cut(value, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return Errorf(setting, value, "must be namespace/name")
+	}
+	return nil
+}
+
 // CheckOneOf validates that value is one of allowed.
 func CheckOneOf(setting, value string, allowed []string) error {
 	for _, a := range allowed {

@@ -142,9 +142,9 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 
 // Validate checks the settings.
 func (s *Settings) Validate() error {
-	if c := s.DefaultCertificate; c != "" {
-		if ns, name, ok := strings.Cut(c, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-			return config.Errorf("default-certificate", c, "must be namespace/name")
+	if s.DefaultCertificate != "" {
+		if err := config.CheckNamespacedName("default-certificate", s.DefaultCertificate); err != nil {
+			return err
 		}
 	}
 	for _, a := range []struct{ name, v string }{{"listen", s.Listen}, {"http-listen", s.HTTPListen}} {
@@ -161,9 +161,8 @@ func (s *Settings) Validate() error {
 		if len(s.PublishAddresses) > 0 {
 			return config.Errorf("publish-address", strings.Join(s.PublishAddresses, ","), "cannot be used with --publish-service")
 		}
-		ns, name, ok := strings.Cut(s.PublishService, "/")
-		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-			return config.Errorf("publish-service", s.PublishService, "must be namespace/name")
+		if err := config.CheckNamespacedName("publish-service", s.PublishService); err != nil {
+			return err
 		}
 	}
 	for _, a := range s.PublishAddresses {

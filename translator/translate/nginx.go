@@ -76,7 +76,6 @@ func isValue(want ...string) func(string) bool {
 }
 
 const (
-	altGatewayAPI  = "an HTTPRoute on the same host does it (docs/migrating-from-ingress-nginx.md)"
 	altAuth        = "put the authentication in the backend, or in a proxy that is the backend; the Ingress is not served while it has this annotation, since serving it without the check would open it to everyone"
 	altSourceRange = "restrict the proxy Service's spec.loadBalancerSourceRanges, or check the client address in the backend; the Ingress is not served while it has this annotation, since serving it without the check would open it to every address"
 	altSnippet     = "refused by design: an Ingress never reaches the proxy's configuration; if the snippet restricted access, that restriction is not applied"

@@ -189,8 +189,8 @@ func (s *Settings) Validate() error {
 		return config.Errorf("gateway-translator-class", s.GatewayTranslatorClass, "must name the IngressClass of the translator that serves --gateway-controller-name (non-empty, no /)")
 	}
 	for _, c := range s.DefaultCertificates {
-		if ns, name, ok := strings.Cut(c, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-			return config.Errorf("default-certificate", c, "must be namespace/name")
+		if err := config.CheckNamespacedName("default-certificate", c); err != nil {
+			return err
 		}
 	}
 	advertise := s.advertiseAddr()
