@@ -130,3 +130,57 @@ func TestOperatorStreamIsReadOnlyWithoutPrivateKeys(t *testing.T) {
 		t.Fatalf("pushers %v, want only the pusher", st.GetPushers())
 	}
 }
+
+// docs/design.md, "Who may do what": a client that declares data plane NONE (sluicectl
+// config --watch) follows the stream read-only whatever its access. It receives every
+// version, is never listed as a pusher (not while connected, not after), and an ACK from it
+// ends its stream with FAILED_PRECONDITION.
+func TestFollowerOfDataPlaneNoneIsNeverAPusher(t *testing.T) {
+	stopping := make(chan struct{})
+	defer close(stopping)
+	s, err := New(Config{Logger: hclog.NewNullLogger(), Stopping: stopping})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := startAs(t, s, identity.Full)
+	src := &source{epoch: "e1"}
+	src.first(s)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := full.StreamConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Hello{Hello: &configv1.Hello{
+		PusherId: "sluicectl-follower", DataPlane: configv1.DataPlaneKind_DATA_PLANE_KIND_NONE}}}); err != nil {
+		t.Fatal(err)
+	}
+	cl := &client{t: t, stream: stream}
+	cl.readUntil(src.version)
+
+	st, err := full.GetStatus(context.Background(), &configv1.GetStatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.GetPushers()) != 0 {
+		t.Fatalf("pushers %v while only a follower is connected, want none", st.GetPushers())
+	}
+	if err := stream.Send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Ack{Ack: &configv1.Ack{Config: &configv1.ConfigRef{
+		Epoch: cl.chain.Version.GetEpoch(), Version: cl.chain.Version.GetVersion(), Hash: cl.chain.Version.GetHash()}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := stream.Recv()
+		if err == nil {
+			continue
+		}
+		if status.Code(err) != codes.FailedPrecondition {
+			t.Fatalf("an ACK from a follower: %v, want FAILED_PRECONDITION", err)
+		}
+		break
+	}
+	if st, err = full.GetStatus(context.Background(), &configv1.GetStatusRequest{}); err != nil || len(st.GetPushers()) != 0 {
+		t.Fatalf("pushers %v (%v) after the follower left, want none", st.GetPushers(), err)
+	}
+}

@@ -268,19 +268,29 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 	log := s.log.With("pusher", id)
 	// A caller with redacted access (the operator role) follows the stream read-only: it is
 	// not a pusher, its answers are refused, and it never receives a private key.
+	// A client that declares it drives no data plane (sluicectl config --watch, a test's
+	// follower) is a reader too, whatever its access: it applies nothing, so listing it as a
+	// pusher would show one that never acknowledges, for ForgetAfter after it left.
 	caller := identity.CallerFrom(stream.Context())
 	var redactor *contract.Redactor
-	if caller.Access == identity.Redacted {
+	readOnly := caller.Access == identity.Redacted || hello.GetDataPlane() == configv1.DataPlaneKind_DATA_PLANE_KIND_NONE
+	switch {
+	case caller.Access == identity.Redacted:
 		redactor = &contract.Redactor{}
 		log = s.log.With("reader", id, "caller", caller.Name)
 		log.Info("read-only config stream opened (private keys removed)")
-	} else {
+	case readOnly:
+		log = s.log.With("reader", id)
+		log.Info("read-only config stream opened (data plane NONE: not a pusher)")
+	default:
 		s.register(hello)
 		defer s.unregister(id)
 	}
 	pr := &peer{} // what this stream was sent, to check its answers against
 	defer s.endPeer(log, pr)
-	log.Info("pusher connected", "data_plane", hello.GetDataPlane().String(), "version", hello.GetSoftwareVersion())
+	if !readOnly {
+		log.Info("pusher connected", "data_plane", hello.GetDataPlane().String(), "version", hello.GetSoftwareVersion())
+	}
 
 	readErr := make(chan error, 1)
 	resync := make(chan struct{}, 1)
@@ -301,6 +311,10 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 			}
 			if redactor != nil {
 				readErr <- status.Errorf(codes.PermissionDenied, "%s follows the config stream read-only and may not acknowledge configs", caller.Name)
+				return
+			}
+			if readOnly {
+				readErr <- status.Errorf(codes.FailedPrecondition, "%s declared data plane NONE: a read-only follower may not acknowledge configs", id)
 				return
 			}
 			if err := s.record(log, id, pr, req); err != nil {
