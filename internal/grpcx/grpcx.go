@@ -189,6 +189,12 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, grace time.Duratio
 		// Every service is registered by now: each method's series exist from the start, at 0.
 		s.metrics.InitializeMetrics(s.Server)
 	}
+	// Health answers for each service by name too (grpc_health_probe -service, sluicectl
+	// health --service): SERVING while the server serves, NOT_SERVING from Shutdown on. A
+	// name the server does not serve stays NOT_FOUND.
+	for name := range s.Server.GetServiceInfo() {
+		s.Health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- s.Server.Serve(lis) }()
 	select {

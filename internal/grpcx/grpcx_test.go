@@ -9,8 +9,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-io/sluice/internal/harness/testenv"
@@ -95,4 +97,50 @@ func TestDialMovesToTheNextReplica(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "the connection to move to b after a went away", func() (bool, error) {
 		return answers("b"), nil
 	})
+}
+
+// Health answers for every service the server registered, by its full name, while it
+// serves, and NOT_SERVING once it stops; a name it does not serve is NOT_FOUND.
+func TestHealthAnswersForEachRegisteredService(t *testing.T) {
+	srv, err := NewServer(ServerConfig{Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis, time.Second) }()
+	conn, err := Dial(lis.Addr().String(), ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hc := healthpb.NewHealthClient(conn)
+	check := func(service string) (healthpb.HealthCheckResponse_ServingStatus, codes.Code) {
+		t.Helper()
+		resp, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: service}, grpc.WaitForReady(true))
+		return resp.GetStatus(), status.Code(err)
+	}
+	for _, name := range []string{"", healthpb.Health_ServiceDesc.ServiceName, "grpc.reflection.v1.ServerReflection"} {
+		if got, code := check(name); got != healthpb.HealthCheckResponse_SERVING || code != codes.OK {
+			t.Errorf("health of %q: %v %v, want SERVING", name, got, code)
+		}
+	}
+	if _, code := check("sluice.nothing.v1.Nothing"); code != codes.NotFound {
+		t.Errorf("health of a service not served: %v, want NotFound", code)
+	}
+	// Shutdown turns every name NOT_SERVING before connections close; read it off the
+	// health server itself, since the connection is about to go.
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var h healthpb.HealthServer = srv.Health
+	resp, err := h.Check(context.Background(), &healthpb.HealthCheckRequest{Service: healthpb.Health_ServiceDesc.ServiceName})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("health after Serve returned: %v %v, want NOT_SERVING", resp.GetStatus(), err)
+	}
 }
