@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/grpcx"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	"github.com/sluice-io/sluice/translator/translate"
 )
@@ -41,7 +40,7 @@ without applying anything: one line per version with its size on the wire and wh
   sluicectl config --watch --count 3 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			conn, err := grpcx.Dial(cf.addr, grpcx.ClientConfig{TLS: cf.tls})
+			conn, err := cf.dial()
 			if err != nil {
 				return err
 			}
@@ -83,7 +82,7 @@ func printStatus(stdout io.Writer, st *configv1.GetStatusResponse) {
 	}
 	fmt.Fprintln(stdout, "pushers:")
 	for _, p := range st.GetPushers() {
-		fmt.Fprintf(stdout, "  %s (%s) connected=%v applied=%d", p.GetPusherId(), p.GetDataPlane(), p.GetConnected(), p.GetApplied().GetVersion())
+		fmt.Fprintf(stdout, "  %s (%s) connected=%v applied=%d", p.GetPusherId(), short(p.GetDataPlane()), p.GetConnected(), p.GetApplied().GetVersion())
 		if p.GetRejected() != nil {
 			fmt.Fprintf(stdout, " rejected=%d: %s", p.GetRejected().GetVersion(), p.GetRejectedError())
 		}
@@ -203,13 +202,13 @@ func printResources(w io.Writer, r *configv1.Resources) {
 		}
 		fmt.Fprintf(w, "%s%s\n", host, tls)
 		for _, rt := range vh.GetRoutes() {
-			fmt.Fprintf(w, "  %-7s %-30s -> %s\n", strings.TrimPrefix(rt.GetPath().GetType().String(), "PATH_MATCH_TYPE_"), rt.GetPath().GetValue()+routeConditions(rt), routeAction(rt))
+			fmt.Fprintf(w, "  %-7s %-30s -> %s\n", short(rt.GetPath().GetType()), rt.GetPath().GetValue()+routeConditions(rt), routeAction(rt))
 		}
 	}
 	if len(r.GetFindings()) > 0 {
 		fmt.Fprintln(w, "findings:")
 		for _, f := range r.GetFindings() {
-			fmt.Fprintf(w, "  %s %s %s/%s %s: %s\n", strings.TrimPrefix(f.GetSeverity().String(), "FINDING_SEVERITY_"), f.GetObject().GetKind(),
+			fmt.Fprintf(w, "  %s %s %s/%s %s: %s\n", short(f.GetSeverity()), f.GetObject().GetKind(),
 				f.GetObject().GetNamespace(), f.GetObject().GetName(), f.GetField(), f.GetCause())
 		}
 	}
@@ -267,7 +266,7 @@ func routeAction(rt *configv1.Route) string {
 			parts = append(parts, fmt.Sprint("port ", r.GetPort()))
 		}
 		if p := r.GetPath(); p != nil {
-			parts = append(parts, strings.ToLower(strings.TrimPrefix(p.GetType().String(), "PATH_MODIFIER_TYPE_"))+" path "+p.GetValue())
+			parts = append(parts, strings.ToLower(short(p.GetType()))+" path "+p.GetValue())
 		}
 		return fmt.Sprintf("redirect %d (%s)", code, strings.Join(parts, ", "))
 	}
@@ -287,7 +286,7 @@ func routeAction(rt *configv1.Route) string {
 			out += ", host rewritten to " + rw.GetHostname()
 		}
 		if p := rw.GetPath(); p != nil {
-			out += ", " + strings.ToLower(strings.TrimPrefix(p.GetType().String(), "PATH_MODIFIER_TYPE_")) + " path rewritten to " + p.GetValue()
+			out += ", " + strings.ToLower(short(p.GetType())) + " path rewritten to " + p.GetValue()
 		}
 	}
 	if rt.GetRequestHeaders() != nil {
@@ -423,5 +422,5 @@ func failOnFindings(res *configv1.Resources, threshold configv1.FindingSeverity)
 	if n == 0 {
 		return nil
 	}
-	return fmt.Errorf("%d finding(s) at --fail-on %s or above", n, strings.ToLower(strings.TrimPrefix(threshold.String(), "FINDING_SEVERITY_")))
+	return fmt.Errorf("%d finding(s) at --fail-on %s or above", n, strings.ToLower(short(threshold)))
 }

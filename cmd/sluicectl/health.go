@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluice-io/sluice/internal/grpcx"
@@ -25,10 +27,21 @@ func (c *clientFlags) register(fs *pflag.FlagSet, defaultAddr string) {
 	fs.StringVar(&c.tls.ServerName, "tls-server-name", "", "name to verify in the server's certificate (e.g. sluice-translator through a port-forward)")
 }
 
+// dial connects to --addr. Off loopback Sluice requires mutual TLS; grpcx's refusal names
+// the processes' --insecure, which sluicectl does not have, so it says what sluicectl can do.
+func (c *clientFlags) dial() (*grpc.ClientConn, error) {
+	conn, err := grpcx.Dial(c.addr, grpcx.ClientConfig{TLS: c.tls})
+	if errors.Is(err, grpcx.ErrInsecure) {
+		return nil, usagef("--addr %s is off loopback, where Sluice answers only mutual TLS: give --tls-ca, --tls-cert and --tls-key (the operator's certificate), or port-forward and use --addr 127.0.0.1:PORT", c.addr)
+	}
+	return conn, err
+}
+
 // healthResult is health's answer in JSON and YAML.
 type healthResult struct {
 	Address string `json:"address"`
-	Service string `json:"service"`
+	// Service is the gRPC service asked about ("service" is a Kubernetes Service elsewhere).
+	Service string `json:"grpcService"`
 	Status  string `json:"status"`
 }
 
@@ -46,7 +59,7 @@ and exits 0 only when it answers SERVING.
   sluicectl health --addr 127.0.0.1:18010 --service sluice.config.v1.ConfigService -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			conn, err := grpcx.Dial(cf.addr, grpcx.ClientConfig{TLS: cf.tls})
+			conn, err := cf.dial()
 			if err != nil {
 				return err
 			}

@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sluice-io/sluice/internal/version"
 )
@@ -108,7 +109,7 @@ Every command prints a table (the default), JSON or YAML: -o table|json|yaml.
 		// Without a command: the help on stderr and exit 2, as before cobra.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usagef("unknown command %q", args[0])
+				return usagef("unknown command %q%s", args[0], didYouMean(args[0], commandNames(cmd)))
 			}
 			cmd.SetOut(cmd.ErrOrStderr())
 			_ = cmd.Help()
@@ -122,8 +123,9 @@ Every command prints a table (the default), JSON or YAML: -o table|json|yaml.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().VarP(&out, "output", "o", "output format: table, json or yaml (text, the name before, is table)")
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{flagError(c, err)} })
 	root.SetUsageTemplate(root.UsageTemplate() + exitCodesHelp)
 
 	root.AddCommand(
@@ -158,7 +160,7 @@ Every command prints a table (the default), JSON or YAML: -o table|json|yaml.
 			c.Args = cobra.ArbitraryArgs
 			c.RunE = func(cmd *cobra.Command, args []string) error {
 				if len(args) > 0 {
-					return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+					return usagef("unknown command %q for %q%s", args[0], cmd.CommandPath(), didYouMean(args[0], commandNames(cmd)))
 				}
 				cmd.SetOut(cmd.ErrOrStderr())
 				_ = cmd.Help()
@@ -169,6 +171,77 @@ Every command prints a table (the default), JSON or YAML: -o table|json|yaml.
 		c.Args = usageArgs(c.Args)
 	})
 	return root
+}
+
+// commandNames are c's subcommands and their aliases, the words a mistyped one is compared with.
+func commandNames(c *cobra.Command) []string {
+	var out []string
+	for _, s := range c.Commands() {
+		if s.IsAvailableCommand() || s.Name() == "help" {
+			out = append(out, s.Name())
+			out = append(out, s.Aliases...)
+		}
+	}
+	return out
+}
+
+// didYouMean is ", did you mean X?" for the closest of candidates to typed (as kubectl and git
+// suggest: within two edits, or a prefix), or "" when none is close.
+func didYouMean(typed string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		d := editDistance(strings.ToLower(typed), strings.ToLower(c))
+		if len(typed) >= 2 && strings.HasPrefix(c, typed) {
+			d = min(d, 1)
+		}
+		if d < bestD || d == bestD && c < best {
+			best, bestD = c, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(", did you mean %q?", best)
+}
+
+// editDistance is Levenshtein's distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// flagError adds to pflag's "unknown flag: --adr" the closest flag the command has.
+func flagError(c *cobra.Command, err error) error {
+	msg := err.Error()
+	name, ok := strings.CutPrefix(msg, "unknown flag: --")
+	if !ok {
+		return err
+	}
+	var flags []string
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden {
+			flags = append(flags, f.Name)
+		}
+	})
+	if s := didYouMean(name, flags); s != "" {
+		return fmt.Errorf("%w%s", err, strings.Replace(s, `"`, `"--`, 1))
+	}
+	return err
 }
 
 func walk(c *cobra.Command, f func(*cobra.Command)) {

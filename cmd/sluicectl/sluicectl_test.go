@@ -1,15 +1,18 @@
 package main
 
 import (
-	"fmt"
-
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,10 +20,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
+	"github.com/sluice-io/sluice/internal/pki"
 	"github.com/sluice-io/sluice/internal/version"
 	"github.com/sluice-io/sluice/internal/watchstream"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
@@ -99,6 +104,8 @@ type fakeTranslator struct {
 	// chunks); broken drops its first chunk.
 	chunkLimit int
 	broken     bool
+	// deltas is how many versions follow the complete state, each adding a host.
+	deltas int
 }
 
 func (f *fakeTranslator) GetStatus(context.Context, *configv1.GetStatusRequest) (*configv1.GetStatusResponse, error) {
@@ -123,6 +130,18 @@ func (f *fakeTranslator) StreamConfig(s grpc.BidiStreamingServer[configv1.Stream
 			chunks = append(chunks[:1], chunks[2:]...)
 		}
 		msgs = append(msgs[:1], chunks...)
+	}
+	if f.deltas > 0 {
+		st, err := contract.StateOf(cur.GetResources())
+		if err != nil {
+			return err
+		}
+		for i := range f.deltas {
+			st.Put(contract.VirtualHosts, fmt.Sprintf("added-%d.example.com", i), &configv1.VirtualHost{Hostname: fmt.Sprintf("added-%d.example.com", i)})
+			d := st.TakeDelta()
+			d.Epoch, d.BaseVersion, d.Version, d.Hash = cur.GetEpoch(), cur.GetVersion()+uint64(i), cur.GetVersion()+uint64(i)+1, st.Hash()
+			msgs = append(msgs, &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Delta{Delta: d}})
+		}
 	}
 	for _, m := range msgs {
 		if err := s.Send(m); err != nil {
@@ -166,7 +185,14 @@ func startFake(t *testing.T, st *configv1.GetStatusResponse) string {
 
 func startFakeTranslator(t *testing.T, ft *fakeTranslator) string {
 	t.Helper()
-	srv, err := grpcx.NewServer(grpcx.ServerConfig{Logger: hclog.NewNullLogger()})
+	return startFakeTranslatorTLS(t, ft, grpcx.TLSFiles{})
+}
+
+// startFakeTranslatorTLS serves ft as startFakeTranslator does, with tls (mutual TLS when
+// set).
+func startFakeTranslatorTLS(t *testing.T, ft *fakeTranslator, tls grpcx.TLSFiles) string {
+	t.Helper()
+	srv, err := grpcx.NewServer(grpcx.ServerConfig{Logger: hclog.NewNullLogger(), TLS: tls})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +383,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"explain"}, exitUsage},
 		{[]string{"explain", "ingress"}, exitUsage},
 		{[]string{"explain", "pod", "shop/web"}, exitUsage},
-		{[]string{"explain", "ingress", "web"}, exitUsage},
+		{[]string{"explain", "ingress"}, exitUsage},
 		{[]string{"translate"}, exitUsage},
 		{[]string{"translate", "-f", "../../examples", "--fail-on", "fatal"}, exitUsage},
 		{[]string{"watch", "--kinds", "Service"}, exitUsage},
@@ -426,7 +452,7 @@ func TestExplainIngressWithFinding(t *testing.T) {
 		e.Findings[0].Field != "spec.rules[0].http.paths[0].backend.service.name" || !strings.Contains(e.Findings[0].Cause, "shop/does-not-exist") {
 		t.Errorf("findings = %+v, want the one ServiceNotFound of spec.rules[0].http.paths[0].backend.service.name", e.Findings)
 	}
-	if len(e.Hosts) != 1 || e.Hosts[0].Hostname != "broken.example.com" || len(e.Hosts[0].Routes) != 1 || e.Hosts[0].Routes[0].Path != "/api" {
+	if len(e.Hosts) != 1 || e.Hosts[0].Hostname != "broken.example.com" || len(e.Hosts[0].Routes) != 1 || e.Hosts[0].Routes[0].Path != (explainedPath{Type: "PREFIX", Value: "/api"}) {
 		t.Errorf("hosts = %+v, want broken.example.com with the route /api", e.Hosts)
 	}
 	if e.Config == nil || e.Config.Epoch != "e1" || e.Config.Version != 7 {
@@ -434,7 +460,7 @@ func TestExplainIngressWithFinding(t *testing.T) {
 	}
 	applied := map[string]bool{}
 	for _, p := range e.Pushers {
-		applied[p.ID] = p.Applied
+		applied[p.PusherID] = p.UpToDate
 	}
 	if !reflect.DeepEqual(applied, map[string]bool{"pusher-a": true, "pusher-b": false}) {
 		t.Errorf("pushers applied = %v, want pusher-a (on 7) yes, pusher-b (on 6) no", applied)
@@ -479,5 +505,110 @@ func TestConfigWatchFollowsAChunkedCompleteState(t *testing.T) {
 	code, out, errs = run(t, "config", "--addr", broken, "--watch", "--count", "1")
 	if code == exitOK || strings.Contains(out, "version 7 complete") || !strings.Contains(out+errs, "chunk 1 of version 7 where chunk 0 is due") {
 		t.Fatalf("a chunk missing: exit %d:\n%s%s", code, out, errs)
+	}
+}
+
+// One JSON shape per field across commands: a field name has one JSON type in every
+// command's output (version, revision, counts are numbers everywhere, never protojson's
+// strings), no enum value is printed with its enum's prefix (ERROR, not
+// FINDING_SEVERITY_ERROR), and PEM is text, not base64.
+func TestOneJSONShapePerFieldAcrossCommands(t *testing.T) {
+	st := fixtureStatus(t)
+	certPEM, keyPEM, err := pki.SelfSigned("tls.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A certificate in the status, as GetStatus sends it (keys removed), to see PEM printed.
+	st.Current.Resources.Certificates = append(st.Current.Resources.Certificates, &configv1.Certificate{Name: "shop/tls", CertificatePem: certPEM})
+	st.Current.Hash = translate.Hash(st.Current.Resources)
+	addr := startFake(t, st)
+	dir := t.TempDir()
+	secret := fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata: {name: tls, namespace: shop}
+type: kubernetes.io/tls
+data: {tls.crt: %s, tls.key: %s}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: tls, namespace: shop}
+spec:
+  ingressClassName: sluice
+  tls: [{hosts: [tls.example.com], secretName: tls}]
+  rules:
+  - host: tls.example.com
+    http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}]}
+`, base64.StdEncoding.EncodeToString(certPEM), base64.StdEncoding.EncodeToString(keyPEM))
+	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(fixtureManifests+"---\n"+secret), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	commands := [][]string{
+		{"config", "--addr", addr},
+		{"config", "--addr", addr, "--watch", "--count", "1"},
+		{"explain", "ingress", "shop/broken", "--addr", addr},
+		{"translate", "-f", dir},
+		{"watch", "--addr", addr, "--until-synced"},
+		{"version", "--addr", addr},
+		{"health", "--addr", addr},
+	}
+	// Every enum prefix of both protocols.
+	var prefixes []string
+	for _, fd := range []protoreflect.FileDescriptor{configv1.File_sluice_config_v1_config_proto, watchv1.File_sluice_watch_v1_watch_proto, watchv1.File_sluice_watch_v1_status_proto} {
+		for i := range fd.Enums().Len() {
+			prefixes = append(prefixes, shortEnumPrefix(string(fd.Enums().Get(i).Name())))
+		}
+	}
+	type seen struct{ kind, where string }
+	shapes := map[string]seen{}
+	pem := 0
+	var walkJSON func(cmd, path string, v any)
+	walkJSON = func(cmd, path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, fv := range x {
+				kind := fmt.Sprintf("%T", fv)
+				if fv == nil {
+					continue
+				}
+				if s, ok := shapes[k]; ok && s.kind != kind {
+					t.Errorf("field %q is %s in %s but %s in %s", k, kind, cmd+" "+path+"."+k, s.kind, s.where)
+				} else if !ok {
+					shapes[k] = seen{kind, cmd + " " + path + "." + k}
+				}
+				walkJSON(cmd, path+"."+k, fv)
+			}
+		case []any:
+			for _, e := range x {
+				walkJSON(cmd, path+"[]", e)
+			}
+		case string:
+			for _, p := range prefixes {
+				if strings.HasPrefix(x, p) {
+					t.Errorf("%s %s = %q: an enum value with its prefix %s", cmd, path, x, p)
+				}
+			}
+			if strings.HasPrefix(x, "-----BEGIN CERTIFICATE-----") {
+				pem++
+			}
+		}
+	}
+	for _, args := range commands {
+		code, out, errs := run(t, append(args, "-o", "json")...)
+		if code != exitOK {
+			t.Fatalf("sluicectl %v: exit %d:\n%s", args, code, errs)
+		}
+		stream := args[0] == "watch" || slices.Contains(args, "--watch")
+		for _, v := range decodeJSON(t, out, stream) {
+			walkJSON(strings.Join(args[:1], " "), "", v)
+		}
+	}
+	for _, k := range []string{"version", "revision", "watcherRevision", "count"} {
+		if s, ok := shapes[k]; !ok || s.kind != "float64" {
+			t.Errorf("field %q: %+v, want a number", k, s)
+		}
+	}
+	if pem < 2 { // config's certificate and translate's
+		t.Errorf("%d PEM certificates printed as text, want config's and translate's", pem)
 	}
 }

@@ -29,9 +29,11 @@ type versionInfo struct {
 	Server *serverInfo `json:"server,omitempty"`
 }
 
+// buildInfo names a build. Its fields are not "version" and "revision", which are numbers
+// everywhere else (a config's version, a watch stream's revision): one shape per field.
 type buildInfo struct {
-	Version   string `json:"version"`
-	Revision  string `json:"revision"`
+	Version   string `json:"softwareVersion"`
+	Revision  string `json:"sourceRevision"`
 	GoVersion string `json:"goVersion"`
 }
 
@@ -39,16 +41,16 @@ type serverInfo struct {
 	Address   string `json:"address"`
 	Reachable bool   `json:"reachable"`
 	// Version and Revision are what the server's response headers name ("unknown" if none).
-	Version  string `json:"version,omitempty"`
-	Revision string `json:"revision,omitempty"`
+	Version  string `json:"softwareVersion,omitempty"`
+	Revision string `json:"sourceRevision,omitempty"`
 	Error    string `json:"error,omitempty"`
 	// Pushers are the software versions the translator's pushers said in their Hello.
 	Pushers []pusherVersion `json:"pushers,omitempty"`
 }
 
 type pusherVersion struct {
-	ID      string `json:"id"`
-	Version string `json:"version"`
+	ID      string `json:"pusherId"`
+	Version string `json:"softwareVersion"`
 }
 
 func newVersionCmd(out *outputFlag) *cobra.Command {
@@ -96,7 +98,7 @@ a failure: the exit code is 0 either way.
 // askServer fills s from the server at cf.addr: reachable when its health service answers,
 // pushers' versions when it is a translator.
 func askServer(ctx context.Context, cf clientFlags, s *serverInfo) error {
-	conn, err := grpcx.Dial(cf.addr, grpcx.ClientConfig{TLS: cf.tls})
+	conn, err := cf.dial()
 	if err != nil {
 		return err
 	}

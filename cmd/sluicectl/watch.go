@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/watchstream"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
@@ -30,8 +29,8 @@ func newWatchCmd(out *outputFlag) *cobra.Command {
 		Long: `watch consumes a watcher's Watch stream and checks every message as the translator does
 (framing, epoch, revision continuity, the marker's inventory), printing one line per event
 (-o json: one JSON object per line; -o yaml: one document per event). It runs until
-interrupted, the stream breaks (exit 1) or, with --until-synced, the marker is verified
-(exit 0).
+interrupted (exit 0), the stream breaks (exit 1) or, with --until-synced, the marker is
+verified (exit 0).
 ` + connectionHelp,
 		Example: `  sluicectl watch --addr 127.0.0.1:18000 --until-synced --quiet
   sluicectl watch --kinds networking.k8s.io/v1/Ingress,v1/Service -o json`,
@@ -49,7 +48,7 @@ interrupted, the stream breaks (exit 1) or, with --until-synced, the marker is v
 					return usagef("--kinds %q: want group/version/Kind", k)
 				}
 			}
-			conn, err := grpcx.Dial(cf.addr, grpcx.ClientConfig{TLS: cf.tls})
+			conn, err := cf.dial()
 			if err != nil {
 				return err
 			}
@@ -71,6 +70,9 @@ interrupted, the stream breaks (exit 1) or, with --until-synced, the marker is v
 				if err != nil {
 					if errors.Is(err, io.EOF) {
 						return errors.New("stream ended by the watcher")
+					}
+					if ctx.Err() != nil {
+						return nil // interrupted: following until then is what was asked, as config --watch
 					}
 					return err
 				}
