@@ -123,6 +123,7 @@ type claim struct {
 	hostField      string // where the host is named: spec.rules[i].host, spec.tls[i].hosts, spec.defaultBackend
 	cert           string
 	path           string         // the Ingress's own path, as written
+	pathType       string         // and its pathType, as written (a canary joins the same)
 	variants       *routeVariants // the route as other Ingresses of its host may make it (nginxVariant); nil when it is final
 }
 
@@ -518,6 +519,11 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 	}
 	for i, entry := range ing.Spec.TLS {
 		field := fmt.Sprintf("spec.tls[%d]", i)
+		if ngx.canary != nil {
+			// As ingress-nginx: a canary serves the main Ingress's paths, certificate and all.
+			add(field, sevWarn, "CanaryNotServed", "a canary Ingress's tls is not used: the main Ingress's host has the certificate it has")
+			continue
+		}
 		hosts := entry.Hosts
 		if len(hosts) == 0 {
 			hosts = ruleHosts
@@ -558,6 +564,20 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 		}
 		for pi, p := range rule.HTTP.Paths {
 			pfield := fmt.Sprintf("%s.http.paths[%d]", field, pi)
+			pathType := string(networkingv1.PathTypeImplementationSpecific)
+			if p.PathType != nil {
+				pathType = string(*p.PathType)
+			}
+			if ngx.canary != nil {
+				// A canary's path only names the main Ingress's path it joins (canary.go):
+				// it is matched as written, and its route is only its backend.
+				route := &configv1.Route{Name: fmt.Sprintf("%s/%s/rules[%d]/paths[%d]", ing.Namespace, ing.Name, ri, pi), Source: ref(ing)}
+				if b := t.resolveBackend(lo, p.Backend, pfield+".backend"); b != "" {
+					route.Backends = []*configv1.WeightedBackend{{Backend: b, Weight: 1}}
+				}
+				claimOn(host, claim{route: route, field: pfield, hostField: field + ".host", path: p.Path, pathType: pathType})
+				continue
+			}
 			pm, err := pathMatch(p, regexPaths)
 			if ngx.regex {
 				pm, err = nginxPath(p.Path)
@@ -583,7 +603,7 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 					route.Backends = []*configv1.WeightedBackend{{Backend: b, Weight: 1}}
 				}
 			}
-			c := claim{route: route, key: routeKey{host, pm.Type, pm.Value}, field: pfield, hostField: field + ".host", path: p.Path}
+			c := claim{route: route, key: routeKey{host, pm.Type, pm.Value}, field: pfield, hostField: field + ".host", path: p.Path, pathType: pathType}
 			if !ngx.regex {
 				c.variants = &routeVariants{}
 			}
@@ -961,14 +981,21 @@ func (t *Translator) resolveHost(h string) {
 	}
 
 	// ingress-nginx makes every path of a host a regular expression when one Ingress of the
-	// host asks for it (use-regex, rewrite-target).
+	// host asks for it (use-regex, rewrite-target); a canary's own annotations do not count.
 	regexHost := false
 	for _, c := range claims {
-		regexHost = regexHost || c.route != nil && c.lo.nginx.regex
+		regexHost = regexHost || c.route != nil && c.lo.nginx.regex && c.lo.nginx.canary == nil
 	}
 	var served []owned
+	var canaries []owned
+	type writtenPath struct{ path, pathType string }
+	mains := map[writtenPath]int{} // an Ingress path as written -> its winner in served
 	for _, c := range claims {
 		ing := c.lo.ing
+		if c.lo.nginx.canary != nil {
+			canaries = append(canaries, c) // they join the main Ingress's routes (canary.go)
+			continue
+		}
 		if c.route != nil {
 			r, err := hostRoute(c.claim, regexHost)
 			if err != "" {
@@ -991,6 +1018,9 @@ func (t *Translator) resolveHost(h string) {
 		switch {
 		case !ok:
 			winners[c.key] = c
+			if !c.defaultBackend && c.pathType != "" {
+				mains[writtenPath{c.path, c.pathType}] = len(served)
+			}
 			served = append(served, c)
 		case cur.lo == c.lo:
 			lose(ingressKey(nsName{ing.Namespace, ing.Name}), finding(ing, c.field, sevWarn, "DuplicatePath", fmt.Sprintf("duplicate of %s in the same Ingress; the first one is served", cur.route.Name)))
@@ -1007,6 +1037,46 @@ func (t *Translator) resolveHost(h string) {
 			lose(ingressKey(nsName{ing.Namespace, ing.Name}), finding(ing, c.field, sevError, "ConflictLost", fmt.Sprintf("conflict: host %s, %s path %q is already served by Ingress %s/%s, %s; this path is not served",
 				host, pathTypeName(c.key.typ), c.key.path, cur.lo.ing.Namespace, cur.lo.ing.Name, why)))
 		}
+	}
+
+	// Canaries join their main Ingress's route: the oldest canary of a path, one per path
+	// as in ingress-nginx.
+	joined := map[int][]*configv1.Route{}
+	joinedBy := map[int]owned{}
+	for _, c := range canaries {
+		ing := c.lo.ing
+		key := ingressKey(nsName{ing.Namespace, ing.Name})
+		host := h
+		if host == "" {
+			host = "(any host)"
+		}
+		i, ok := mains[writtenPath{c.path, c.pathType}]
+		if c.defaultBackend {
+			lose(key, finding(ing, c.field, sevWarn, "CanaryNotServed", "a canary Ingress's defaultBackend is not served: a canary joins the paths of its host's main Ingress"))
+			continue
+		}
+		if !ok {
+			lose(key, finding(ing, c.field, sevError, "CanaryNotServed", fmt.Sprintf("no Ingress serves host %s, %s path %q: a canary joins the main Ingress of the same host, path and pathType; this path is not served",
+				host, c.pathType, c.path)))
+			continue
+		}
+		main := served[i]
+		if by, ok := joinedBy[i]; ok {
+			lose(key, finding(ing, c.field, sevError, "ConflictLost", fmt.Sprintf("host %s, %s path %q already has canary Ingress %s/%s, which is older (one canary per path, as in ingress-nginx); this canary is not served",
+				host, c.pathType, c.path, by.lo.ing.Namespace, by.lo.ing.Name)))
+			continue
+		}
+		cb := canaryBackend(c.route)
+		if why := canaryMismatch(main.route, cb); why != "" || cb == "" {
+			if why == "" {
+				why = "its backend is not resolved (its other findings say why)"
+			}
+			lose(key, finding(ing, c.field, sevError, "CanaryNotServed", fmt.Sprintf("canary of Ingress %s/%s's path %q: %s; the main Ingress takes every request",
+				main.lo.ing.Namespace, main.lo.ing.Name, c.path, why)))
+			continue
+		}
+		joinedBy[i] = c
+		joined[i] = c.lo.nginx.canary.routes(main.route, c.route, cb)
 	}
 
 	// Conflict findings: the objects that lost before or lose now get theirs rebuilt.
@@ -1030,8 +1100,24 @@ func (t *Translator) resolveHost(h string) {
 	}
 
 	// The HTTPS redirect, now that the host's certificate is known.
-	for _, c := range served {
-		if !t.redirectsToHTTPS(c.claim, c.lo.nginx, c.route, hasCert) {
+	for i, c := range served {
+		redirects := t.redirectsToHTTPS(c.claim, c.lo.nginx, c.route, hasCert)
+		if rs, ok := joined[i]; ok {
+			// Every route of the path is served on HTTPS only; the path's plain HTTP
+			// redirects, whatever its headers.
+			for _, r := range rs {
+				if redirects {
+					r, _ = splitForHTTPS(r)
+				}
+				routes = append(routes, r)
+			}
+			if redirects {
+				_, redirect := splitForHTTPS(c.route)
+				routes = append(routes, redirect)
+			}
+			continue
+		}
+		if !redirects {
 			routes = append(routes, c.route)
 			continue
 		}
@@ -1039,8 +1125,15 @@ func (t *Translator) resolveHost(h string) {
 		routes = append(routes, https, redirect)
 	}
 
-	// Within each source its own order; the Gateway API's routes first.
-	sort.Slice(routes, func(i, j int) bool { return moreSpecific(routes[i].Path, routes[j].Path) })
+	// Within each source its own order; the Gateway API's routes first. Of routes of one
+	// path, those with more header matches first (a canary's before its main route's).
+	sort.SliceStable(routes, func(i, j int) bool {
+		a, b := routes[i], routes[j]
+		if moreSpecific(a.Path, b.Path) || moreSpecific(b.Path, a.Path) {
+			return moreSpecific(a.Path, b.Path)
+		}
+		return len(contract.HeaderMatches(a)) > len(contract.HeaderMatches(b))
+	})
 	routes = append(gwRoutes, routes...)
 	// A Gateway listener's hostname ends with its stop routes, after the Ingresses' too, so
 	// that no less specific host serves what that listener governs (isolation.go).

@@ -49,6 +49,8 @@ type nginxIngress struct {
 	cors             *configv1.Cors
 	h2c              bool // backend-protocol GRPC or H2C: the endpoints speak HTTP/2 over cleartext
 	refused          bool // an annotation the Ingress must not be served without
+	// canary: the Ingress is a canary (canary.go): its paths join the main Ingress's.
+	canary *canary
 }
 
 // nginxRule is how Sluice answers one ingress-nginx annotation it does not serve.
@@ -114,13 +116,6 @@ var nginxRules = map[string]nginxRule{
 	"auth-tls-verify-depth":                    {closed: true, alt: "client certificate authentication is not supported; " + altAuth},
 	"auth-type":                                {closed: true, alt: "basic and digest authentication are not supported; " + altAuth},
 	"auth-url":                                 {closed: true, alt: "external authentication is not supported; " + altAuth},
-	"canary":                                   {closed: true, served: isValue("false"), alt: "canary Ingresses are not supported: the canary Ingress is not served (the main Ingress takes every request); split the traffic with weighted backendRefs in an HTTPRoute"},
-	"canary-by-cookie":                         {alt: "canary Ingresses are not supported; an HTTPRoute rule with a header match on Cookie does it"},
-	"canary-by-header":                         {alt: "canary Ingresses are not supported; an HTTPRoute rule with a header match does it"},
-	"canary-by-header-pattern":                 {alt: "canary Ingresses are not supported; an HTTPRoute rule with a RegularExpression header match does it"},
-	"canary-by-header-value":                   {alt: "canary Ingresses are not supported; an HTTPRoute rule with a header match does it"},
-	"canary-weight":                            {alt: "canary Ingresses are not supported; an HTTPRoute rule with weighted backendRefs does it"},
-	"canary-weight-total":                      {alt: "canary Ingresses are not supported; an HTTPRoute rule with weighted backendRefs does it"},
 	"client-body-buffer-size":                  {served: anyValue, alt: altNotNeeded},
 	"configuration-snippet":                    {alt: altSnippet},
 	"connection-proxy-header":                  {alt: "not configurable: Caddy's reverse proxy manages the Connection header (it keeps upgrades working)"},
@@ -212,7 +207,9 @@ var nginxRules = map[string]nginxRule{
 
 // nginxServed are the ingress-nginx annotations Sluice serves (readNginx reads them).
 var nginxServed = map[string]bool{
-	"app-root": true, "backend-protocol": true, "cors-allow-credentials": true, "cors-allow-headers": true, "cors-allow-methods": true,
+	"app-root": true, "backend-protocol": true,
+	"canary": true, "canary-by-cookie": true, "canary-by-header": true, "canary-by-header-pattern": true, "canary-by-header-value": true,
+	"canary-weight": true, "canary-weight-total": true, "cors-allow-credentials": true, "cors-allow-headers": true, "cors-allow-methods": true,
 	"cors-allow-origin": true, "cors-expose-headers": true, "cors-max-age": true, "enable-cors": true,
 	"force-ssl-redirect": true, "permanent-redirect": true, "permanent-redirect-code": true,
 	"rewrite-target": true, "ssl-redirect": true, "temporal-redirect": true, "temporal-redirect-code": true,
@@ -301,6 +298,20 @@ func readNginx(ing *networkingv1.Ingress, add func(field string, sev configv1.Fi
 			add(field(name), sevError, "UnsupportedAnnotation", fmt.Sprintf("%s: %q is not supported: %s", k, v, r.alt))
 		default:
 			add(field(name), sevWarn, "UnsupportedAnnotation", fmt.Sprintf("%s is not supported and is ignored: %s", k, r.alt))
+		}
+	}
+
+	if boolean("canary", false) {
+		n.canary = readCanary(get, field, add)
+	}
+	for _, k := range names {
+		name := strings.TrimPrefix(k, NginxAnnotationPrefix)
+		switch {
+		case !nginxServed[name] || name == "canary":
+		case n.canary == nil && canaryOwnAnnotations[name] && name != "backend-protocol":
+			add(field(name), sevWarn, "InvalidAnnotation", `without canary: "true" it does nothing`)
+		case n.canary != nil && !canaryOwnAnnotations[name]:
+			add(field(name), sevWarn, "InvalidAnnotation", "ignored on a canary Ingress: its paths are served as the main Ingress's are, as ingress-nginx does")
 		}
 	}
 
@@ -584,16 +595,23 @@ func sslSplit(c claim, route *configv1.Route, regexHost bool) (https, redirect *
 		memo = c.variants.split[i]
 	}
 	if memo == nil {
-		https := proto.Clone(route).(*configv1.Route)
-		https.Scheme = configv1.RouteScheme_ROUTE_SCHEME_HTTPS
-		redirect := &configv1.Route{Name: route.GetName(), Path: route.GetPath(), Source: route.GetSource(), Scheme: configv1.RouteScheme_ROUTE_SCHEME_HTTP,
-			Redirect: &configv1.Redirect{Scheme: "https", StatusCode: 308}}
+		https, redirect := splitForHTTPS(route)
 		memo = &[2]*configv1.Route{https, redirect}
 		if c.variants != nil {
 			c.variants.split[i] = memo
 		}
 	}
 	return memo[0], memo[1]
+}
+
+// splitForHTTPS is route served on HTTPS only, and the route that redirects its path's
+// plain HTTP requests to HTTPS (308, as ingress-nginx's ssl-redirect).
+func splitForHTTPS(route *configv1.Route) (https, redirect *configv1.Route) {
+	https = proto.Clone(route).(*configv1.Route)
+	https.Scheme = configv1.RouteScheme_ROUTE_SCHEME_HTTPS
+	redirect = &configv1.Route{Name: route.GetName(), Path: route.GetPath(), Source: route.GetSource(), Scheme: configv1.RouteScheme_ROUTE_SCHEME_HTTP,
+		Redirect: &configv1.Redirect{Scheme: "https", StatusCode: 308}}
+	return https, redirect
 }
 
 // redirectsToHTTPS reports whether claim c's route answers plain HTTP with a redirect to

@@ -240,3 +240,83 @@ func TestDefaultCertificateFollowsItsSecret(t *testing.T) {
 	tr.Remove(secret)
 	check("its Secret deleted", "")
 }
+
+// docs/migrating-from-ingress-nginx.md, "Canary": a canary Ingress's path joins the main
+// Ingress's route of the same host, path and pathType, and a request goes where
+// ingress-nginx's balancer sends it: by header (always/never, or the exact value, or the
+// pattern), then by cookie (always/never, the name in any case), then by weight; the route
+// is the main's otherwise (its rewrite, its HTTPS redirect whatever the header).
+func TestCanaryAsIngressNginx(t *testing.T) {
+	res := Translate(load(t, "nginx-canary.yaml"), goldenOpts)
+	const main, canary, api = "app/web:80", "app/web-canary:80", "app/api:81"
+	with := func(r contract.Request, kv ...string) contract.Request {
+		r.Header = http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			r.Header.Add(kv[i], kv[i+1])
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		req  contract.Request
+		want []string // the backends the request may reach; nil: none (see status)
+		path string   // the path the backend gets, when not the request's
+		code int
+	}{
+		{"header always", with(get("http", "app.example.com", "/x"), "X-Canary", "always"), []string{canary}, "", 200},
+		{"header never", with(get("http", "app.example.com", "/x"), "x-canary", "never"), []string{main}, "", 200},
+		{"other header value: weight", with(get("http", "app.example.com", "/x"), "X-Canary", "maybe"), []string{main, canary}, "", 200},
+		{"no header: weight", get("http", "app.example.com", "/"), []string{main, canary}, "", 200},
+		{"exact value", with(get("http", "app.example.com", "/api/v1"), "X-Env", "staging"), []string{canary}, "", 200},
+		{"value is not always", with(get("http", "app.example.com", "/api"), "X-Env", "always"), []string{main, canary}, "", 200},
+		{"cookie always", with(get("http", "app.example.com", "/api"), "Cookie", "a=1; beta=always; c=2"), []string{canary}, "", 200},
+		{"cookie name in any case", with(get("http", "app.example.com", "/api"), "Cookie", "BETA=always"), []string{canary}, "", 200},
+		{"cookie never", with(get("http", "app.example.com", "/api"), "Cookie", "beta=never"), []string{main}, "", 200},
+		{"another cookie's value", with(get("http", "app.example.com", "/api"), "Cookie", "alpha=always; beta=sometimes"), []string{main, canary}, "", 200},
+		{"header before cookie", with(get("http", "app.example.com", "/api"), "X-Env", "staging", "Cookie", "beta=never"), []string{canary}, "", 200},
+		{"pattern", with(get("http", "app.example.com", "/eu/x"), "X-Region", "eu-west-1"), []string{api}, "", 200},
+		{"pattern not matched: weight 0", with(get("http", "app.example.com", "/eu/x"), "X-Region", "us-east-1"), []string{main}, "", 200},
+		{"https header, main's rewrite", with(get("https", "secure.example.com", "/shop/cart"), "X-Canary", "always"), []string{canary}, "/cart", 200},
+		{"http redirects whatever the header", with(get("http", "secure.example.com", "/shop/cart"), "X-Canary", "always"), nil, "", 308},
+		{"canary without main path: not served", get("http", "app.example.com", "/missing"), []string{main, canary}, "", 200},
+		{"canary of the main's own Service: main only", get("http", "app.example.com", "/exact"), []string{main}, "", 200},
+	} {
+		o := contract.OutcomeOf(res, tc.req)
+		if o.Status != tc.code || strings.Join(o.Backends, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("%s: %s %s%s %v: %d to %v, want %d to %v", tc.name, tc.req.Scheme, tc.req.Host, tc.req.Path, tc.req.Header, o.Status, o.Backends, tc.code, tc.want)
+			continue
+		}
+		if tc.path != "" && (len(o.Forwards) == 0 || o.Forwards[0].Path != tc.path) {
+			t.Errorf("%s: forwarded as %+v, want path %s", tc.name, o.Forwards, tc.path)
+		}
+	}
+	// The shares: 10 in 100, and 30 in 1000 (canary-weight-total).
+	weights := func(path string) map[string]uint32 {
+		w := map[string]uint32{}
+		for _, b := range contract.Match(res, get("http", "app.example.com", path)).GetBackends() {
+			w[b.GetBackend()] = b.GetWeight()
+		}
+		return w
+	}
+	if w := weights("/"); w[main] != 90 || w[canary] != 10 {
+		t.Errorf("weights of /: %v, want 90 main, 10 canary", w)
+	}
+	if w := weights("/api"); w[main] != 970 || w[canary] != 30 {
+		t.Errorf("weights of /api: %v, want 970 main, 30 canary", w)
+	}
+	// Without its canaries, the main Ingress's routes are as they were.
+	in := load(t, "nginx-canary.yaml")
+	var mains []*networkingv1.Ingress
+	for _, ing := range in.Ingresses {
+		if ing.Annotations[NginxAnnotationPrefix+"canary"] != "true" {
+			mains = append(mains, ing)
+		}
+	}
+	in.Ingresses = mains
+	alone := Translate(in, goldenOpts)
+	for _, p := range []string{"/", "/api", "/eu"} {
+		if got := contract.Match(alone, get("http", "app.example.com", p)).GetBackends(); len(got) != 1 || got[0].GetBackend() != main {
+			t.Errorf("%s without canaries: %v, want the main Service alone", p, got)
+		}
+	}
+}
