@@ -930,7 +930,12 @@ func send(t *testing.T, port int, req contract.Request, leaf []byte) (answered, 
 		}}}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Timeout: 10 * time.Second, Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	r, err := http.NewRequest(req.Method, fmt.Sprintf("%s://127.0.0.1:%d%s", req.Scheme, port, target), nil)
+	var reqBody io.Reader
+	if req.BodySize > 0 {
+		reqBody = bytes.NewReader(bytes.Repeat([]byte("x"), int(req.BodySize)))
+	}
+	// From 127.0.0.1, the probes' client address (contract.ProbeClient).
+	r, err := http.NewRequest(req.Method, fmt.Sprintf("%s://127.0.0.1:%d%s", req.Scheme, port, target), reqBody)
 	if err != nil {
 		return answered{}, err
 	}

@@ -241,6 +241,17 @@ func routeConditions(rt *configv1.Route) string {
 		}
 		c = append(c, "query "+q.GetName()+op+q.GetValue())
 	}
+	if f := rt.GetClientAddresses(); f != nil {
+		if len(f.GetAllow()) > 0 {
+			c = append(c, "clients in "+strings.Join(f.GetAllow(), " "))
+		}
+		if len(f.GetDeny()) > 0 {
+			c = append(c, "clients not in "+strings.Join(f.GetDeny(), " "))
+		}
+	}
+	if max := rt.GetMaxRequestBodyBytes(); max > 0 {
+		c = append(c, fmt.Sprintf("body <= %d bytes", max))
+	}
 	if len(c) == 0 {
 		return ""
 	}

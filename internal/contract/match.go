@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -38,6 +39,11 @@ type Request struct {
 	RawQuery string
 	// Header is the request's header; "Host" is never in it (it is Host).
 	Header http.Header
+	// Client is the client's address (the TCP peer's), for Route.client_addresses.
+	Client netip.Addr
+	// BodySize is the body's length as its Content-Length says (0 without a body, -1 when
+	// unknown), for Route.max_request_body_bytes.
+	BodySize int64
 }
 
 // QueryOf parses a raw query string as the reference does: strictly, nil when it does not
@@ -52,7 +58,8 @@ func QueryOf(raw string) url.Values {
 
 // RequestOf is the reference's view of r, which came in on the listener of scheme.
 func RequestOf(scheme string, r *http.Request) Request {
-	return Request{Scheme: scheme, Host: r.Host, Method: r.Method, Path: r.URL.Path, Query: QueryOf(r.URL.RawQuery), RawQuery: r.URL.RawQuery, Header: r.Header}
+	return Request{Scheme: scheme, Host: r.Host, Method: r.Method, Path: r.URL.Path, Query: QueryOf(r.URL.RawQuery), RawQuery: r.URL.RawQuery, Header: r.Header,
+		Client: ClientOf(r), BodySize: r.ContentLength}
 }
 
 // Match returns the route req is sent to, or nil (404); a Stop route it returns answers 404
@@ -323,6 +330,9 @@ func CheckRoute(rt *configv1.Route) error {
 	if err := CheckRetry(rt.GetRetry()); err != nil {
 		return fmt.Errorf("retry: %w", err)
 	}
+	if _, err := CompileAddressFilter(rt.GetClientAddresses()); err != nil {
+		return fmt.Errorf("client addresses: %w", err)
+	}
 	if rd := rt.GetRedirect(); rd != nil {
 		switch rd.GetStatusCode() {
 		case 0, 301, 302, 303, 307, 308:
@@ -381,6 +391,8 @@ func checkStop(rt *configv1.Route) error {
 		return fmt.Errorf("a stop route has a retry policy")
 	case rt.GetTimeout() != nil:
 		return fmt.Errorf("a stop route has a timeout")
+	case rt.GetClientAddresses() != nil || rt.GetMaxRequestBodyBytes() > 0:
+		return fmt.Errorf("a stop route has client address or body limits")
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package contract
 
 import (
 	"net/http"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"regexp/syntax"
@@ -15,8 +16,9 @@ import (
 // that hold a data plane equal to the reference (Match): per virtual host, per route, one
 // request that satisfies all of the route's matches (its method, a value for each header
 // and query match), then the same request missing each of them in turn, on paths around
-// the route's path. Probes are plain HTTP; a caller sends them over HTTPS too where the
-// host has a certificate. The order is deterministic.
+// the route's path. Probes are plain HTTP from ProbeClient, some with a body (BodySize
+// bytes); a caller sends them over HTTPS too where the host has a certificate. The order is
+// deterministic.
 func Probes(res *configv1.Resources) []Request {
 	var out []Request
 	for _, vh := range res.GetVirtualHosts() {
@@ -33,7 +35,7 @@ func Probes(res *configv1.Resources) []Request {
 				// "/api(/|$)(.*)") then carry something.
 				paths = []string{s, strings.TrimRight(s, "/") + "/users/42", strings.ToUpper(s) + "x", "/users/42"}
 			}
-			full := Request{Scheme: "http", Host: host, Method: http.MethodGet, Header: http.Header{}}
+			full := Request{Scheme: "http", Host: host, Method: http.MethodGet, Header: http.Header{}, Client: ProbeClient}
 			if rt.GetMethod() != "" {
 				full.Method = rt.GetMethod()
 			}
@@ -68,6 +70,17 @@ func Probes(res *configv1.Resources) []Request {
 			if c := rt.GetCors(); c != nil {
 				variants = append(variants, corsProbes(c, withQuery(full, q))...)
 			}
+			if max := rt.GetMaxRequestBodyBytes(); max > 0 {
+				// A body of the limit, and (for a limit small enough to send often) one over it.
+				at := withQuery(full, q)
+				at.BodySize = int64(min(max, maxProbeBody))
+				variants = append(variants, at)
+				if max < maxProbeBody {
+					over := at
+					over.BodySize = int64(max) + 1
+					variants = append(variants, over)
+				}
+			}
 			for _, p := range paths {
 				for _, r := range variants {
 					r.Path = p
@@ -82,11 +95,19 @@ func Probes(res *configv1.Resources) []Request {
 			}
 		}
 		for _, p := range []string{"/", "/nothing-here"} {
-			out = append(out, Request{Scheme: "http", Host: host, Method: http.MethodGet, Path: p, Header: http.Header{}, Query: url.Values{}})
+			out = append(out, Request{Scheme: "http", Host: host, Method: http.MethodGet, Path: p, Header: http.Header{}, Query: url.Values{}, Client: ProbeClient})
 		}
 	}
 	return out
 }
+
+// ProbeClient is the client address of every probe: a test sends them from the proxy's
+// host, over loopback.
+var ProbeClient = netip.MustParseAddr("127.0.0.1")
+
+// maxProbeBody bounds the bodies probes carry (BodySize): a route whose limit is larger is
+// probed with a body of this size only.
+const maxProbeBody = 64 << 10
 
 // corsProbes are full as a preflight and as a cross-origin request, from an origin c allows
 // and from one it does not.
@@ -222,6 +243,9 @@ func OutcomeOf(res *configv1.Resources, req Request) Outcome {
 	if rt.GetStop() {
 		// A listener's hostname ends here: nothing less specific serves the request.
 		return Outcome{Route: rt, Status: http.StatusNotFound}
+	}
+	if code := guard(rt, req); code != 0 {
+		return Outcome{Route: rt, Status: code}
 	}
 	if IsPreflight(rt, req) {
 		return Outcome{Route: rt, Status: http.StatusNoContent, Preflight: true, Header: PreflightHeader(rt.GetCors(), req)}

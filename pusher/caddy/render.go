@@ -374,6 +374,15 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 		r["handle"] = []any{obj{"handler": "static_response", "status_code": 404, "body": "no route\n"}}
 		return r, nil
 	}
+	handle, err := guards(rt)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if rest, ok := r["handle"].([]any); ok && len(handle) > 0 {
+			r["handle"] = append(handle, rest...)
+		}
+	}()
 	if rd := rt.GetRedirect(); rd != nil {
 		r["handle"] = redirect(rt, rd, scheme)
 		return r, nil
@@ -435,12 +444,40 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 	if err != nil {
 		return nil, err
 	}
-	handle, err := requestChanges(rt, bm)
+	changes, err := requestChanges(rt, bm)
 	if err != nil {
 		return nil, err
 	}
-	r["handle"] = append(handle, proxy)
+	r["handle"] = append(changes, proxy)
 	return r, nil
+}
+
+// guards are the handlers of rt's limits, before anything else of it (contract.OutcomeOf):
+// a subroute that answers 403 to a client address the route does not admit (remote_ip, the
+// TCP peer's), then request_body, which answers 413 to a Content-Length over the limit (a
+// chunked body over it is cut, and reverse_proxy answers 502).
+func guards(rt *configv1.Route) ([]any, error) {
+	var out []any
+	if f := rt.GetClientAddresses(); f != nil {
+		if _, err := contract.CompileAddressFilter(f); err != nil {
+			return nil, err
+		}
+		forbidden := []any{obj{"handler": "static_response", "status_code": 403, "body": "client address not allowed\n"}}
+		var routes []any
+		if len(f.GetDeny()) > 0 {
+			routes = append(routes, obj{"match": []any{obj{"remote_ip": obj{"ranges": f.GetDeny()}}}, "handle": forbidden})
+		}
+		if len(f.GetAllow()) > 0 {
+			routes = append(routes, obj{"match": []any{obj{"not": []any{obj{"remote_ip": obj{"ranges": f.GetAllow()}}}}}, "handle": forbidden})
+		}
+		if len(routes) > 0 {
+			out = append(out, obj{"handler": "subroute", "routes": routes})
+		}
+	}
+	if max := rt.GetMaxRequestBodyBytes(); max > 0 {
+		out = append(out, obj{"handler": "request_body", "max_size": max})
+	}
+	return out, nil
 }
 
 // matchers are rt's path, method, header and query matches as one Caddy matcher set.

@@ -172,6 +172,57 @@ func (h *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		// A stop route ends a Gateway listener's hostname: nothing less specific serves it.
 		return plain(w, http.StatusNotFound, "no route\n")
 	}
+	// The route's limits come before anything else of it (contract.OutcomeOf).
+	if !rt.clients.Admits(req.Client) {
+		return plain(w, http.StatusForbidden, "client address not allowed\n")
+	}
+	var body *limitedBody
+	if max := rt.rt.GetMaxRequestBodyBytes(); max > 0 {
+		if contract.BodyTooLarge(rt.rt, r.ContentLength) {
+			return plain(w, http.StatusRequestEntityTooLarge, "request body too large\n")
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			// A body of unknown length is cut at the limit; the answer is then 413, whatever
+			// reverse_proxy made of the cut (502).
+			body = &limitedBody{ReadCloser: r.Body, left: int64(max)}
+			r.Body = body
+		}
+	}
+	err := h.serveRoute(w, r, next, t, rt, req)
+	if body != nil && body.over && err != nil {
+		return caddyhttp.Error(http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d bytes", rt.rt.GetMaxRequestBodyBytes()))
+	}
+	return err
+}
+
+// limitedBody reads at most left bytes of a request body, and remembers a try to read more.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+	over bool
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more says whether the body goes on.
+		var one [1]byte
+		n, err := b.ReadCloser.Read(one[:])
+		if n > 0 {
+			b.over = true
+			return 0, errors.New("request body too large")
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+// serveRoute serves req by rt, a route that is not a stop route and whose limits admit it.
+func (h *Router) serveRoute(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, t *Table, rt *route, req contract.Request) error {
 	if contract.IsPreflight(rt.rt, req) {
 		// The proxy answers a CORS preflight itself; the backend never sees it.
 		for k, v := range contract.PreflightHeader(rt.rt.GetCors(), req) {

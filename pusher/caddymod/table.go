@@ -87,6 +87,7 @@ type route struct {
 	query    []queryMatch
 	backends []*configv1.WeightedBackend
 	timeout  time.Duration
+	clients  *contract.AddressFilter // nil: every client
 }
 
 type headerMatch struct {
@@ -313,6 +314,7 @@ func compileRoute(rt *configv1.Route) (*route, error) {
 		}
 	}
 	r := &route{name: rt.GetName(), rt: rt, typ: rt.GetPath().GetType(), value: rt.GetPath().GetValue(), backends: rt.GetBackends(), timeout: rt.GetTimeout().AsDuration()}
+	r.clients, _ = contract.CompileAddressFilter(rt.GetClientAddresses()) // CheckRoute parsed it
 	switch r.typ {
 	case configv1.PathMatchType_PATH_MATCH_TYPE_EXACT, configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX:
 	case configv1.PathMatchType_PATH_MATCH_TYPE_REGEX:

@@ -1,12 +1,15 @@
 package caddymod
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -251,10 +254,17 @@ func routeThrough(t *testing.T, req contract.Request, upstreams map[string]strin
 	if req.RawQuery != "" {
 		target += "?" + req.RawQuery
 	}
-	r := httptest.NewRequest(req.Method, "http://placeholder"+target, nil)
+	var body io.Reader
+	if req.BodySize > 0 {
+		body = bytes.NewReader(bytes.Repeat([]byte("x"), int(req.BodySize)))
+	}
+	r := httptest.NewRequest(req.Method, "http://placeholder"+target, body)
 	r.URL.Path = req.Path
 	r.Host = req.Host
 	r.Header = req.Header.Clone()
+	if req.Client.IsValid() {
+		r.RemoteAddr = netip.AddrPortFrom(req.Client, 40000).String()
+	}
 	if req.Scheme == "https" {
 		r.TLS = &tls.ConnectionState{ServerName: req.Host}
 	}
@@ -450,5 +460,48 @@ func TestInvalidShareAnswers500ByWeight(t *testing.T) {
 				t.Fatalf("the reference says %d (invalid share %v)", want.Status, want.InvalidShare)
 			}
 		})
+	}
+}
+
+// Route.max_request_body_bytes on a body of unknown length (chunked): it is cut at the limit,
+// and the answer is 413 whatever the next handler made of the cut (reverse_proxy: 502); a
+// body within the limit reaches the next handler whole.
+func TestChunkedBodyOverTheLimitIs413(t *testing.T) {
+	saved := store
+	t.Cleanup(func() { store = saved })
+	store = &Store{}
+	cfg := &configv1.Config{Epoch: "e", Version: 1, Resources: &configv1.Resources{
+		VirtualHosts: []*configv1.VirtualHost{{Hostname: "a.example.com", Routes: []*configv1.Route{{Name: "r",
+			Path: &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: "/"}, MaxRequestBodyBytes: 8,
+			Backends: []*configv1.WeightedBackend{{Backend: "b", Weight: 1}}}}}},
+		Backends: []*configv1.Backend{{Name: "b", Endpoints: []*configv1.Endpoint{{Address: "10.0.0.1", Port: 80, Ready: true}}}}}}
+	cfg.Hash = translate.Hash(cfg.GetResources())
+	if err := store.Replace(cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		body string
+		want int // 0: handed on whole
+	}{{"12345678", 0}, {"123456789", http.StatusRequestEntityTooLarge}} {
+		r := httptest.NewRequest(http.MethodPost, "http://a.example.com/up", io.NopCloser(strings.NewReader(tc.body)))
+		r.ContentLength = -1
+		r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{}))
+		var got []byte
+		next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			b, err := io.ReadAll(r.Body)
+			got = b
+			if err != nil {
+				return caddyhttp.Error(http.StatusBadGateway, err) // as reverse_proxy does
+			}
+			return nil
+		})
+		err := (&Router{}).ServeHTTP(httptest.NewRecorder(), r, next)
+		var he caddyhttp.HandlerError
+		switch {
+		case tc.want == 0 && (err != nil || string(got) != tc.body):
+			t.Errorf("body %q: %v, handed on %q", tc.body, err, got)
+		case tc.want != 0 && (!errors.As(err, &he) || he.StatusCode != tc.want):
+			t.Errorf("body %q: %v, want a %d", tc.body, err, tc.want)
+		}
 	}
 }

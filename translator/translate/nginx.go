@@ -51,6 +51,9 @@ type nginxIngress struct {
 	refused          bool // an annotation the Ingress must not be served without
 	// canary: the Ingress is a canary (canary.go): its paths join the main Ingress's.
 	canary *canary
+	// clients: allowlist- and denylist-source-range; maxBody: proxy-body-size (0: none).
+	clients *configv1.AddressFilter
+	maxBody uint64
 }
 
 // nginxRule is how Sluice answers one ingress-nginx annotation it does not serve.
@@ -78,10 +81,9 @@ func isValue(want ...string) func(string) bool {
 }
 
 const (
-	altAuth        = "put the authentication in the backend, or in a proxy that is the backend; the Ingress is not served while it has this annotation, since serving it without the check would open it to everyone"
-	altSourceRange = "restrict the proxy Service's spec.loadBalancerSourceRanges, or check the client address in the backend; the Ingress is not served while it has this annotation, since serving it without the check would open it to every address"
-	altSnippet     = "refused by design: an Ingress never reaches the proxy's configuration; if the snippet restricted access, that restriction is not applied"
-	altNotNeeded   = "nothing to do: Sluice does not need it"
+	altAuth      = "put the authentication in the backend, or in a proxy that is the backend; the Ingress is not served while it has this annotation, since serving it without the check would open it to everyone"
+	altSnippet   = "refused by design: an Ingress never reaches the proxy's configuration; if the snippet restricted access, that restriction is not applied"
+	altNotNeeded = "nothing to do: Sluice does not need it"
 )
 
 // nginxRules are the ingress-nginx annotations Sluice does not serve (the prefix left out),
@@ -90,7 +92,6 @@ var nginxRules = map[string]nginxRule{
 	"affinity":                                 {alt: "session affinity is not supported: every request goes to a random ready endpoint"},
 	"affinity-canary-behavior":                 {alt: "session affinity is not supported"},
 	"affinity-mode":                            {alt: "session affinity is not supported"},
-	"allowlist-source-range":                   {closed: true, served: allAddresses, alt: altSourceRange},
 	"auth-always-set-cookie":                   {closed: true, alt: altAuth},
 	"auth-cache-duration":                      {closed: true, alt: altAuth},
 	"auth-cache-key":                           {closed: true, alt: altAuth},
@@ -122,7 +123,6 @@ var nginxRules = map[string]nginxRule{
 	"custom-headers":                           {alt: "a ConfigMap of headers is not read; an HTTPRoute ResponseHeaderModifier does it"},
 	"custom-http-errors":                       {alt: "no custom error pages: a backend's errors reach the client as they are"},
 	"default-backend":                          {alt: "a route whose backend has no ready endpoint answers 503 and never falls back to another Service"},
-	"denylist-source-range":                    {closed: true, alt: altSourceRange},
 	"disable-proxy-intercept-errors":           {served: anyValue, alt: altNotNeeded},
 	"enable-access-log":                        {served: isValue("true"), alt: "access logs are Caddy's, for every route alike"},
 	"enable-global-auth":                       {served: isValue("false"), alt: "Sluice has no global external authentication"},
@@ -153,7 +153,6 @@ var nginxRules = map[string]nginxRule{
 	"opentelemetry-operation-name":             {alt: "no tracing per Ingress"},
 	"opentelemetry-trust-incoming-span":        {alt: "no tracing per Ingress"},
 	"preserve-trailing-slash":                  {served: isValue("true"), alt: "the HTTPS redirect always keeps the path as it is, trailing slash included"},
-	"proxy-body-size":                          {alt: "no request body limit: the backend must limit what it accepts"},
 	"proxy-buffer-size":                        {served: anyValue, alt: altNotNeeded},
 	"proxy-buffering":                          {served: isValue("off"), alt: "not configurable: Caddy's reverse proxy streams responses without buffering them"},
 	"proxy-buffers-number":                     {served: anyValue, alt: altNotNeeded},
@@ -202,12 +201,12 @@ var nginxRules = map[string]nginxRule{
 	"upstream-hash-by-subset":                  {alt: "not configurable: each request goes to a random ready endpoint"},
 	"upstream-hash-by-subset-size":             {alt: "not configurable: each request goes to a random ready endpoint"},
 	"use-port-in-redirects":                    {served: isValue("false"), alt: "the HTTPS redirect's Location has no port"},
-	"whitelist-source-range":                   {closed: true, served: allAddresses, alt: altSourceRange},
 }
 
 // nginxServed are the ingress-nginx annotations Sluice serves (readNginx reads them).
 var nginxServed = map[string]bool{
-	"app-root": true, "backend-protocol": true,
+	"allowlist-source-range": true, "app-root": true, "backend-protocol": true, "denylist-source-range": true,
+	"proxy-body-size": true, "whitelist-source-range": true,
 	"canary": true, "canary-by-cookie": true, "canary-by-header": true, "canary-by-header-pattern": true, "canary-by-header-value": true,
 	"canary-weight": true, "canary-weight-total": true, "cors-allow-credentials": true, "cors-allow-headers": true, "cors-allow-methods": true,
 	"cors-allow-origin": true, "cors-expose-headers": true, "cors-max-age": true, "enable-cors": true,
@@ -232,21 +231,6 @@ func NginxAnnotations() (served, refused []string) {
 }
 
 func anyValue(string) bool { return true }
-
-// allAddresses reports whether a source range list admits every address (cert-manager puts
-// "0.0.0.0/0,::/0" on its HTTP-01 solver Ingresses): serving it restricts nothing.
-func allAddresses(v string) bool {
-	var v4, v6 bool
-	for _, s := range strings.Split(v, ",") {
-		p, err := netip.ParsePrefix(strings.TrimSpace(s))
-		if err != nil || p.Bits() != 0 {
-			continue
-		}
-		v4 = v4 || p.Addr().Is4()
-		v6 = v6 || p.Addr().Is6()
-	}
-	return v4 && v6 || v4 && !strings.Contains(v, ":")
-}
 
 // readNginx reads an Ingress's ingress-nginx annotations (and Sluice's own ssl-redirect),
 // adding a finding for every one it does not serve or cannot read.
@@ -411,7 +395,88 @@ func readNginx(ing *networkingv1.Ingress, add func(field string, sev configv1.Fi
 		}
 	}
 	n.cors = readCORS(ing, get, field, add)
+	n.clients = readSourceRanges(get, field, add, &n.refused)
+	if v, ok := get("proxy-body-size"); ok && v != "" {
+		size, err := nginxSize(v)
+		if err != nil {
+			add(field("proxy-body-size"), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not a size (bytes, or a number with k, m or g); request bodies are not limited", v))
+		} else {
+			n.maxBody = size
+		}
+	}
 	return n
+}
+
+// readSourceRanges reads allowlist-source-range (or its older name whitelist-source-range)
+// and denylist-source-range: comma-separated addresses or CIDR prefixes. A list that does not
+// parse keeps the Ingress from being served (refused): serving it with a part of the list
+// would admit what its owner did not.
+func readSourceRanges(get func(string) (string, bool), field func(string) string, add func(string, configv1.FindingSeverity, string, string), refused *bool) *configv1.AddressFilter {
+	var f configv1.AddressFilter
+	parse := func(name string) ([]string, bool) {
+		v, ok := get(name)
+		if !ok || v == "" {
+			return nil, false
+		}
+		var out []string
+		for _, s := range strings.Split(v, ",") {
+			s = strings.TrimSpace(s)
+			if s == "" {
+				continue
+			}
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				a, aerr := netip.ParseAddr(s)
+				if aerr != nil {
+					*refused = true
+					add(field(name), sevError, "InvalidAnnotation", fmt.Sprintf("%q is not an address or a CIDR prefix; the Ingress is not served, since serving it without the whole list would admit what it does not", s))
+					return nil, false
+				}
+				p = netip.PrefixFrom(a, a.BitLen())
+			}
+			out = append(out, p.Masked().String())
+		}
+		if len(out) > contract.MaxAddressPrefixes {
+			*refused = true
+			add(field(name), sevError, "InvalidAnnotation", fmt.Sprintf("%d prefixes (at most %d); the Ingress is not served", len(out), contract.MaxAddressPrefixes))
+			return nil, false
+		}
+		return out, true
+	}
+	allow, okAllow := parse("allowlist-source-range")
+	if _, ok := get("allowlist-source-range"); !ok {
+		allow, okAllow = parse("whitelist-source-range")
+	} else if _, both := get("whitelist-source-range"); both {
+		add(field("whitelist-source-range"), sevWarn, "InvalidAnnotation", "allowlist-source-range is set too, and takes precedence; this annotation is ignored")
+	}
+	deny, okDeny := parse("denylist-source-range")
+	if !okAllow && !okDeny {
+		return nil
+	}
+	f.Allow, f.Deny = allow, deny
+	return &f
+}
+
+// nginxSize reads an nginx size: bytes, or a number with k, m or g (any case) for KiB, MiB
+// and GiB; "0" means no limit.
+func nginxSize(v string) (uint64, error) {
+	mult := uint64(1)
+	switch strings.ToLower(v[len(v)-1:]) {
+	case "k":
+		mult = 1 << 10
+	case "m":
+		mult = 1 << 20
+	case "g":
+		mult = 1 << 30
+	}
+	if mult > 1 {
+		v = v[:len(v)-1]
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n > (1<<63)/mult {
+		return 0, fmt.Errorf("not a size")
+	}
+	return n * mult, nil
 }
 
 // ingress-nginx's CORS defaults.
@@ -551,6 +616,8 @@ func (n nginxIngress) apply(route *configv1.Route, path string) {
 	}
 	route.RequestHeaders = n.requestHeaders
 	route.Cors = n.cors
+	route.ClientAddresses = n.clients
+	route.MaxRequestBodyBytes = n.maxBody
 }
 
 // routeVariants are the forms of one Ingress route that the rest of its host can call for,
