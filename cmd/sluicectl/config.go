@@ -252,6 +252,22 @@ func routeConditions(rt *configv1.Route) string {
 	if max := rt.GetMaxRequestBodyBytes(); max > 0 {
 		c = append(c, fmt.Sprintf("body <= %d bytes", max))
 	}
+	if l := rt.GetRateLimit(); l != nil {
+		var parts []string
+		if r := l.GetRequestsPerSecond(); r > 0 {
+			parts = append(parts, fmt.Sprintf("%d/s", r))
+		}
+		if r := l.GetRequestsPerMinute(); r > 0 {
+			parts = append(parts, fmt.Sprintf("%d/min", r))
+		}
+		if m := l.GetBurstMultiplier(); m > 0 {
+			parts = append(parts, fmt.Sprintf("burst x%d", m))
+		}
+		if n := l.GetConnections(); n > 0 {
+			parts = append(parts, fmt.Sprintf("%d at once", n))
+		}
+		c = append(c, "per client "+strings.Join(parts, " "))
+	}
 	if len(c) == 0 {
 		return ""
 	}

@@ -89,7 +89,9 @@ func ClientOf(r *http.Request) netip.Addr {
 }
 
 // guard is the answer the route's limits give req before anything else of the route: 403
-// when its client address is not admitted, 413 when its body is too large; 0 to go on.
+// when its client address is not admitted, 413 when its body is too large; 0 to go on. A
+// rate limit admits one request (what it refuses depends on the requests before it, which
+// the reference does not see: Bucket is its rule).
 func guard(rt *configv1.Route, req Request) int {
 	if rt.GetClientAddresses() != nil {
 		f, err := CompileAddressFilter(rt.GetClientAddresses())

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/netip"
 	"testing"
+	"time"
 
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
@@ -105,5 +106,49 @@ func TestCheckRouteRefusesBadLimits(t *testing.T) {
 	ok.ClientAddresses, ok.MaxRequestBodyBytes = &configv1.AddressFilter{Allow: []string{"10.0.0.0/8", "2001:db8::/32"}}, 1
 	if err := CheckRoute(ok); err != nil {
 		t.Errorf("valid limits refused: %v", err)
+	}
+}
+
+// Bucket is nginx's limit_req with nodelay: burst+1 requests at once, then one per 1/rate;
+// a refused request does not count.
+func TestBucketAsNginxLimitReq(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		rate   float64
+		burst  uint32
+		at     []time.Duration // request times from t0
+		admits string          // one letter per request: y or n
+	}{
+		{1, 0, []time.Duration{0, 0, time.Second, time.Second + time.Millisecond}, "ynyn"},
+		{2, 4, []time.Duration{0, 0, 0, 0, 0, 0, 400 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond}, "yyyyynnyn"},
+		{10, 1, []time.Duration{0, 0, 0, 100 * time.Millisecond, 10 * time.Second, 10 * time.Second, 10 * time.Second}, "yynyyyn"},
+	} {
+		var b Bucket
+		got := ""
+		for _, d := range tc.at {
+			got += map[bool]string{true: "y", false: "n"}[b.Take(t0.Add(d), tc.rate, tc.burst)]
+		}
+		if got != tc.admits {
+			t.Errorf("rate %v burst %d at %v: %s, want %s", tc.rate, tc.burst, tc.at, got, tc.admits)
+		}
+	}
+}
+
+func TestCheckRateLimitRefusesWhatCannotBeEnforced(t *testing.T) {
+	for _, tc := range []struct {
+		l  *configv1.RateLimit
+		ok bool
+	}{
+		{&configv1.RateLimit{Zone: "z", RequestsPerSecond: 10, BurstMultiplier: 5}, true},
+		{&configv1.RateLimit{Zone: "z", Connections: 3}, true},
+		{&configv1.RateLimit{RequestsPerSecond: 10, BurstMultiplier: 5}, false},
+		{&configv1.RateLimit{Zone: "z"}, false},
+		{&configv1.RateLimit{Zone: "z", RequestsPerMinute: 10}, false},
+		{&configv1.RateLimit{Zone: "z", RequestsPerSecond: MaxRate, BurstMultiplier: 2}, false},
+		{&configv1.RateLimit{Zone: "z", Connections: 1, Exempt: []string{"10.0.0.1"}}, false},
+	} {
+		if err := CheckRateLimit(tc.l); (err == nil) != tc.ok {
+			t.Errorf("%v: %v, want ok=%v", tc.l, err, tc.ok)
+		}
 	}
 }

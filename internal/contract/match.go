@@ -333,6 +333,9 @@ func CheckRoute(rt *configv1.Route) error {
 	if _, err := CompileAddressFilter(rt.GetClientAddresses()); err != nil {
 		return fmt.Errorf("client addresses: %w", err)
 	}
+	if err := CheckRateLimit(rt.GetRateLimit()); err != nil {
+		return fmt.Errorf("rate limit: %w", err)
+	}
 	if rd := rt.GetRedirect(); rd != nil {
 		switch rd.GetStatusCode() {
 		case 0, 301, 302, 303, 307, 308:
@@ -391,8 +394,8 @@ func checkStop(rt *configv1.Route) error {
 		return fmt.Errorf("a stop route has a retry policy")
 	case rt.GetTimeout() != nil:
 		return fmt.Errorf("a stop route has a timeout")
-	case rt.GetClientAddresses() != nil || rt.GetMaxRequestBodyBytes() > 0:
-		return fmt.Errorf("a stop route has client address or body limits")
+	case rt.GetClientAddresses() != nil || rt.GetMaxRequestBodyBytes() > 0 || rt.GetRateLimit() != nil:
+		return fmt.Errorf("a stop route has client address, body or rate limits")
 	}
 	return nil
 }

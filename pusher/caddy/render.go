@@ -360,6 +360,11 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 	if rt.GetRetry() != nil {
 		return nil, fmt.Errorf("it has a retry policy: stock Caddy cannot answer with the last try's answer")
 	}
+	// Stock Caddy has no rate limiter (that is a third-party module); the route is refused
+	// rather than served unlimited.
+	if rt.GetRateLimit() != nil {
+		return nil, fmt.Errorf("it has a rate limit: stock Caddy cannot limit a client's rate or connections")
+	}
 	r := obj{}
 	match, err := matchers(rt)
 	if err != nil {

@@ -188,6 +188,11 @@ func (h *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 			r.Body = body
 		}
 	}
+	ok, done := rt.zone.admit(req.Client)
+	if !ok {
+		return plain(w, http.StatusServiceUnavailable, "rate limit exceeded\n")
+	}
+	defer done()
 	err := h.serveRoute(w, r, next, t, rt, req)
 	if body != nil && body.over && err != nil {
 		return caddyhttp.Error(http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d bytes", rt.rt.GetMaxRequestBodyBytes()))

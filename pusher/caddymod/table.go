@@ -88,6 +88,7 @@ type route struct {
 	backends []*configv1.WeightedBackend
 	timeout  time.Duration
 	clients  *contract.AddressFilter // nil: every client
+	zone     *zone                   // Route.rate_limit's counters; nil: no limit
 }
 
 type headerMatch struct {
@@ -315,6 +316,7 @@ func compileRoute(rt *configv1.Route) (*route, error) {
 	}
 	r := &route{name: rt.GetName(), rt: rt, typ: rt.GetPath().GetType(), value: rt.GetPath().GetValue(), backends: rt.GetBackends(), timeout: rt.GetTimeout().AsDuration()}
 	r.clients, _ = contract.CompileAddressFilter(rt.GetClientAddresses()) // CheckRoute parsed it
+	r.zone = zoneOf(rt.GetRateLimit())
 	switch r.typ {
 	case configv1.PathMatchType_PATH_MATCH_TYPE_EXACT, configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX:
 	case configv1.PathMatchType_PATH_MATCH_TYPE_REGEX:

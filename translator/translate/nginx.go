@@ -54,6 +54,8 @@ type nginxIngress struct {
 	// clients: allowlist- and denylist-source-range; maxBody: proxy-body-size (0: none).
 	clients *configv1.AddressFilter
 	maxBody uint64
+	// rateLimit: limit-rps, limit-rpm, limit-connections (one zone for the whole Ingress).
+	rateLimit *configv1.RateLimit
 }
 
 // nginxRule is how Sluice answers one ingress-nginx annotation it does not serve.
@@ -136,14 +138,8 @@ var nginxRules = map[string]nginxRule{
 	"from-to-www-redirect":                     {served: isValue("false"), alt: "an HTTPRoute with a RequestRedirect hostname on the other name does it"},
 	"http2-push-preload":                       {served: isValue("false"), alt: "HTTP/2 server push is not supported (browsers dropped it)"},
 	"influxdb-host":                            {alt: "no InfluxDB metrics"},
-	"limit-allowlist":                          {alt: "rate limits are not supported"},
-	"limit-burst-multiplier":                   {alt: "rate limits are not supported"},
-	"limit-connections":                        {alt: "connection limits are not supported"},
 	"limit-rate":                               {alt: "bandwidth limits are not supported"},
 	"limit-rate-after":                         {alt: "bandwidth limits are not supported"},
-	"limit-rpm":                                {alt: "rate limits are not supported"},
-	"limit-rps":                                {alt: "rate limits are not supported"},
-	"limit-whitelist":                          {alt: "rate limits are not supported"},
 	"load-balance":                             {served: isValue("round_robin"), alt: "not configurable: each request goes to a random ready endpoint"},
 	"mirror-host":                              {alt: "an HTTPRoute RequestMirror filter to a Service does it"},
 	"mirror-request-body":                      {alt: "an HTTPRoute RequestMirror filter to a Service does it"},
@@ -207,6 +203,7 @@ var nginxRules = map[string]nginxRule{
 var nginxServed = map[string]bool{
 	"allowlist-source-range": true, "app-root": true, "backend-protocol": true, "denylist-source-range": true,
 	"proxy-body-size": true, "whitelist-source-range": true,
+	"limit-allowlist": true, "limit-burst-multiplier": true, "limit-connections": true, "limit-rpm": true, "limit-rps": true, "limit-whitelist": true,
 	"canary": true, "canary-by-cookie": true, "canary-by-header": true, "canary-by-header-pattern": true, "canary-by-header-value": true,
 	"canary-weight": true, "canary-weight-total": true, "cors-allow-credentials": true, "cors-allow-headers": true, "cors-allow-methods": true,
 	"cors-allow-origin": true, "cors-expose-headers": true, "cors-max-age": true, "enable-cors": true,
@@ -396,6 +393,7 @@ func readNginx(ing *networkingv1.Ingress, add func(field string, sev configv1.Fi
 	}
 	n.cors = readCORS(ing, get, field, add)
 	n.clients = readSourceRanges(get, field, add, &n.refused)
+	n.rateLimit = readRateLimit(ing, get, field, add)
 	if v, ok := get("proxy-body-size"); ok && v != "" {
 		size, err := nginxSize(v)
 		if err != nil {
@@ -455,6 +453,65 @@ func readSourceRanges(get func(string) (string, bool), field func(string) string
 	}
 	f.Allow, f.Deny = allow, deny
 	return &f
+}
+
+// readRateLimit reads limit-rps, limit-rpm and limit-connections, each whole numbers, with
+// limit-burst-multiplier (5 by default) and limit-allowlist (or its older name
+// limit-whitelist), as ingress-nginx does: one zone per Ingress, counted per client address.
+func readRateLimit(ing *networkingv1.Ingress, get func(string) (string, bool), field func(string) string, add func(string, configv1.FindingSeverity, string, string)) *configv1.RateLimit {
+	number := func(name string, def uint32) uint32 {
+		v, ok := get(name)
+		if !ok || v == "" {
+			return def
+		}
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n > contract.MaxRate {
+			add(field(name), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not a whole number up to %d; %d applies", v, contract.MaxRate, def))
+			return def
+		}
+		return uint32(n)
+	}
+	l := &configv1.RateLimit{Zone: "Ingress " + ing.Namespace + "/" + ing.Name,
+		RequestsPerSecond: number("limit-rps", 0), RequestsPerMinute: number("limit-rpm", 0), Connections: number("limit-connections", 0)}
+	if l.RequestsPerSecond == 0 && l.RequestsPerMinute == 0 && l.Connections == 0 {
+		for _, name := range []string{"limit-burst-multiplier", "limit-allowlist", "limit-whitelist"} {
+			if _, ok := get(name); ok {
+				add(field(name), sevWarn, "InvalidAnnotation", "without limit-rps, limit-rpm or limit-connections it does nothing")
+			}
+		}
+		return nil
+	}
+	if l.RequestsPerSecond > 0 || l.RequestsPerMinute > 0 {
+		l.BurstMultiplier = max(number("limit-burst-multiplier", 5), 1)
+		if err := contract.CheckRateLimit(l); err != nil {
+			add(field("limit-burst-multiplier"), sevWarn, "InvalidAnnotation", fmt.Sprintf("%v; 1 applies", err))
+			l.BurstMultiplier = 1
+		}
+	}
+	name := "limit-allowlist"
+	if _, ok := get(name); !ok {
+		name = "limit-whitelist"
+	}
+	if v, ok := get(name); ok && v != "" {
+		for _, s := range strings.Split(v, ",") {
+			s = strings.TrimSpace(s)
+			if s == "" {
+				continue
+			}
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				a, aerr := netip.ParseAddr(s)
+				if aerr != nil {
+					add(field(name), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not an address or a CIDR prefix; no client is exempt", s))
+					l.Exempt = nil
+					break
+				}
+				p = netip.PrefixFrom(a, a.BitLen())
+			}
+			l.Exempt = append(l.Exempt, p.Masked().String())
+		}
+	}
+	return l
 }
 
 // nginxSize reads an nginx size: bytes, or a number with k, m or g (any case) for KiB, MiB
@@ -618,6 +675,7 @@ func (n nginxIngress) apply(route *configv1.Route, path string) {
 	route.Cors = n.cors
 	route.ClientAddresses = n.clients
 	route.MaxRequestBodyBytes = n.maxBody
+	route.RateLimit = n.rateLimit
 }
 
 // routeVariants are the forms of one Ingress route that the rest of its host can call for,

@@ -1906,8 +1906,12 @@ type Route struct {
 	// ClientAddresses: at once when its Content-Length says so, else when it has sent more
 	// (ingress-nginx's proxy-body-size).
 	MaxRequestBodyBytes uint64 `protobuf:"varint,22,opt,name=max_request_body_bytes,json=maxRequestBodyBytes,proto3" json:"max_request_body_bytes,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// RateLimit, when set, answers 503 to a client address's requests over its rates or
+	// connections, after ClientAddresses and MaxRequestBodyBytes (ingress-nginx's limit-rps,
+	// limit-rpm, limit-connections).
+	RateLimit     *RateLimit `protobuf:"bytes,23,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Route) Reset() {
@@ -2094,6 +2098,110 @@ func (x *Route) GetMaxRequestBodyBytes() uint64 {
 	return 0
 }
 
+func (x *Route) GetRateLimit() *RateLimit {
+	if x != nil {
+		return x.RateLimit
+	}
+	return nil
+}
+
+// RateLimit limits each client address (the TCP peer's). The routes whose RateLimit has the
+// same Zone and values count together: ingress-nginx counts all the paths of one Ingress as
+// one zone. A rate is nginx's limit_req with nodelay: a request is admitted while the
+// client's excess, which grows by one per request and drains at the rate, stays within the
+// burst (so Burst+1 requests may come at once). Counters live in the proxy's memory, one set
+// per proxy: a fleet of N proxies admits up to N times the rate.
+type RateLimit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Zone names the counters; routes of one zone and the same values share them.
+	Zone string `protobuf:"bytes,1,opt,name=zone,proto3" json:"zone,omitempty"`
+	// RequestsPerSecond and RequestsPerMinute, when not zero, are the rates; both apply when
+	// both are set.
+	RequestsPerSecond uint32 `protobuf:"varint,2,opt,name=requests_per_second,json=requestsPerSecond,proto3" json:"requests_per_second,omitempty"`
+	RequestsPerMinute uint32 `protobuf:"varint,3,opt,name=requests_per_minute,json=requestsPerMinute,proto3" json:"requests_per_minute,omitempty"`
+	// BurstMultiplier times each rate is that rate's burst (at least 1 when a rate is set).
+	BurstMultiplier uint32 `protobuf:"varint,4,opt,name=burst_multiplier,json=burstMultiplier,proto3" json:"burst_multiplier,omitempty"`
+	// Connections, when not zero, is how many requests of one client address may be in
+	// progress at once.
+	Connections uint32 `protobuf:"varint,5,opt,name=connections,proto3" json:"connections,omitempty"`
+	// Exempt are CIDR prefixes whose clients are not limited.
+	Exempt        []string `protobuf:"bytes,6,rep,name=exempt,proto3" json:"exempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RateLimit) Reset() {
+	*x = RateLimit{}
+	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateLimit) ProtoMessage() {}
+
+func (x *RateLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateLimit.ProtoReflect.Descriptor instead.
+func (*RateLimit) Descriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RateLimit) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *RateLimit) GetRequestsPerSecond() uint32 {
+	if x != nil {
+		return x.RequestsPerSecond
+	}
+	return 0
+}
+
+func (x *RateLimit) GetRequestsPerMinute() uint32 {
+	if x != nil {
+		return x.RequestsPerMinute
+	}
+	return 0
+}
+
+func (x *RateLimit) GetBurstMultiplier() uint32 {
+	if x != nil {
+		return x.BurstMultiplier
+	}
+	return 0
+}
+
+func (x *RateLimit) GetConnections() uint32 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+func (x *RateLimit) GetExempt() []string {
+	if x != nil {
+		return x.Exempt
+	}
+	return nil
+}
+
 // AddressFilter admits client addresses. An address in a Deny prefix is refused; otherwise
 // it is admitted when Allow is empty or it is in an Allow prefix. Prefixes are CIDR
 // ("10.0.0.0/8", "2001:db8::/32"); an IPv4-mapped IPv6 address is taken as its IPv4 one.
@@ -2107,7 +2215,7 @@ type AddressFilter struct {
 
 func (x *AddressFilter) Reset() {
 	*x = AddressFilter{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2119,7 +2227,7 @@ func (x *AddressFilter) String() string {
 func (*AddressFilter) ProtoMessage() {}
 
 func (x *AddressFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2132,7 +2240,7 @@ func (x *AddressFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddressFilter.ProtoReflect.Descriptor instead.
 func (*AddressFilter) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{18}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AddressFilter) GetAllow() []string {
@@ -2169,7 +2277,7 @@ type Retry struct {
 
 func (x *Retry) Reset() {
 	*x = Retry{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2289,7 @@ func (x *Retry) String() string {
 func (*Retry) ProtoMessage() {}
 
 func (x *Retry) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2302,7 @@ func (x *Retry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retry.ProtoReflect.Descriptor instead.
 func (*Retry) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{19}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Retry) GetCodes() []uint32 {
@@ -2240,7 +2348,7 @@ type Cors struct {
 
 func (x *Cors) Reset() {
 	*x = Cors{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +2360,7 @@ func (x *Cors) String() string {
 func (*Cors) ProtoMessage() {}
 
 func (x *Cors) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +2373,7 @@ func (x *Cors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cors.ProtoReflect.Descriptor instead.
 func (*Cors) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{20}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Cors) GetAllowOrigins() []string {
@@ -2326,7 +2434,7 @@ type Mirror struct {
 
 func (x *Mirror) Reset() {
 	*x = Mirror{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2338,7 +2446,7 @@ func (x *Mirror) String() string {
 func (*Mirror) ProtoMessage() {}
 
 func (x *Mirror) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2351,7 +2459,7 @@ func (x *Mirror) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mirror.ProtoReflect.Descriptor instead.
 func (*Mirror) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{21}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Mirror) GetBackend() string {
@@ -2389,7 +2497,7 @@ type QueryMatch struct {
 
 func (x *QueryMatch) Reset() {
 	*x = QueryMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +2509,7 @@ func (x *QueryMatch) String() string {
 func (*QueryMatch) ProtoMessage() {}
 
 func (x *QueryMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +2522,7 @@ func (x *QueryMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryMatch.ProtoReflect.Descriptor instead.
 func (*QueryMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{22}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *QueryMatch) GetName() string {
@@ -2449,7 +2557,7 @@ type HeaderValue struct {
 
 func (x *HeaderValue) Reset() {
 	*x = HeaderValue{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2461,7 +2569,7 @@ func (x *HeaderValue) String() string {
 func (*HeaderValue) ProtoMessage() {}
 
 func (x *HeaderValue) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2474,7 +2582,7 @@ func (x *HeaderValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderValue.ProtoReflect.Descriptor instead.
 func (*HeaderValue) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{23}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HeaderValue) GetName() string {
@@ -2504,7 +2612,7 @@ type HeaderModifier struct {
 
 func (x *HeaderModifier) Reset() {
 	*x = HeaderModifier{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2516,7 +2624,7 @@ func (x *HeaderModifier) String() string {
 func (*HeaderModifier) ProtoMessage() {}
 
 func (x *HeaderModifier) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2529,7 +2637,7 @@ func (x *HeaderModifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderModifier.ProtoReflect.Descriptor instead.
 func (*HeaderModifier) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{24}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HeaderModifier) GetSet() []*HeaderValue {
@@ -2566,7 +2674,7 @@ type PathModifier struct {
 
 func (x *PathModifier) Reset() {
 	*x = PathModifier{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2686,7 @@ func (x *PathModifier) String() string {
 func (*PathModifier) ProtoMessage() {}
 
 func (x *PathModifier) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2699,7 @@ func (x *PathModifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathModifier.ProtoReflect.Descriptor instead.
 func (*PathModifier) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{25}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PathModifier) GetType() PathModifierType {
@@ -2636,7 +2744,7 @@ type Redirect struct {
 
 func (x *Redirect) Reset() {
 	*x = Redirect{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2648,7 +2756,7 @@ func (x *Redirect) String() string {
 func (*Redirect) ProtoMessage() {}
 
 func (x *Redirect) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2661,7 +2769,7 @@ func (x *Redirect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Redirect.ProtoReflect.Descriptor instead.
 func (*Redirect) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{26}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Redirect) GetScheme() string {
@@ -2718,7 +2826,7 @@ type Rewrite struct {
 
 func (x *Rewrite) Reset() {
 	*x = Rewrite{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2730,7 +2838,7 @@ func (x *Rewrite) String() string {
 func (*Rewrite) ProtoMessage() {}
 
 func (x *Rewrite) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2743,7 +2851,7 @@ func (x *Rewrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rewrite.ProtoReflect.Descriptor instead.
 func (*Rewrite) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{27}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Rewrite) GetHostname() string {
@@ -2771,7 +2879,7 @@ type PathMatch struct {
 
 func (x *PathMatch) Reset() {
 	*x = PathMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2783,7 +2891,7 @@ func (x *PathMatch) String() string {
 func (*PathMatch) ProtoMessage() {}
 
 func (x *PathMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2796,7 +2904,7 @@ func (x *PathMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathMatch.ProtoReflect.Descriptor instead.
 func (*PathMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{28}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PathMatch) GetType() PathMatchType {
@@ -2825,7 +2933,7 @@ type HeaderMatch struct {
 
 func (x *HeaderMatch) Reset() {
 	*x = HeaderMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2837,7 +2945,7 @@ func (x *HeaderMatch) String() string {
 func (*HeaderMatch) ProtoMessage() {}
 
 func (x *HeaderMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2850,7 +2958,7 @@ func (x *HeaderMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderMatch.ProtoReflect.Descriptor instead.
 func (*HeaderMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{29}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HeaderMatch) GetName() string {
@@ -2889,7 +2997,7 @@ type WeightedBackend struct {
 
 func (x *WeightedBackend) Reset() {
 	*x = WeightedBackend{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2901,7 +3009,7 @@ func (x *WeightedBackend) String() string {
 func (*WeightedBackend) ProtoMessage() {}
 
 func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2914,7 +3022,7 @@ func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedBackend.ProtoReflect.Descriptor instead.
 func (*WeightedBackend) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{30}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WeightedBackend) GetBackend() string {
@@ -2955,7 +3063,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2967,7 +3075,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2980,7 +3088,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{31}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Backend) GetName() string {
@@ -3033,7 +3141,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3045,7 +3153,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3058,7 +3166,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{32}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Endpoint) GetAddress() string {
@@ -3112,7 +3220,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3124,7 +3232,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3137,7 +3245,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{33}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Certificate) GetName() string {
@@ -3199,7 +3307,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3211,7 +3319,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3224,7 +3332,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{34}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Finding) GetObject() *ObjectRef {
@@ -3277,7 +3385,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3289,7 +3397,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3302,7 +3410,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{35}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ObjectRef) GetGroup() string {
@@ -3358,7 +3466,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3370,7 +3478,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3383,7 +3491,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{36}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetStatusRequest) GetIncludeResources() bool {
@@ -3407,7 +3515,7 @@ type GetStatusResponse struct {
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[37]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3419,7 +3527,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[37]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3432,7 +3540,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{37}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetStatusResponse) GetCurrent() *Config {
@@ -3476,7 +3584,7 @@ type PusherStatus struct {
 
 func (x *PusherStatus) Reset() {
 	*x = PusherStatus{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[38]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3488,7 +3596,7 @@ func (x *PusherStatus) String() string {
 func (*PusherStatus) ProtoMessage() {}
 
 func (x *PusherStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[38]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3501,7 +3609,7 @@ func (x *PusherStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PusherStatus.ProtoReflect.Descriptor instead.
 func (*PusherStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{38}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PusherStatus) GetPusherId() string {
@@ -3668,7 +3776,7 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\vVirtualHost\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12 \n" +
 	"\vcertificate\x18\x02 \x01(\tR\vcertificate\x12/\n" +
-	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xba\b\n" +
+	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xf6\b\n" +
 	"\x05Route\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x04path\x18\x02 \x01(\v2\x1b.sluice.config.v1.PathMatchR\x04path\x127\n" +
@@ -3692,7 +3800,16 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\x05retry\x18\x13 \x01(\v2\x17.sluice.config.v1.RetryR\x05retry\x12\x12\n" +
 	"\x04stop\x18\x14 \x01(\bR\x04stop\x12J\n" +
 	"\x10client_addresses\x18\x15 \x01(\v2\x1f.sluice.config.v1.AddressFilterR\x0fclientAddresses\x123\n" +
-	"\x16max_request_body_bytes\x18\x16 \x01(\x04R\x13maxRequestBodyBytes\"9\n" +
+	"\x16max_request_body_bytes\x18\x16 \x01(\x04R\x13maxRequestBodyBytes\x12:\n" +
+	"\n" +
+	"rate_limit\x18\x17 \x01(\v2\x1b.sluice.config.v1.RateLimitR\trateLimit\"\xe4\x01\n" +
+	"\tRateLimit\x12\x12\n" +
+	"\x04zone\x18\x01 \x01(\tR\x04zone\x12.\n" +
+	"\x13requests_per_second\x18\x02 \x01(\rR\x11requestsPerSecond\x12.\n" +
+	"\x13requests_per_minute\x18\x03 \x01(\rR\x11requestsPerMinute\x12)\n" +
+	"\x10burst_multiplier\x18\x04 \x01(\rR\x0fburstMultiplier\x12 \n" +
+	"\vconnections\x18\x05 \x01(\rR\vconnections\x12\x16\n" +
+	"\x06exempt\x18\x06 \x03(\tR\x06exempt\"9\n" +
 	"\rAddressFilter\x12\x14\n" +
 	"\x05allow\x18\x01 \x03(\tR\x05allow\x12\x12\n" +
 	"\x04deny\x18\x02 \x03(\tR\x04deny\"n\n" +
@@ -3851,7 +3968,7 @@ func file_sluice_config_v1_config_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_config_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_sluice_config_v1_config_proto_goTypes = []any{
 	(DataPlaneKind)(0),            // 0: sluice.config.v1.DataPlaneKind
 	(RouteScheme)(0),              // 1: sluice.config.v1.RouteScheme
@@ -3879,29 +3996,30 @@ var file_sluice_config_v1_config_proto_goTypes = []any{
 	(*Resources)(nil),             // 23: sluice.config.v1.Resources
 	(*VirtualHost)(nil),           // 24: sluice.config.v1.VirtualHost
 	(*Route)(nil),                 // 25: sluice.config.v1.Route
-	(*AddressFilter)(nil),         // 26: sluice.config.v1.AddressFilter
-	(*Retry)(nil),                 // 27: sluice.config.v1.Retry
-	(*Cors)(nil),                  // 28: sluice.config.v1.Cors
-	(*Mirror)(nil),                // 29: sluice.config.v1.Mirror
-	(*QueryMatch)(nil),            // 30: sluice.config.v1.QueryMatch
-	(*HeaderValue)(nil),           // 31: sluice.config.v1.HeaderValue
-	(*HeaderModifier)(nil),        // 32: sluice.config.v1.HeaderModifier
-	(*PathModifier)(nil),          // 33: sluice.config.v1.PathModifier
-	(*Redirect)(nil),              // 34: sluice.config.v1.Redirect
-	(*Rewrite)(nil),               // 35: sluice.config.v1.Rewrite
-	(*PathMatch)(nil),             // 36: sluice.config.v1.PathMatch
-	(*HeaderMatch)(nil),           // 37: sluice.config.v1.HeaderMatch
-	(*WeightedBackend)(nil),       // 38: sluice.config.v1.WeightedBackend
-	(*Backend)(nil),               // 39: sluice.config.v1.Backend
-	(*Endpoint)(nil),              // 40: sluice.config.v1.Endpoint
-	(*Certificate)(nil),           // 41: sluice.config.v1.Certificate
-	(*Finding)(nil),               // 42: sluice.config.v1.Finding
-	(*ObjectRef)(nil),             // 43: sluice.config.v1.ObjectRef
-	(*GetStatusRequest)(nil),      // 44: sluice.config.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),     // 45: sluice.config.v1.GetStatusResponse
-	(*PusherStatus)(nil),          // 46: sluice.config.v1.PusherStatus
-	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 48: google.protobuf.Duration
+	(*RateLimit)(nil),             // 26: sluice.config.v1.RateLimit
+	(*AddressFilter)(nil),         // 27: sluice.config.v1.AddressFilter
+	(*Retry)(nil),                 // 28: sluice.config.v1.Retry
+	(*Cors)(nil),                  // 29: sluice.config.v1.Cors
+	(*Mirror)(nil),                // 30: sluice.config.v1.Mirror
+	(*QueryMatch)(nil),            // 31: sluice.config.v1.QueryMatch
+	(*HeaderValue)(nil),           // 32: sluice.config.v1.HeaderValue
+	(*HeaderModifier)(nil),        // 33: sluice.config.v1.HeaderModifier
+	(*PathModifier)(nil),          // 34: sluice.config.v1.PathModifier
+	(*Redirect)(nil),              // 35: sluice.config.v1.Redirect
+	(*Rewrite)(nil),               // 36: sluice.config.v1.Rewrite
+	(*PathMatch)(nil),             // 37: sluice.config.v1.PathMatch
+	(*HeaderMatch)(nil),           // 38: sluice.config.v1.HeaderMatch
+	(*WeightedBackend)(nil),       // 39: sluice.config.v1.WeightedBackend
+	(*Backend)(nil),               // 40: sluice.config.v1.Backend
+	(*Endpoint)(nil),              // 41: sluice.config.v1.Endpoint
+	(*Certificate)(nil),           // 42: sluice.config.v1.Certificate
+	(*Finding)(nil),               // 43: sluice.config.v1.Finding
+	(*ObjectRef)(nil),             // 44: sluice.config.v1.ObjectRef
+	(*GetStatusRequest)(nil),      // 45: sluice.config.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),     // 46: sluice.config.v1.GetStatusResponse
+	(*PusherStatus)(nil),          // 47: sluice.config.v1.PusherStatus
+	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 49: google.protobuf.Duration
 }
 var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	9,  // 0: sluice.config.v1.StreamConfigRequest.hello:type_name -> sluice.config.v1.Hello
@@ -3911,7 +4029,7 @@ var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	0,  // 4: sluice.config.v1.Hello.data_plane:type_name -> sluice.config.v1.DataPlaneKind
 	13, // 5: sluice.config.v1.Ack.config:type_name -> sluice.config.v1.ConfigRef
 	13, // 6: sluice.config.v1.Nack.config:type_name -> sluice.config.v1.ConfigRef
-	43, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
+	44, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
 	13, // 8: sluice.config.v1.Resync.have:type_name -> sluice.config.v1.ConfigRef
 	20, // 9: sluice.config.v1.StreamConfigResponse.config:type_name -> sluice.config.v1.Config
 	18, // 10: sluice.config.v1.StreamConfigResponse.initial_sync_complete:type_name -> sluice.config.v1.InitialSyncComplete
@@ -3921,68 +4039,69 @@ var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	16, // 14: sluice.config.v1.StreamConfigResponse.config_chunk:type_name -> sluice.config.v1.ConfigChunk
 	17, // 15: sluice.config.v1.StreamConfigResponse.config_end:type_name -> sluice.config.v1.ConfigEnd
 	23, // 16: sluice.config.v1.ConfigChunk.resources:type_name -> sluice.config.v1.Resources
-	47, // 17: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	48, // 17: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
 	23, // 18: sluice.config.v1.Config.resources:type_name -> sluice.config.v1.Resources
 	24, // 19: sluice.config.v1.ConfigDelta.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
-	39, // 20: sluice.config.v1.ConfigDelta.backends:type_name -> sluice.config.v1.Backend
-	41, // 21: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
+	40, // 20: sluice.config.v1.ConfigDelta.backends:type_name -> sluice.config.v1.Backend
+	42, // 21: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
 	22, // 22: sluice.config.v1.ConfigDelta.findings:type_name -> sluice.config.v1.ObjectFindings
-	43, // 23: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
-	43, // 24: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
-	42, // 25: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
+	44, // 23: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
+	44, // 24: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
+	43, // 25: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
 	24, // 26: sluice.config.v1.Resources.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
-	39, // 27: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
-	41, // 28: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
-	42, // 29: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
+	40, // 27: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
+	42, // 28: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
+	43, // 29: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
 	25, // 30: sluice.config.v1.VirtualHost.routes:type_name -> sluice.config.v1.Route
-	36, // 31: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
-	37, // 32: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
-	38, // 33: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
-	48, // 34: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
-	43, // 35: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
-	30, // 36: sluice.config.v1.Route.query:type_name -> sluice.config.v1.QueryMatch
-	32, // 37: sluice.config.v1.Route.request_headers:type_name -> sluice.config.v1.HeaderModifier
-	32, // 38: sluice.config.v1.Route.response_headers:type_name -> sluice.config.v1.HeaderModifier
-	34, // 39: sluice.config.v1.Route.redirect:type_name -> sluice.config.v1.Redirect
-	35, // 40: sluice.config.v1.Route.rewrite:type_name -> sluice.config.v1.Rewrite
+	37, // 31: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
+	38, // 32: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
+	39, // 33: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
+	49, // 34: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
+	44, // 35: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
+	31, // 36: sluice.config.v1.Route.query:type_name -> sluice.config.v1.QueryMatch
+	33, // 37: sluice.config.v1.Route.request_headers:type_name -> sluice.config.v1.HeaderModifier
+	33, // 38: sluice.config.v1.Route.response_headers:type_name -> sluice.config.v1.HeaderModifier
+	35, // 39: sluice.config.v1.Route.redirect:type_name -> sluice.config.v1.Redirect
+	36, // 40: sluice.config.v1.Route.rewrite:type_name -> sluice.config.v1.Rewrite
 	1,  // 41: sluice.config.v1.Route.scheme:type_name -> sluice.config.v1.RouteScheme
-	29, // 42: sluice.config.v1.Route.mirrors:type_name -> sluice.config.v1.Mirror
-	28, // 43: sluice.config.v1.Route.cors:type_name -> sluice.config.v1.Cors
-	27, // 44: sluice.config.v1.Route.retry:type_name -> sluice.config.v1.Retry
-	26, // 45: sluice.config.v1.Route.client_addresses:type_name -> sluice.config.v1.AddressFilter
-	48, // 46: sluice.config.v1.Retry.backoff:type_name -> google.protobuf.Duration
-	2,  // 47: sluice.config.v1.QueryMatch.type:type_name -> sluice.config.v1.QueryMatchType
-	31, // 48: sluice.config.v1.HeaderModifier.set:type_name -> sluice.config.v1.HeaderValue
-	31, // 49: sluice.config.v1.HeaderModifier.add:type_name -> sluice.config.v1.HeaderValue
-	3,  // 50: sluice.config.v1.PathModifier.type:type_name -> sluice.config.v1.PathModifierType
-	33, // 51: sluice.config.v1.Redirect.path:type_name -> sluice.config.v1.PathModifier
-	33, // 52: sluice.config.v1.Rewrite.path:type_name -> sluice.config.v1.PathModifier
-	4,  // 53: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
-	5,  // 54: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
-	32, // 55: sluice.config.v1.WeightedBackend.request_headers:type_name -> sluice.config.v1.HeaderModifier
-	43, // 56: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
-	40, // 57: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
-	6,  // 58: sluice.config.v1.Backend.protocol:type_name -> sluice.config.v1.BackendProtocol
-	43, // 59: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
-	47, // 60: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	43, // 61: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
-	7,  // 62: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
-	20, // 63: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
-	46, // 64: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
-	0,  // 65: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
-	13, // 66: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
-	47, // 67: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
-	13, // 68: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
-	47, // 69: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
-	8,  // 70: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
-	44, // 71: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
-	14, // 72: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
-	45, // 73: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
-	72, // [72:74] is the sub-list for method output_type
-	70, // [70:72] is the sub-list for method input_type
-	70, // [70:70] is the sub-list for extension type_name
-	70, // [70:70] is the sub-list for extension extendee
-	0,  // [0:70] is the sub-list for field type_name
+	30, // 42: sluice.config.v1.Route.mirrors:type_name -> sluice.config.v1.Mirror
+	29, // 43: sluice.config.v1.Route.cors:type_name -> sluice.config.v1.Cors
+	28, // 44: sluice.config.v1.Route.retry:type_name -> sluice.config.v1.Retry
+	27, // 45: sluice.config.v1.Route.client_addresses:type_name -> sluice.config.v1.AddressFilter
+	26, // 46: sluice.config.v1.Route.rate_limit:type_name -> sluice.config.v1.RateLimit
+	49, // 47: sluice.config.v1.Retry.backoff:type_name -> google.protobuf.Duration
+	2,  // 48: sluice.config.v1.QueryMatch.type:type_name -> sluice.config.v1.QueryMatchType
+	32, // 49: sluice.config.v1.HeaderModifier.set:type_name -> sluice.config.v1.HeaderValue
+	32, // 50: sluice.config.v1.HeaderModifier.add:type_name -> sluice.config.v1.HeaderValue
+	3,  // 51: sluice.config.v1.PathModifier.type:type_name -> sluice.config.v1.PathModifierType
+	34, // 52: sluice.config.v1.Redirect.path:type_name -> sluice.config.v1.PathModifier
+	34, // 53: sluice.config.v1.Rewrite.path:type_name -> sluice.config.v1.PathModifier
+	4,  // 54: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
+	5,  // 55: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
+	33, // 56: sluice.config.v1.WeightedBackend.request_headers:type_name -> sluice.config.v1.HeaderModifier
+	44, // 57: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
+	41, // 58: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
+	6,  // 59: sluice.config.v1.Backend.protocol:type_name -> sluice.config.v1.BackendProtocol
+	44, // 60: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
+	48, // 61: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	44, // 62: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
+	7,  // 63: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
+	20, // 64: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
+	47, // 65: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
+	0,  // 66: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
+	13, // 67: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
+	48, // 68: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
+	13, // 69: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
+	48, // 70: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
+	8,  // 71: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
+	45, // 72: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
+	14, // 73: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
+	46, // 74: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
+	73, // [73:75] is the sub-list for method output_type
+	71, // [71:73] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_sluice_config_v1_config_proto_init() }
@@ -4011,7 +4130,7 @@ func file_sluice_config_v1_config_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_config_v1_config_proto_rawDesc), len(file_sluice_config_v1_config_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

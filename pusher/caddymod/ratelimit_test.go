@@ -1,0 +1,142 @@
+package caddymod
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/sluice-io/sluice/internal/contract"
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+	"github.com/sluice-io/sluice/translator/translate"
+)
+
+// rateLimited installs one virtual host whose routes /a and /b share the zone of l, and /c
+// has a zone of its own with the same values, with the clock at the returned *time.Time.
+func rateLimited(t *testing.T, l *configv1.RateLimit) *time.Time {
+	t.Helper()
+	savedStore, savedNow := store, now
+	t.Cleanup(func() { store, now = savedStore, savedNow })
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now = func() time.Time { return clock }
+	other := &configv1.RateLimit{Zone: "other", RequestsPerSecond: l.GetRequestsPerSecond(), RequestsPerMinute: l.GetRequestsPerMinute(),
+		BurstMultiplier: l.GetBurstMultiplier(), Connections: l.GetConnections(), Exempt: l.GetExempt()}
+	rt := func(path string, l *configv1.RateLimit) *configv1.Route {
+		return &configv1.Route{Name: path, Path: &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: path},
+			RateLimit: l, Backends: []*configv1.WeightedBackend{{Backend: "b", Weight: 1}}}
+	}
+	res := &configv1.Resources{
+		VirtualHosts: []*configv1.VirtualHost{{Hostname: "a.example.com", Routes: []*configv1.Route{rt("/a", l), rt("/b", l), rt("/c", other)}}},
+		Backends:     []*configv1.Backend{{Name: "b", Endpoints: []*configv1.Endpoint{{Address: "10.0.0.1", Port: 80, Ready: true}}}}}
+	store = &Store{}
+	if err := store.Replace(&configv1.Config{Epoch: "e", Version: 1, Hash: translate.Hash(res), Resources: res}); err != nil {
+		t.Fatal(err)
+	}
+	return &clock
+}
+
+// status sends one request from client to path; block, when set, holds the request in the
+// backend until it is closed.
+func status(t *testing.T, client, path string, block chan struct{}) int {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodGet, "http://a.example.com"+path, nil)
+	r.RemoteAddr = netip.AddrPortFrom(netip.MustParseAddr(client), 5000).String()
+	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{}))
+	w := httptest.NewRecorder()
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		if block != nil {
+			<-block
+		}
+		w.WriteHeader(http.StatusOK)
+		return nil
+	})
+	if err := (&Router{}).ServeHTTP(w, r, next); err != nil {
+		t.Fatal(err)
+	}
+	return w.Code
+}
+
+// Route.rate_limit, requests per second: burst+1 requests of one client pass at once, the
+// next is 503; the excess drains at the rate; another client, an exempt one and another zone
+// are counted apart; the routes of one zone count together.
+func TestRateLimitAsNginxLimitReq(t *testing.T) {
+	clock := rateLimited(t, &configv1.RateLimit{Zone: "z", RequestsPerSecond: 2, BurstMultiplier: 2, Exempt: []string{"192.0.2.0/24"}})
+	want := func(what, client, path string, code int) {
+		t.Helper()
+		if got := status(t, client, path, nil); got != code {
+			t.Errorf("%s: %s %s: %d, want %d", what, client, path, got, code)
+		}
+	}
+	// Burst 4: five at once, on either route of the zone.
+	for i := range 5 {
+		want("within the burst", "10.0.0.1", []string{"/a", "/b"}[i%2], http.StatusOK)
+	}
+	want("over the burst", "10.0.0.1", "/a", http.StatusServiceUnavailable)
+	want("over the burst, the zone's other route", "10.0.0.1", "/b", http.StatusServiceUnavailable)
+	want("another zone", "10.0.0.1", "/c", http.StatusOK)
+	want("another client", "10.0.0.2", "/a", http.StatusOK)
+	for range 10 {
+		want("an exempt client", "192.0.2.7", "/a", http.StatusOK)
+	}
+	*clock = clock.Add(500 * time.Millisecond) // one request drained at 2/s
+	want("drained by one", "10.0.0.1", "/a", http.StatusOK)
+	want("and no more", "10.0.0.1", "/a", http.StatusServiceUnavailable)
+	*clock = clock.Add(10 * time.Second)
+	for range 5 {
+		want("drained whole", "10.0.0.1", "/b", http.StatusOK)
+	}
+}
+
+// Route.rate_limit, requests per minute and connections: both apply; a request over one is
+// refused without counting against the other.
+func TestRateLimitPerMinuteAndConnections(t *testing.T) {
+	clock := rateLimited(t, &configv1.RateLimit{Zone: "z", RequestsPerMinute: 60, BurstMultiplier: 1, Connections: 2})
+	block := make(chan struct{})
+	done := make(chan int, 2)
+	for range 2 {
+		go func() { done <- status(t, "10.0.0.1", "/a", block) }()
+	}
+	// Two requests held in progress; wait until the zone counts them.
+	for inFlight("10.0.0.1") != 2 {
+		runtime.Gosched()
+	}
+	if got := status(t, "10.0.0.1", "/a", nil); got != http.StatusServiceUnavailable {
+		t.Errorf("a third request in progress: %d, want 503", got)
+	}
+	close(block)
+	for range 2 {
+		if c := <-done; c != http.StatusOK {
+			t.Errorf("a held request: %d", c)
+		}
+	}
+	// 60/min with burst 60: 61 at once were allowed; two are taken, the refused one was not.
+	for i := range 59 {
+		if got := status(t, "10.0.0.1", "/a", nil); got != http.StatusOK {
+			t.Fatalf("request %d within the minute's burst: %d", i+3, got)
+		}
+	}
+	if got := status(t, "10.0.0.1", "/a", nil); got != http.StatusServiceUnavailable {
+		t.Errorf("over the minute's burst: %d, want 503", got)
+	}
+	*clock = clock.Add(time.Second) // one drained at 1/s
+	if got := status(t, "10.0.0.1", "/a", nil); got != http.StatusOK {
+		t.Errorf("a second later: %d, want 200", got)
+	}
+}
+
+// inFlight is how many requests of client the zone of route /a holds in progress.
+func inFlight(client string) uint32 {
+	rt := store.Current().Match(contract.Request{Scheme: "http", Host: "a.example.com", Method: http.MethodGet, Path: "/a", Header: http.Header{}})
+	z := rt.zone
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if c := z.clients[netip.MustParseAddr(client)]; c != nil {
+		return c.inFlight
+	}
+	return 0
+}
