@@ -268,6 +268,9 @@ func routeConditions(rt *configv1.Route) string {
 		}
 		c = append(c, "per client "+strings.Join(parts, " "))
 	}
+	if a := rt.GetSessionAffinity(); a != nil {
+		c = append(c, "sticky by cookie "+a.GetCookieName())
+	}
 	if len(c) == 0 {
 		return ""
 	}

@@ -336,6 +336,9 @@ func CheckRoute(rt *configv1.Route) error {
 	if err := CheckRateLimit(rt.GetRateLimit()); err != nil {
 		return fmt.Errorf("rate limit: %w", err)
 	}
+	if err := CheckSessionAffinity(rt.GetSessionAffinity()); err != nil {
+		return fmt.Errorf("session affinity: %w", err)
+	}
 	if rd := rt.GetRedirect(); rd != nil {
 		switch rd.GetStatusCode() {
 		case 0, 301, 302, 303, 307, 308:
@@ -396,6 +399,8 @@ func checkStop(rt *configv1.Route) error {
 		return fmt.Errorf("a stop route has a timeout")
 	case rt.GetClientAddresses() != nil || rt.GetMaxRequestBodyBytes() > 0 || rt.GetRateLimit() != nil:
 		return fmt.Errorf("a stop route has client address, body or rate limits")
+	case rt.GetSessionAffinity() != nil:
+		return fmt.Errorf("a stop route has session affinity")
 	}
 	return nil
 }

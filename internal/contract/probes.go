@@ -1,12 +1,14 @@
 package contract
 
 import (
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"regexp"
 	"regexp/syntax"
 	"sort"
+	"strconv"
 	"strings"
 
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
@@ -222,6 +224,10 @@ type Outcome struct {
 	Preflight bool
 	// Header, for a preflight, is the whole CORS header of the answer.
 	Header http.Header
+	// Pinned, when proxied, is the endpoint (address:port) the request's session affinity
+	// cookie names (Route.session_affinity): Backends is then its backend alone. Otherwise a
+	// route with session affinity sets its cookie to the endpoint that answers.
+	Pinned string
 }
 
 // Forward is what one backend of a route receives of a request when it is picked.
@@ -254,7 +260,16 @@ func OutcomeOf(res *configv1.Resources, req Request) Outcome {
 		return Outcome{Route: rt, Status: code, Location: loc}
 	}
 	o := Outcome{Route: rt, Status: http.StatusServiceUnavailable, InvalidShare: rt.GetInvalidWeight() > 0}
+	pinned, ep, isPinned := PinnedEndpoint(res, rt, req)
+	if isPinned {
+		// The affinity cookie names a ready endpoint of the route: that one, whatever the
+		// weights (and never the invalid share).
+		o.InvalidShare, o.Pinned = false, net.JoinHostPort(ep.GetAddress(), strconv.Itoa(int(ep.GetPort())))
+	}
 	for _, wb := range rt.GetBackends() {
+		if isPinned && wb.GetBackend() != pinned {
+			continue
+		}
 		for _, b := range res.GetBackends() {
 			if b.GetName() != wb.GetBackend() {
 				continue

@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -430,7 +431,19 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 		return nil, fmt.Errorf("its backends speak different protocols (h2c and HTTP/1.1): stock Caddy's reverse_proxy speaks one")
 	}
 	proxy := obj{"handler": "reverse_proxy", "upstreams": upstreams}
-	if len(distinct) > 1 {
+	if a := rt.GetSessionAffinity(); a != nil {
+		// Caddy's cookie policy pins a client to an upstream by an HMAC of its address; its
+		// cookie's Path is always "/", and its SameSite Lax (None over HTTPS). It is the one
+		// selection policy, so it cannot weigh backends as well.
+		if len(distinct) > 1 {
+			return nil, fmt.Errorf("it has session affinity and weighted backends: stock Caddy's reverse_proxy has one selection policy")
+		}
+		policy := obj{"policy": "cookie", "name": a.GetCookieName()}
+		if m := a.GetMaxAgeSeconds(); m > 0 {
+			policy["max_age"] = (time.Duration(m) * time.Second).String()
+		}
+		proxy["load_balancing"] = obj{"selection_policy": policy}
+	} else if len(distinct) > 1 {
 		proxy["load_balancing"] = obj{"selection_policy": obj{"policy": "weighted_round_robin", "weights": weights}}
 	}
 	transport := obj{}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
@@ -241,12 +242,24 @@ func (h *Router) serveRoute(w http.ResponseWriter, r *http.Request, next caddyht
 		w.WriteHeader(code)
 		return nil
 	}
-	b, wb, invalid := t.pick(rt)
-	if invalid {
-		return plain(w, http.StatusInternalServerError, "invalid backend reference\n")
+	a := rt.rt.GetSessionAffinity()
+	b, wb, pinned := t.pinned(rt, a, req)
+	if b == nil {
+		var invalid bool
+		if b, wb, invalid = t.pick(rt); invalid {
+			return plain(w, http.StatusInternalServerError, "invalid backend reference\n")
+		}
 	}
 	if b == nil {
 		return plain(w, http.StatusServiceUnavailable, "no ready endpoints\n")
+	}
+	if a != nil && pinned == nil {
+		// Session affinity: the endpoint is chosen here, and the answer names it.
+		pinned = b.upstreams[rand.IntN(len(b.upstreams))]
+		w.Header().Add("Set-Cookie", contract.AffinityCookie(a, b.affinityValue(pinned)))
+	}
+	if pinned != nil {
+		b = &backend{name: b.name, upstreams: []*reverseproxy.Upstream{pinned}, protocol: b.protocol}
 	}
 	// Mirrors get the request as the route forwards it, before the picked backend's own
 	// modifier; they are sent apart and never hold up what follows.

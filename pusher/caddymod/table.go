@@ -104,6 +104,7 @@ type queryMatch struct {
 }
 
 type backend struct {
+	name      string
 	upstreams []*reverseproxy.Upstream // ready endpoints only
 	// protocol is how reverse_proxy speaks to them: the router tells it through protocolVar.
 	protocol string
@@ -342,7 +343,7 @@ func compileRoute(rt *configv1.Route) (*route, error) {
 }
 
 func buildBackend(b *configv1.Backend) *backend {
-	out := &backend{}
+	out := &backend{name: b.GetName()}
 	if b.GetProtocol() == configv1.BackendProtocol_BACKEND_PROTOCOL_H2C {
 		out.protocol = protocolH2C
 	}
@@ -473,6 +474,37 @@ func (t *Table) pick(r *route) (b *backend, wb *configv1.WeightedBackend, invali
 		}
 	}
 	return nil, nil, true
+}
+
+// pinned is the backend of r (its entry wb) and the ready endpoint that req's session
+// affinity cookie names (contract.PinnedEndpoint), or nils.
+func (t *Table) pinned(r *route, a *configv1.SessionAffinity, req contract.Request) (*backend, *configv1.WeightedBackend, *reverseproxy.Upstream) {
+	if a == nil {
+		return nil, nil, nil
+	}
+	v := contract.AffinityCookieValue(a, req.Header)
+	if v == "" {
+		return nil, nil, nil
+	}
+	for _, wb := range r.backends {
+		b, _ := t.backends.get(wb.GetBackend())
+		if b == nil {
+			continue
+		}
+		for _, u := range b.upstreams {
+			if b.affinityValue(u) == v {
+				return b, wb, u
+			}
+		}
+	}
+	return nil, nil, nil
+}
+
+// affinityValue is the session affinity cookie value of endpoint u of b.
+func (b *backend) affinityValue(u *reverseproxy.Upstream) string {
+	host, port, _ := net.SplitHostPort(u.Dial)
+	p, _ := strconv.Atoi(port)
+	return contract.AffinityValue(b.name, host, uint32(p))
 }
 
 // Certificate returns the certificate for a handshake's server name (contract.CertificateFor):

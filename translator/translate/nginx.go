@@ -56,6 +56,8 @@ type nginxIngress struct {
 	maxBody uint64
 	// rateLimit: limit-rps, limit-rpm, limit-connections (one zone for the whole Ingress).
 	rateLimit *configv1.RateLimit
+	// affinity: affinity: cookie and session-cookie-*; its Path is the route's when unset.
+	affinity *configv1.SessionAffinity
 }
 
 // nginxRule is how Sluice answers one ingress-nginx annotation it does not serve.
@@ -91,9 +93,6 @@ const (
 // nginxRules are the ingress-nginx annotations Sluice does not serve (the prefix left out),
 // chosen from ingress-nginx's own list; nginxServed are those it does.
 var nginxRules = map[string]nginxRule{
-	"affinity":                                 {alt: "session affinity is not supported: every request goes to a random ready endpoint"},
-	"affinity-canary-behavior":                 {alt: "session affinity is not supported"},
-	"affinity-mode":                            {alt: "session affinity is not supported"},
 	"auth-always-set-cookie":                   {closed: true, alt: altAuth},
 	"auth-cache-duration":                      {closed: true, alt: altAuth},
 	"auth-cache-key":                           {closed: true, alt: altAuth},
@@ -180,15 +179,9 @@ var nginxRules = map[string]nginxRule{
 	"server-alias":                             {alt: "list the other names as rules of the Ingress"},
 	"server-snippet":                           {alt: altSnippet},
 	"service-upstream":                         {served: isValue("false"), alt: "requests go to the Service's endpoints, never to its cluster IP"},
-	"session-cookie-change-on-failure":         {alt: "session affinity is not supported"},
-	"session-cookie-conditional-samesite-none": {alt: "session affinity is not supported"},
-	"session-cookie-domain":                    {alt: "session affinity is not supported"},
-	"session-cookie-expires":                   {alt: "session affinity is not supported"},
-	"session-cookie-max-age":                   {alt: "session affinity is not supported"},
-	"session-cookie-name":                      {alt: "session affinity is not supported"},
-	"session-cookie-path":                      {alt: "session affinity is not supported"},
-	"session-cookie-samesite":                  {alt: "session affinity is not supported"},
-	"session-cookie-secure":                    {alt: "session affinity is not supported"},
+	"session-cookie-change-on-failure":         {alt: "a client whose endpoint is no longer ready is sent elsewhere and gets a new cookie; one whose endpoint fails is not moved"},
+	"session-cookie-conditional-samesite-none": {alt: "session-cookie-samesite applies to every client"},
+	"session-cookie-domain":                    {alt: "the cookie has no Domain attribute: it is the host's"},
 	"ssl-ciphers":                              {alt: "the cipher suites are Caddy's (Go's defaults), for every host alike"},
 	"ssl-passthrough":                          {closed: true, served: isValue("false"), alt: "TLS always ends at the proxy: the Ingress is not served, since its backend expects the client's TLS"},
 	"ssl-prefer-server-ciphers":                {alt: "the cipher suites are Caddy's (Go's defaults), for every host alike"},
@@ -203,6 +196,8 @@ var nginxRules = map[string]nginxRule{
 var nginxServed = map[string]bool{
 	"allowlist-source-range": true, "app-root": true, "backend-protocol": true, "denylist-source-range": true,
 	"proxy-body-size": true, "whitelist-source-range": true,
+	"affinity": true, "affinity-canary-behavior": true, "affinity-mode": true, "session-cookie-expires": true, "session-cookie-max-age": true,
+	"session-cookie-name": true, "session-cookie-path": true, "session-cookie-samesite": true, "session-cookie-secure": true,
 	"limit-allowlist": true, "limit-burst-multiplier": true, "limit-connections": true, "limit-rpm": true, "limit-rps": true, "limit-whitelist": true,
 	"canary": true, "canary-by-cookie": true, "canary-by-header": true, "canary-by-header-pattern": true, "canary-by-header-value": true,
 	"canary-weight": true, "canary-weight-total": true, "cors-allow-credentials": true, "cors-allow-headers": true, "cors-allow-methods": true,
@@ -394,6 +389,7 @@ func readNginx(ing *networkingv1.Ingress, add func(field string, sev configv1.Fi
 	n.cors = readCORS(ing, get, field, add)
 	n.clients = readSourceRanges(get, field, add, &n.refused)
 	n.rateLimit = readRateLimit(ing, get, field, add)
+	n.affinity = readAffinity(get, field, add)
 	if v, ok := get("proxy-body-size"); ok && v != "" {
 		size, err := nginxSize(v)
 		if err != nil {
@@ -453,6 +449,79 @@ func readSourceRanges(get func(string) (string, bool), field func(string) string
 	}
 	f.Allow, f.Deny = allow, deny
 	return &f
+}
+
+// readAffinity reads affinity: cookie with ingress-nginx's session-cookie-* (the cookie
+// INGRESSCOOKIE by default, HttpOnly, a session cookie unless session-cookie-max-age or
+// -expires gives it a lifetime in seconds).
+func readAffinity(get func(string) (string, bool), field func(string) string, add func(string, configv1.FindingSeverity, string, string)) *configv1.SessionAffinity {
+	v, ok := get("affinity")
+	if !ok || v == "" {
+		for _, name := range []string{"affinity-mode", "affinity-canary-behavior", "session-cookie-name", "session-cookie-path", "session-cookie-expires",
+			"session-cookie-max-age", "session-cookie-samesite", "session-cookie-secure"} {
+			if _, ok := get(name); ok {
+				add(field(name), sevWarn, "InvalidAnnotation", `without affinity: "cookie" it does nothing`)
+			}
+		}
+		return nil
+	}
+	if v != "cookie" {
+		add(field("affinity"), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not an affinity ingress-nginx has (cookie); requests are not pinned", v))
+		return nil
+	}
+	a := &configv1.SessionAffinity{CookieName: "INGRESSCOOKIE"}
+	if v, ok := get("session-cookie-name"); ok && v != "" {
+		if err := contract.CheckHeaderName(v); err != nil {
+			add(field("session-cookie-name"), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not a cookie name; INGRESSCOOKIE applies", v))
+		} else {
+			a.CookieName = v
+		}
+	}
+	if v, ok := get("session-cookie-path"); ok && v != "" {
+		a.Path = v
+		if err := contract.CheckSessionAffinity(a); err != nil {
+			add(field("session-cookie-path"), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not a cookie path; the route's path applies", v))
+			a.Path = ""
+		}
+	}
+	for _, name := range []string{"session-cookie-max-age", "session-cookie-expires"} {
+		if v, ok := get(name); ok && v != "" {
+			n, err := strconv.ParseUint(v, 10, 31)
+			if err != nil {
+				add(field(name), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not a number of seconds; the cookie lasts the session", v))
+				continue
+			}
+			if a.MaxAgeSeconds == 0 {
+				a.MaxAgeSeconds = uint32(n)
+			}
+		}
+	}
+	if v, ok := get("session-cookie-secure"); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			add(field("session-cookie-secure"), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not true or false; the cookie is not Secure", v))
+		}
+		a.Secure = b
+	}
+	if v, ok := get("session-cookie-samesite"); ok && v != "" {
+		switch strings.ToLower(v) {
+		case "strict":
+			a.SameSite = "Strict"
+		case "lax":
+			a.SameSite = "Lax"
+		case "none":
+			a.SameSite = "None"
+		default:
+			add(field("session-cookie-samesite"), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not Strict, Lax or None; the cookie has no SameSite", v))
+		}
+	}
+	if v, ok := get("affinity-mode"); ok && v != "" && v != "balanced" && v != "persistent" {
+		add(field("affinity-mode"), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not balanced or persistent; a client stays on its endpoint while it is ready", v))
+	}
+	if v, ok := get("affinity-canary-behavior"); ok && v != "" && v != "sticky" {
+		add(field("affinity-canary-behavior"), sevWarn, "UnsupportedAnnotation", fmt.Sprintf("%q is not supported: a client stays on its endpoint, canary or not (sticky)", v))
+	}
+	return a
 }
 
 // readRateLimit reads limit-rps, limit-rpm and limit-connections, each whole numbers, with
@@ -676,6 +745,14 @@ func (n nginxIngress) apply(route *configv1.Route, path string) {
 	route.ClientAddresses = n.clients
 	route.MaxRequestBodyBytes = n.maxBody
 	route.RateLimit = n.rateLimit
+	if n.affinity != nil {
+		a := proto.Clone(n.affinity).(*configv1.SessionAffinity)
+		if a.Path == "" && !n.regex && !strings.ContainsAny(path, ";, \t") {
+			// ingress-nginx's default: the location's path.
+			a.Path = path
+		}
+		route.SessionAffinity = a
+	}
 }
 
 // routeVariants are the forms of one Ingress route that the rest of its host can call for,

@@ -1909,9 +1909,11 @@ type Route struct {
 	// RateLimit, when set, answers 503 to a client address's requests over its rates or
 	// connections, after ClientAddresses and MaxRequestBodyBytes (ingress-nginx's limit-rps,
 	// limit-rpm, limit-connections).
-	RateLimit     *RateLimit `protobuf:"bytes,23,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RateLimit *RateLimit `protobuf:"bytes,23,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
+	// SessionAffinity, when set, keeps a client on the endpoint it was first sent to.
+	SessionAffinity *SessionAffinity `protobuf:"bytes,24,opt,name=session_affinity,json=sessionAffinity,proto3" json:"session_affinity,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Route) Reset() {
@@ -2105,6 +2107,98 @@ func (x *Route) GetRateLimit() *RateLimit {
 	return nil
 }
 
+func (x *Route) GetSessionAffinity() *SessionAffinity {
+	if x != nil {
+		return x.SessionAffinity
+	}
+	return nil
+}
+
+// SessionAffinity pins a client to an endpoint by a cookie the proxy sets (ingress-nginx's
+// affinity: cookie). A request whose cookie names a ready endpoint of one of the route's
+// backends (contract.AffinityValue) goes to that endpoint, whatever the weights; any other
+// goes where the route sends it, and the answer sets the cookie to the endpoint it reached.
+type SessionAffinity struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// CookieName is the cookie's name, an HTTP token.
+	CookieName string `protobuf:"bytes,1,opt,name=cookie_name,json=cookieName,proto3" json:"cookie_name,omitempty"`
+	// Path is the cookie's Path; "/" when empty.
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// MaxAgeSeconds, when not zero, is the cookie's Max-Age; zero makes a session cookie.
+	MaxAgeSeconds uint32 `protobuf:"varint,3,opt,name=max_age_seconds,json=maxAgeSeconds,proto3" json:"max_age_seconds,omitempty"`
+	// Secure adds the Secure attribute.
+	Secure bool `protobuf:"varint,4,opt,name=secure,proto3" json:"secure,omitempty"`
+	// SameSite, when set, is Strict, Lax or None.
+	SameSite      string `protobuf:"bytes,5,opt,name=same_site,json=sameSite,proto3" json:"same_site,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionAffinity) Reset() {
+	*x = SessionAffinity{}
+	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionAffinity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionAffinity) ProtoMessage() {}
+
+func (x *SessionAffinity) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionAffinity.ProtoReflect.Descriptor instead.
+func (*SessionAffinity) Descriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SessionAffinity) GetCookieName() string {
+	if x != nil {
+		return x.CookieName
+	}
+	return ""
+}
+
+func (x *SessionAffinity) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SessionAffinity) GetMaxAgeSeconds() uint32 {
+	if x != nil {
+		return x.MaxAgeSeconds
+	}
+	return 0
+}
+
+func (x *SessionAffinity) GetSecure() bool {
+	if x != nil {
+		return x.Secure
+	}
+	return false
+}
+
+func (x *SessionAffinity) GetSameSite() string {
+	if x != nil {
+		return x.SameSite
+	}
+	return ""
+}
+
 // RateLimit limits each client address (the TCP peer's). The routes whose RateLimit has the
 // same Zone and values count together: ingress-nginx counts all the paths of one Ingress as
 // one zone. A rate is nginx's limit_req with nodelay: a request is admitted while the
@@ -2132,7 +2226,7 @@ type RateLimit struct {
 
 func (x *RateLimit) Reset() {
 	*x = RateLimit{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2144,7 +2238,7 @@ func (x *RateLimit) String() string {
 func (*RateLimit) ProtoMessage() {}
 
 func (x *RateLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2157,7 +2251,7 @@ func (x *RateLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimit.ProtoReflect.Descriptor instead.
 func (*RateLimit) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{18}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RateLimit) GetZone() string {
@@ -2215,7 +2309,7 @@ type AddressFilter struct {
 
 func (x *AddressFilter) Reset() {
 	*x = AddressFilter{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2227,7 +2321,7 @@ func (x *AddressFilter) String() string {
 func (*AddressFilter) ProtoMessage() {}
 
 func (x *AddressFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2240,7 +2334,7 @@ func (x *AddressFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddressFilter.ProtoReflect.Descriptor instead.
 func (*AddressFilter) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{19}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AddressFilter) GetAllow() []string {
@@ -2277,7 +2371,7 @@ type Retry struct {
 
 func (x *Retry) Reset() {
 	*x = Retry{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2289,7 +2383,7 @@ func (x *Retry) String() string {
 func (*Retry) ProtoMessage() {}
 
 func (x *Retry) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2302,7 +2396,7 @@ func (x *Retry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retry.ProtoReflect.Descriptor instead.
 func (*Retry) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{20}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Retry) GetCodes() []uint32 {
@@ -2348,7 +2442,7 @@ type Cors struct {
 
 func (x *Cors) Reset() {
 	*x = Cors{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2454,7 @@ func (x *Cors) String() string {
 func (*Cors) ProtoMessage() {}
 
 func (x *Cors) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2467,7 @@ func (x *Cors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cors.ProtoReflect.Descriptor instead.
 func (*Cors) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{21}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Cors) GetAllowOrigins() []string {
@@ -2434,7 +2528,7 @@ type Mirror struct {
 
 func (x *Mirror) Reset() {
 	*x = Mirror{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2446,7 +2540,7 @@ func (x *Mirror) String() string {
 func (*Mirror) ProtoMessage() {}
 
 func (x *Mirror) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2459,7 +2553,7 @@ func (x *Mirror) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mirror.ProtoReflect.Descriptor instead.
 func (*Mirror) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{22}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Mirror) GetBackend() string {
@@ -2497,7 +2591,7 @@ type QueryMatch struct {
 
 func (x *QueryMatch) Reset() {
 	*x = QueryMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2509,7 +2603,7 @@ func (x *QueryMatch) String() string {
 func (*QueryMatch) ProtoMessage() {}
 
 func (x *QueryMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2522,7 +2616,7 @@ func (x *QueryMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryMatch.ProtoReflect.Descriptor instead.
 func (*QueryMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{23}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *QueryMatch) GetName() string {
@@ -2557,7 +2651,7 @@ type HeaderValue struct {
 
 func (x *HeaderValue) Reset() {
 	*x = HeaderValue{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2569,7 +2663,7 @@ func (x *HeaderValue) String() string {
 func (*HeaderValue) ProtoMessage() {}
 
 func (x *HeaderValue) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2582,7 +2676,7 @@ func (x *HeaderValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderValue.ProtoReflect.Descriptor instead.
 func (*HeaderValue) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{24}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HeaderValue) GetName() string {
@@ -2612,7 +2706,7 @@ type HeaderModifier struct {
 
 func (x *HeaderModifier) Reset() {
 	*x = HeaderModifier{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2624,7 +2718,7 @@ func (x *HeaderModifier) String() string {
 func (*HeaderModifier) ProtoMessage() {}
 
 func (x *HeaderModifier) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2637,7 +2731,7 @@ func (x *HeaderModifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderModifier.ProtoReflect.Descriptor instead.
 func (*HeaderModifier) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{25}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HeaderModifier) GetSet() []*HeaderValue {
@@ -2674,7 +2768,7 @@ type PathModifier struct {
 
 func (x *PathModifier) Reset() {
 	*x = PathModifier{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2686,7 +2780,7 @@ func (x *PathModifier) String() string {
 func (*PathModifier) ProtoMessage() {}
 
 func (x *PathModifier) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2699,7 +2793,7 @@ func (x *PathModifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathModifier.ProtoReflect.Descriptor instead.
 func (*PathModifier) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{26}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PathModifier) GetType() PathModifierType {
@@ -2744,7 +2838,7 @@ type Redirect struct {
 
 func (x *Redirect) Reset() {
 	*x = Redirect{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2756,7 +2850,7 @@ func (x *Redirect) String() string {
 func (*Redirect) ProtoMessage() {}
 
 func (x *Redirect) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2769,7 +2863,7 @@ func (x *Redirect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Redirect.ProtoReflect.Descriptor instead.
 func (*Redirect) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{27}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Redirect) GetScheme() string {
@@ -2826,7 +2920,7 @@ type Rewrite struct {
 
 func (x *Rewrite) Reset() {
 	*x = Rewrite{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2838,7 +2932,7 @@ func (x *Rewrite) String() string {
 func (*Rewrite) ProtoMessage() {}
 
 func (x *Rewrite) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2851,7 +2945,7 @@ func (x *Rewrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rewrite.ProtoReflect.Descriptor instead.
 func (*Rewrite) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{28}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Rewrite) GetHostname() string {
@@ -2879,7 +2973,7 @@ type PathMatch struct {
 
 func (x *PathMatch) Reset() {
 	*x = PathMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2891,7 +2985,7 @@ func (x *PathMatch) String() string {
 func (*PathMatch) ProtoMessage() {}
 
 func (x *PathMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2904,7 +2998,7 @@ func (x *PathMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathMatch.ProtoReflect.Descriptor instead.
 func (*PathMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{29}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PathMatch) GetType() PathMatchType {
@@ -2933,7 +3027,7 @@ type HeaderMatch struct {
 
 func (x *HeaderMatch) Reset() {
 	*x = HeaderMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2945,7 +3039,7 @@ func (x *HeaderMatch) String() string {
 func (*HeaderMatch) ProtoMessage() {}
 
 func (x *HeaderMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2958,7 +3052,7 @@ func (x *HeaderMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderMatch.ProtoReflect.Descriptor instead.
 func (*HeaderMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{30}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HeaderMatch) GetName() string {
@@ -2997,7 +3091,7 @@ type WeightedBackend struct {
 
 func (x *WeightedBackend) Reset() {
 	*x = WeightedBackend{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3009,7 +3103,7 @@ func (x *WeightedBackend) String() string {
 func (*WeightedBackend) ProtoMessage() {}
 
 func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3022,7 +3116,7 @@ func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedBackend.ProtoReflect.Descriptor instead.
 func (*WeightedBackend) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{31}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WeightedBackend) GetBackend() string {
@@ -3063,7 +3157,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3075,7 +3169,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3088,7 +3182,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{32}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Backend) GetName() string {
@@ -3141,7 +3235,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3153,7 +3247,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3166,7 +3260,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{33}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Endpoint) GetAddress() string {
@@ -3220,7 +3314,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3232,7 +3326,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3245,7 +3339,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{34}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Certificate) GetName() string {
@@ -3307,7 +3401,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3319,7 +3413,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3332,7 +3426,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{35}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Finding) GetObject() *ObjectRef {
@@ -3385,7 +3479,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3397,7 +3491,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3410,7 +3504,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{36}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ObjectRef) GetGroup() string {
@@ -3466,7 +3560,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[37]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3478,7 +3572,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[37]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3491,7 +3585,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{37}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetStatusRequest) GetIncludeResources() bool {
@@ -3515,7 +3609,7 @@ type GetStatusResponse struct {
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[38]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3527,7 +3621,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[38]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3540,7 +3634,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{38}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetStatusResponse) GetCurrent() *Config {
@@ -3584,7 +3678,7 @@ type PusherStatus struct {
 
 func (x *PusherStatus) Reset() {
 	*x = PusherStatus{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[39]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3596,7 +3690,7 @@ func (x *PusherStatus) String() string {
 func (*PusherStatus) ProtoMessage() {}
 
 func (x *PusherStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[39]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3609,7 +3703,7 @@ func (x *PusherStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PusherStatus.ProtoReflect.Descriptor instead.
 func (*PusherStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{39}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PusherStatus) GetPusherId() string {
@@ -3776,7 +3870,7 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\vVirtualHost\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12 \n" +
 	"\vcertificate\x18\x02 \x01(\tR\vcertificate\x12/\n" +
-	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xf6\b\n" +
+	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xc4\t\n" +
 	"\x05Route\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x04path\x18\x02 \x01(\v2\x1b.sluice.config.v1.PathMatchR\x04path\x127\n" +
@@ -3802,7 +3896,15 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\x10client_addresses\x18\x15 \x01(\v2\x1f.sluice.config.v1.AddressFilterR\x0fclientAddresses\x123\n" +
 	"\x16max_request_body_bytes\x18\x16 \x01(\x04R\x13maxRequestBodyBytes\x12:\n" +
 	"\n" +
-	"rate_limit\x18\x17 \x01(\v2\x1b.sluice.config.v1.RateLimitR\trateLimit\"\xe4\x01\n" +
+	"rate_limit\x18\x17 \x01(\v2\x1b.sluice.config.v1.RateLimitR\trateLimit\x12L\n" +
+	"\x10session_affinity\x18\x18 \x01(\v2!.sluice.config.v1.SessionAffinityR\x0fsessionAffinity\"\xa3\x01\n" +
+	"\x0fSessionAffinity\x12\x1f\n" +
+	"\vcookie_name\x18\x01 \x01(\tR\n" +
+	"cookieName\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12&\n" +
+	"\x0fmax_age_seconds\x18\x03 \x01(\rR\rmaxAgeSeconds\x12\x16\n" +
+	"\x06secure\x18\x04 \x01(\bR\x06secure\x12\x1b\n" +
+	"\tsame_site\x18\x05 \x01(\tR\bsameSite\"\xe4\x01\n" +
 	"\tRateLimit\x12\x12\n" +
 	"\x04zone\x18\x01 \x01(\tR\x04zone\x12.\n" +
 	"\x13requests_per_second\x18\x02 \x01(\rR\x11requestsPerSecond\x12.\n" +
@@ -3968,7 +4070,7 @@ func file_sluice_config_v1_config_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_config_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_sluice_config_v1_config_proto_goTypes = []any{
 	(DataPlaneKind)(0),            // 0: sluice.config.v1.DataPlaneKind
 	(RouteScheme)(0),              // 1: sluice.config.v1.RouteScheme
@@ -3996,30 +4098,31 @@ var file_sluice_config_v1_config_proto_goTypes = []any{
 	(*Resources)(nil),             // 23: sluice.config.v1.Resources
 	(*VirtualHost)(nil),           // 24: sluice.config.v1.VirtualHost
 	(*Route)(nil),                 // 25: sluice.config.v1.Route
-	(*RateLimit)(nil),             // 26: sluice.config.v1.RateLimit
-	(*AddressFilter)(nil),         // 27: sluice.config.v1.AddressFilter
-	(*Retry)(nil),                 // 28: sluice.config.v1.Retry
-	(*Cors)(nil),                  // 29: sluice.config.v1.Cors
-	(*Mirror)(nil),                // 30: sluice.config.v1.Mirror
-	(*QueryMatch)(nil),            // 31: sluice.config.v1.QueryMatch
-	(*HeaderValue)(nil),           // 32: sluice.config.v1.HeaderValue
-	(*HeaderModifier)(nil),        // 33: sluice.config.v1.HeaderModifier
-	(*PathModifier)(nil),          // 34: sluice.config.v1.PathModifier
-	(*Redirect)(nil),              // 35: sluice.config.v1.Redirect
-	(*Rewrite)(nil),               // 36: sluice.config.v1.Rewrite
-	(*PathMatch)(nil),             // 37: sluice.config.v1.PathMatch
-	(*HeaderMatch)(nil),           // 38: sluice.config.v1.HeaderMatch
-	(*WeightedBackend)(nil),       // 39: sluice.config.v1.WeightedBackend
-	(*Backend)(nil),               // 40: sluice.config.v1.Backend
-	(*Endpoint)(nil),              // 41: sluice.config.v1.Endpoint
-	(*Certificate)(nil),           // 42: sluice.config.v1.Certificate
-	(*Finding)(nil),               // 43: sluice.config.v1.Finding
-	(*ObjectRef)(nil),             // 44: sluice.config.v1.ObjectRef
-	(*GetStatusRequest)(nil),      // 45: sluice.config.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),     // 46: sluice.config.v1.GetStatusResponse
-	(*PusherStatus)(nil),          // 47: sluice.config.v1.PusherStatus
-	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 49: google.protobuf.Duration
+	(*SessionAffinity)(nil),       // 26: sluice.config.v1.SessionAffinity
+	(*RateLimit)(nil),             // 27: sluice.config.v1.RateLimit
+	(*AddressFilter)(nil),         // 28: sluice.config.v1.AddressFilter
+	(*Retry)(nil),                 // 29: sluice.config.v1.Retry
+	(*Cors)(nil),                  // 30: sluice.config.v1.Cors
+	(*Mirror)(nil),                // 31: sluice.config.v1.Mirror
+	(*QueryMatch)(nil),            // 32: sluice.config.v1.QueryMatch
+	(*HeaderValue)(nil),           // 33: sluice.config.v1.HeaderValue
+	(*HeaderModifier)(nil),        // 34: sluice.config.v1.HeaderModifier
+	(*PathModifier)(nil),          // 35: sluice.config.v1.PathModifier
+	(*Redirect)(nil),              // 36: sluice.config.v1.Redirect
+	(*Rewrite)(nil),               // 37: sluice.config.v1.Rewrite
+	(*PathMatch)(nil),             // 38: sluice.config.v1.PathMatch
+	(*HeaderMatch)(nil),           // 39: sluice.config.v1.HeaderMatch
+	(*WeightedBackend)(nil),       // 40: sluice.config.v1.WeightedBackend
+	(*Backend)(nil),               // 41: sluice.config.v1.Backend
+	(*Endpoint)(nil),              // 42: sluice.config.v1.Endpoint
+	(*Certificate)(nil),           // 43: sluice.config.v1.Certificate
+	(*Finding)(nil),               // 44: sluice.config.v1.Finding
+	(*ObjectRef)(nil),             // 45: sluice.config.v1.ObjectRef
+	(*GetStatusRequest)(nil),      // 46: sluice.config.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),     // 47: sluice.config.v1.GetStatusResponse
+	(*PusherStatus)(nil),          // 48: sluice.config.v1.PusherStatus
+	(*timestamppb.Timestamp)(nil), // 49: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 50: google.protobuf.Duration
 }
 var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	9,  // 0: sluice.config.v1.StreamConfigRequest.hello:type_name -> sluice.config.v1.Hello
@@ -4029,7 +4132,7 @@ var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	0,  // 4: sluice.config.v1.Hello.data_plane:type_name -> sluice.config.v1.DataPlaneKind
 	13, // 5: sluice.config.v1.Ack.config:type_name -> sluice.config.v1.ConfigRef
 	13, // 6: sluice.config.v1.Nack.config:type_name -> sluice.config.v1.ConfigRef
-	44, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
+	45, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
 	13, // 8: sluice.config.v1.Resync.have:type_name -> sluice.config.v1.ConfigRef
 	20, // 9: sluice.config.v1.StreamConfigResponse.config:type_name -> sluice.config.v1.Config
 	18, // 10: sluice.config.v1.StreamConfigResponse.initial_sync_complete:type_name -> sluice.config.v1.InitialSyncComplete
@@ -4039,69 +4142,70 @@ var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	16, // 14: sluice.config.v1.StreamConfigResponse.config_chunk:type_name -> sluice.config.v1.ConfigChunk
 	17, // 15: sluice.config.v1.StreamConfigResponse.config_end:type_name -> sluice.config.v1.ConfigEnd
 	23, // 16: sluice.config.v1.ConfigChunk.resources:type_name -> sluice.config.v1.Resources
-	48, // 17: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	49, // 17: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
 	23, // 18: sluice.config.v1.Config.resources:type_name -> sluice.config.v1.Resources
 	24, // 19: sluice.config.v1.ConfigDelta.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
-	40, // 20: sluice.config.v1.ConfigDelta.backends:type_name -> sluice.config.v1.Backend
-	42, // 21: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
+	41, // 20: sluice.config.v1.ConfigDelta.backends:type_name -> sluice.config.v1.Backend
+	43, // 21: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
 	22, // 22: sluice.config.v1.ConfigDelta.findings:type_name -> sluice.config.v1.ObjectFindings
-	44, // 23: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
-	44, // 24: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
-	43, // 25: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
+	45, // 23: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
+	45, // 24: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
+	44, // 25: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
 	24, // 26: sluice.config.v1.Resources.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
-	40, // 27: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
-	42, // 28: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
-	43, // 29: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
+	41, // 27: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
+	43, // 28: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
+	44, // 29: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
 	25, // 30: sluice.config.v1.VirtualHost.routes:type_name -> sluice.config.v1.Route
-	37, // 31: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
-	38, // 32: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
-	39, // 33: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
-	49, // 34: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
-	44, // 35: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
-	31, // 36: sluice.config.v1.Route.query:type_name -> sluice.config.v1.QueryMatch
-	33, // 37: sluice.config.v1.Route.request_headers:type_name -> sluice.config.v1.HeaderModifier
-	33, // 38: sluice.config.v1.Route.response_headers:type_name -> sluice.config.v1.HeaderModifier
-	35, // 39: sluice.config.v1.Route.redirect:type_name -> sluice.config.v1.Redirect
-	36, // 40: sluice.config.v1.Route.rewrite:type_name -> sluice.config.v1.Rewrite
+	38, // 31: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
+	39, // 32: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
+	40, // 33: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
+	50, // 34: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
+	45, // 35: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
+	32, // 36: sluice.config.v1.Route.query:type_name -> sluice.config.v1.QueryMatch
+	34, // 37: sluice.config.v1.Route.request_headers:type_name -> sluice.config.v1.HeaderModifier
+	34, // 38: sluice.config.v1.Route.response_headers:type_name -> sluice.config.v1.HeaderModifier
+	36, // 39: sluice.config.v1.Route.redirect:type_name -> sluice.config.v1.Redirect
+	37, // 40: sluice.config.v1.Route.rewrite:type_name -> sluice.config.v1.Rewrite
 	1,  // 41: sluice.config.v1.Route.scheme:type_name -> sluice.config.v1.RouteScheme
-	30, // 42: sluice.config.v1.Route.mirrors:type_name -> sluice.config.v1.Mirror
-	29, // 43: sluice.config.v1.Route.cors:type_name -> sluice.config.v1.Cors
-	28, // 44: sluice.config.v1.Route.retry:type_name -> sluice.config.v1.Retry
-	27, // 45: sluice.config.v1.Route.client_addresses:type_name -> sluice.config.v1.AddressFilter
-	26, // 46: sluice.config.v1.Route.rate_limit:type_name -> sluice.config.v1.RateLimit
-	49, // 47: sluice.config.v1.Retry.backoff:type_name -> google.protobuf.Duration
-	2,  // 48: sluice.config.v1.QueryMatch.type:type_name -> sluice.config.v1.QueryMatchType
-	32, // 49: sluice.config.v1.HeaderModifier.set:type_name -> sluice.config.v1.HeaderValue
-	32, // 50: sluice.config.v1.HeaderModifier.add:type_name -> sluice.config.v1.HeaderValue
-	3,  // 51: sluice.config.v1.PathModifier.type:type_name -> sluice.config.v1.PathModifierType
-	34, // 52: sluice.config.v1.Redirect.path:type_name -> sluice.config.v1.PathModifier
-	34, // 53: sluice.config.v1.Rewrite.path:type_name -> sluice.config.v1.PathModifier
-	4,  // 54: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
-	5,  // 55: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
-	33, // 56: sluice.config.v1.WeightedBackend.request_headers:type_name -> sluice.config.v1.HeaderModifier
-	44, // 57: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
-	41, // 58: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
-	6,  // 59: sluice.config.v1.Backend.protocol:type_name -> sluice.config.v1.BackendProtocol
-	44, // 60: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
-	48, // 61: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	44, // 62: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
-	7,  // 63: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
-	20, // 64: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
-	47, // 65: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
-	0,  // 66: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
-	13, // 67: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
-	48, // 68: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
-	13, // 69: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
-	48, // 70: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
-	8,  // 71: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
-	45, // 72: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
-	14, // 73: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
-	46, // 74: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
-	73, // [73:75] is the sub-list for method output_type
-	71, // [71:73] is the sub-list for method input_type
-	71, // [71:71] is the sub-list for extension type_name
-	71, // [71:71] is the sub-list for extension extendee
-	0,  // [0:71] is the sub-list for field type_name
+	31, // 42: sluice.config.v1.Route.mirrors:type_name -> sluice.config.v1.Mirror
+	30, // 43: sluice.config.v1.Route.cors:type_name -> sluice.config.v1.Cors
+	29, // 44: sluice.config.v1.Route.retry:type_name -> sluice.config.v1.Retry
+	28, // 45: sluice.config.v1.Route.client_addresses:type_name -> sluice.config.v1.AddressFilter
+	27, // 46: sluice.config.v1.Route.rate_limit:type_name -> sluice.config.v1.RateLimit
+	26, // 47: sluice.config.v1.Route.session_affinity:type_name -> sluice.config.v1.SessionAffinity
+	50, // 48: sluice.config.v1.Retry.backoff:type_name -> google.protobuf.Duration
+	2,  // 49: sluice.config.v1.QueryMatch.type:type_name -> sluice.config.v1.QueryMatchType
+	33, // 50: sluice.config.v1.HeaderModifier.set:type_name -> sluice.config.v1.HeaderValue
+	33, // 51: sluice.config.v1.HeaderModifier.add:type_name -> sluice.config.v1.HeaderValue
+	3,  // 52: sluice.config.v1.PathModifier.type:type_name -> sluice.config.v1.PathModifierType
+	35, // 53: sluice.config.v1.Redirect.path:type_name -> sluice.config.v1.PathModifier
+	35, // 54: sluice.config.v1.Rewrite.path:type_name -> sluice.config.v1.PathModifier
+	4,  // 55: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
+	5,  // 56: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
+	34, // 57: sluice.config.v1.WeightedBackend.request_headers:type_name -> sluice.config.v1.HeaderModifier
+	45, // 58: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
+	42, // 59: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
+	6,  // 60: sluice.config.v1.Backend.protocol:type_name -> sluice.config.v1.BackendProtocol
+	45, // 61: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
+	49, // 62: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	45, // 63: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
+	7,  // 64: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
+	20, // 65: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
+	48, // 66: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
+	0,  // 67: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
+	13, // 68: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
+	49, // 69: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
+	13, // 70: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
+	49, // 71: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
+	8,  // 72: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
+	46, // 73: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
+	14, // 74: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
+	47, // 75: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
+	74, // [74:76] is the sub-list for method output_type
+	72, // [72:74] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_sluice_config_v1_config_proto_init() }
@@ -4130,7 +4234,7 @@ func file_sluice_config_v1_config_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_config_v1_config_proto_rawDesc), len(file_sluice_config_v1_config_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
