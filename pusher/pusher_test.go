@@ -631,8 +631,12 @@ func TestCaddyRoutesEveryGoldenCaseLikeTheReference(t *testing.T) {
 func replayGoldens(t *testing.T, stock bool) {
 	n := testenv.SharedNet(t)
 	backends := map[string]*testenv.Backend{}
-	for _, name := range []string{"web", "api", "v6", "empty"} {
-		b, err := n.StartBackend(name)
+	for _, name := range []string{"web", "api", "v6", "empty", "tls"} {
+		start := n.StartBackend
+		if name == "tls" {
+			start = n.StartTLSBackend // Services named tls speak TLS (backend-protocol HTTPS)
+		}
+		b, err := start(name)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -72,6 +72,16 @@ func Probes(res *configv1.Resources) []Request {
 			if c := rt.GetCors(); c != nil {
 				variants = append(variants, corsProbes(c, withQuery(full, q))...)
 			}
+			if a := rt.GetSessionAffinity(); a != nil {
+				// A client pinned to the first ready endpoint of the route's first backend
+				// that has one.
+				if v := firstPin(res, rt); v != "" {
+					pinned := withQuery(full, q)
+					pinned.Header = full.Header.Clone()
+					pinned.Header.Add("Cookie", a.GetCookieName()+"="+v)
+					variants = append(variants, pinned)
+				}
+			}
 			if max := rt.GetMaxRequestBodyBytes(); max > 0 {
 				// A body of the limit, and (for a limit small enough to send often) one over it.
 				at := withQuery(full, q)
@@ -101,6 +111,24 @@ func Probes(res *configv1.Resources) []Request {
 		}
 	}
 	return out
+}
+
+// firstPin is the affinity cookie value of the first ready endpoint of rt's first backend
+// that has one, "" for none.
+func firstPin(res *configv1.Resources, rt *configv1.Route) string {
+	for _, wb := range rt.GetBackends() {
+		for _, b := range res.GetBackends() {
+			if b.GetName() != wb.GetBackend() {
+				continue
+			}
+			for _, e := range b.GetEndpoints() {
+				if e.GetReady() {
+					return AffinityValue(b.GetName(), e.GetAddress(), e.GetPort())
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // ProbeClient is the client address of every probe: a test sends them from the proxy's

@@ -41,20 +41,27 @@ func NewModule(cfg Config) (*ModuleTarget, error) {
 }
 
 // The request variable through which the module's router says which reverse_proxy speaks
-// the backend it picked (caddymod's protocolVar and protocolH2C): ModuleH2C selects the one
-// that speaks HTTP/2 over cleartext, anything else the default one.
+// the backend it picked (caddymod's protocolVar, protocolH2C and protocolTLS): ModuleH2C
+// selects the one that speaks HTTP/2 over cleartext, ModuleTLS the one that speaks TLS
+// without verifying the endpoint (BACKEND_PROTOCOL_TLS), anything else the default one.
 const (
 	ModuleProtocolVar = "sluice.protocol"
 	ModuleH2C         = "h2c"
+	ModuleTLS         = "tls"
+	// ModuleHostVar holds the Host a TLS backend is sent (caddymod's hostVar): Caddy's
+	// transport would otherwise set the endpoint's address, where ingress-nginx keeps the
+	// request's (or upstream-vhost's) Host.
+	ModuleHostVar = "sluice.host"
 )
 
 // ModuleConfig is Caddy's whole config with the module: the admin endpoint, an HTTP and an
 // HTTPS server and one per further listener, whose routes are the module's router (told its
 // server's listener) followed by reverse_proxy with the module's upstreams, and
-// certificates from the module at handshake time. There are two reverse_proxy handlers, as
-// a transport's HTTP versions are fixed in its config: one whose transport speaks HTTP/2
-// over cleartext with prior knowledge (Caddy's "h2c" version) for the backends whose Service
-// port says kubernetes.io/h2c, chosen by the router's ModuleProtocolVar, and the default one
+// certificates from the module at handshake time. There are three reverse_proxy handlers, as
+// a transport's HTTP versions and TLS are fixed in its config: one whose transport speaks
+// HTTP/2 over cleartext with prior knowledge (Caddy's "h2c" version) for the backends whose
+// Service port says kubernetes.io/h2c, one that speaks TLS without verifying the endpoint
+// (BACKEND_PROTOCOL_TLS), each chosen by the router's ModuleProtocolVar, and the default one
 // for every other backend.
 func ModuleConfig(o RenderOptions) []byte {
 	servers := obj{}
@@ -68,6 +75,10 @@ func ModuleConfig(o RenderOptions) []byte {
 			obj{"match": []any{obj{"vars": obj{ModuleProtocolVar: []string{ModuleH2C}}}}, "terminal": true,
 				"handle": []any{obj{"handler": "reverse_proxy", "dynamic_upstreams": obj{"source": "sluice"},
 					"transport": obj{"protocol": "http", "versions": []string{"h2c"}}}}},
+			obj{"match": []any{obj{"vars": obj{ModuleProtocolVar: []string{ModuleTLS}}}}, "terminal": true,
+				"handle": []any{obj{"handler": "reverse_proxy", "dynamic_upstreams": obj{"source": "sluice"},
+					"transport": obj{"protocol": "http", "tls": obj{"insecure_skip_verify": true}},
+					"headers":   obj{"request": obj{"set": obj{"Host": []string{"{http.vars." + ModuleHostVar + "}"}}}}}}},
 			obj{"handle": []any{obj{"handler": "reverse_proxy", "dynamic_upstreams": obj{"source": "sluice"}}}},
 		}
 		srv := obj{"listen": []string{sv.listen}, "routes": routes, "automatic_https": obj{"disable": true}}

@@ -428,7 +428,7 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 	// one of them spoken to in the other's (whether or not they have ready endpoints, so
 	// that readiness never decides a refusal).
 	if len(protocols) > 1 {
-		return nil, fmt.Errorf("its backends speak different protocols (h2c and HTTP/1.1): stock Caddy's reverse_proxy speaks one")
+		return nil, fmt.Errorf("its backends speak different protocols (of HTTP/1.1, h2c and TLS): stock Caddy's reverse_proxy speaks one")
 	}
 	proxy := obj{"handler": "reverse_proxy", "upstreams": upstreams}
 	if a := rt.GetSessionAffinity(); a != nil {
@@ -453,6 +453,17 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 	if protocols[configv1.BackendProtocol_BACKEND_PROTOCOL_H2C] {
 		// HTTP/2 over cleartext with prior knowledge (appProtocol kubernetes.io/h2c).
 		transport["versions"] = []string{"h2c"}
+	}
+	if protocols[configv1.BackendProtocol_BACKEND_PROTOCOL_TLS] {
+		// TLS, the endpoint's certificate unverified (BACKEND_PROTOCOL_TLS). Caddy's TLS
+		// transport sends the endpoint's address as Host; the request's (or the rewrite's)
+		// is kept, as ingress-nginx keeps it.
+		transport["tls"] = obj{"insecure_skip_verify": true}
+		host := "{http.request.hostport}"
+		if h := rt.GetRewrite().GetHostname(); h != "" {
+			host = literal(h)
+		}
+		proxy["headers"] = obj{"request": obj{"set": obj{"Host": []string{host}}}}
 	}
 	if len(transport) > 0 {
 		transport["protocol"] = "http"
@@ -579,7 +590,7 @@ func redirect(rt *configv1.Route, rd *configv1.Redirect, scheme string) []any {
 	loc := to + "://"
 	switch {
 	case rd.GetPort() != 0:
-		host := "{http.request.host}"
+		host := "{http.request.hostport}"
 		if rd.GetHostname() != "" {
 			host = literal(rd.GetHostname())
 		}

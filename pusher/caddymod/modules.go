@@ -41,11 +41,16 @@ const upstreamsVar = "sluice.upstreams"
 
 // protocolVar is the request variable through which the router tells Caddy's config which
 // reverse_proxy speaks the chosen backend's protocol: protocolH2C selects the one whose
-// transport speaks HTTP/2 over cleartext (ProtocolVar and ProtocolH2C in pusher/caddy's
+// transport speaks HTTP/2 over cleartext, protocolTLS the one that speaks TLS without
+// verifying the endpoint (ModuleProtocolVar, ModuleH2C and ModuleTLS in pusher/caddy's
 // ModuleConfig); unset or empty, the default one (HTTP/1.1).
 const (
 	protocolVar = "sluice.protocol"
 	protocolH2C = "h2c"
+	protocolTLS = "tls"
+	// hostVar is the Host a TLS backend is sent (pusher/caddy's ModuleHostVar): the TLS
+	// reverse_proxy sets it, since Caddy's TLS transport would send the endpoint's address.
+	hostVar = "sluice.host"
 )
 
 // Admin is the pusher's endpoint on Caddy's admin API (admin.api.sluice).
@@ -295,6 +300,9 @@ func forward(rt *route, req contract.Request, b *backend, wb *configv1.WeightedB
 	}
 	caddyhttp.SetVar(r.Context(), upstreamsVar, b.upstreams)
 	caddyhttp.SetVar(r.Context(), protocolVar, b.protocol)
+	if b.protocol == protocolTLS {
+		caddyhttp.SetVar(r.Context(), hostVar, r.Host)
+	}
 }
 
 // modifiedResponse applies the route's CORS headers and then its response header modifier

@@ -344,8 +344,11 @@ func compileRoute(rt *configv1.Route) (*route, error) {
 
 func buildBackend(b *configv1.Backend) *backend {
 	out := &backend{name: b.GetName()}
-	if b.GetProtocol() == configv1.BackendProtocol_BACKEND_PROTOCOL_H2C {
+	switch b.GetProtocol() {
+	case configv1.BackendProtocol_BACKEND_PROTOCOL_H2C:
 		out.protocol = protocolH2C
+	case configv1.BackendProtocol_BACKEND_PROTOCOL_TLS:
+		out.protocol = protocolTLS
 	}
 	for _, ep := range b.GetEndpoints() {
 		if ep.GetReady() {

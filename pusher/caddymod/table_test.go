@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -223,6 +224,17 @@ func TestRouterDoesWhatTheReferenceSays(t *testing.T) {
 					t.Errorf("%s: %d copies, want at least the %d of whole mirrors", what, len(copies), whole)
 				}
 				resp := backendHeader(got.backend)
+				if a := want.Route.GetSessionAffinity(); a != nil {
+					// Pinned where the cookie said, or given the cookie of the endpoint reached.
+					if want.Pinned != "" && got.dial != want.Pinned {
+						t.Errorf("%s: sent to %s, want the pinned %s", what, got.dial, want.Pinned)
+					}
+					if want.Pinned == "" {
+						host, port, _ := net.SplitHostPort(got.dial)
+						p, _ := strconv.Atoi(port)
+						resp.Add("Set-Cookie", contract.AffinityCookie(a, contract.AffinityValue(got.backend, host, uint32(p))))
+					}
+				}
 				contract.ApplyResponseCORS(want.Route.GetCors(), req, resp)
 				contract.ModifyHeaders(want.Route.GetResponseHeaders(), resp)
 				if !sameHeader(got.response, resp) {
@@ -242,6 +254,7 @@ type routed struct {
 	status           int
 	location         string
 	backend          string
+	dial             string // the endpoint reverse_proxy was handed first
 	host, path       string
 	header, response http.Header
 }
@@ -275,7 +288,7 @@ func routeThrough(t *testing.T, req contract.Request, upstreams map[string]strin
 		ups, _ := caddyhttp.GetVar(r.Context(), upstreamsVar).([]*reverseproxy.Upstream)
 		if len(ups) > 0 {
 			protocol, _ := caddyhttp.GetVar(r.Context(), protocolVar).(string)
-			got.backend = upstreams[protocol+" "+ups[0].Dial]
+			got.backend, got.dial = upstreams[protocol+" "+ups[0].Dial], ups[0].Dial
 		}
 		got.host, got.path, got.header = r.Host, r.URL.Path, r.Header.Clone()
 		for k, v := range backendHeader(got.backend) {

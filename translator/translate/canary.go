@@ -174,7 +174,7 @@ func canaryMismatch(main *configv1.Route, cb string) string {
 		switch {
 		case b.GetBackend() == cb:
 			return fmt.Sprintf("its backend %s is the main Ingress's own: there is nothing to split", cb)
-		case strings.HasSuffix(b.GetBackend(), h2cSuffix) != strings.HasSuffix(cb, h2cSuffix):
+		case protocolSuffix(b.GetBackend()) != protocolSuffix(cb):
 			return "the main Ingress and the canary speak different protocols to their Services (backend-protocol): set the same on both"
 		}
 	}

@@ -688,7 +688,10 @@ func (t *Translator) resolveBackend(lo *ingressOut, b networkingv1.IngressBacken
 		return ""
 	}
 	name := backendName(svc.Namespace, svc.Name, port.Port)
-	if lo.nginx.h2c && backendProtocol(port.AppProtocol) != configv1.BackendProtocol_BACKEND_PROTOCOL_H2C {
+	switch {
+	case lo.nginx.tls:
+		name += tlsSuffix
+	case lo.nginx.h2c && backendProtocol(port.AppProtocol) != configv1.BackendProtocol_BACKEND_PROTOCOL_H2C:
 		name += h2cSuffix
 	}
 	lo.refs = append(lo.refs, backendRef{name: name, field: field + ".service"})
@@ -716,8 +719,22 @@ func backendName(ns, svc string, port int32) string { return fmt.Sprintf("%s/%s:
 // another Ingress may speak HTTP/1.1 to the same port.
 const h2cSuffix = "+h2c"
 
+// tlsSuffix ends the name of a backend that an Ingress's backend-protocol HTTPS or GRPCS
+// makes speak TLS to its Service port (BACKEND_PROTOCOL_TLS): a backend of its own, as h2c.
+const tlsSuffix = "+tls"
+
+// protocolSuffix is the suffix a backend name ends with that says its protocol, "" for none.
+func protocolSuffix(name string) string {
+	for _, s := range []string{h2cSuffix, tlsSuffix} {
+		if strings.HasSuffix(name, s) {
+			return s
+		}
+	}
+	return ""
+}
+
 func parseBackendName(name string) (nsName, int32) {
-	name = strings.TrimSuffix(name, h2cSuffix)
+	name = strings.TrimSuffix(name, protocolSuffix(name))
 	ns, rest, _ := strings.Cut(name, "/")
 	svc, port, _ := strings.Cut(rest, ":")
 	p, _ := strconv.Atoi(port)
@@ -745,8 +762,15 @@ func (t *Translator) rebuildBackend(name string) {
 	sk, port := parseBackendName(name)
 	old := t.backends[name]
 	nb := buildBackend(t.services[sk], port, t.slicesOf(sk))
-	if strings.HasSuffix(name, h2cSuffix) && nb.be.GetName() != "" {
-		nb.be.Name, nb.be.Protocol = name, configv1.BackendProtocol_BACKEND_PROTOCOL_H2C
+	switch protocolSuffix(name) {
+	case h2cSuffix:
+		if nb.be.GetName() != "" {
+			nb.be.Name, nb.be.Protocol = name, configv1.BackendProtocol_BACKEND_PROTOCOL_H2C
+		}
+	case tlsSuffix:
+		if nb.be.GetName() != "" {
+			nb.be.Name, nb.be.Protocol = name, configv1.BackendProtocol_BACKEND_PROTOCOL_TLS
+		}
 	}
 	t.backends[name] = nb
 	t.svcBackends.add(sk, name)

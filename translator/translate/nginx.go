@@ -48,6 +48,7 @@ type nginxIngress struct {
 	requestHeaders   *configv1.HeaderModifier // x-forwarded-prefix
 	cors             *configv1.Cors
 	h2c              bool // backend-protocol GRPC or H2C: the endpoints speak HTTP/2 over cleartext
+	tls              bool // backend-protocol HTTPS or GRPCS: TLS to the endpoints, unverified
 	refused          bool // an annotation the Ingress must not be served without
 	// canary: the Ingress is a canary (canary.go): its paths join the main Ingress's.
 	canary *canary
@@ -165,17 +166,17 @@ var nginxRules = map[string]nginxRule{
 	"proxy-redirect-to":                        {alt: "Location is passed on as the backend sent it"},
 	"proxy-request-buffering":                  {served: isValue("off"), alt: "not configurable: Caddy's reverse proxy streams request bodies without buffering them"},
 	"proxy-send-timeout":                       {alt: "no per-write timeout; sluice.io/request-timeout bounds the whole request"},
-	"proxy-ssl-ciphers":                        {error: true, alt: "HTTPS upstreams are not supported"},
-	"proxy-ssl-name":                           {error: true, alt: "HTTPS upstreams are not supported"},
-	"proxy-ssl-protocols":                      {error: true, alt: "HTTPS upstreams are not supported"},
-	"proxy-ssl-secret":                         {error: true, alt: "HTTPS upstreams are not supported"},
-	"proxy-ssl-server-name":                    {error: true, alt: "HTTPS upstreams are not supported"},
-	"proxy-ssl-session-reuse":                  {error: true, alt: "HTTPS upstreams are not supported"},
-	"proxy-ssl-verify":                         {error: true, alt: "HTTPS upstreams are not supported"},
-	"proxy-ssl-verify-depth":                   {error: true, alt: "HTTPS upstreams are not supported"},
+	"proxy-ssl-ciphers":                        {alt: "the cipher suites to the endpoints are Go's defaults"},
+	"proxy-ssl-name":                           {alt: "no server name (SNI) is sent to the endpoints, as with ingress-nginx's default proxy-ssl-server-name: off"},
+	"proxy-ssl-protocols":                      {alt: "TLS 1.2 and 1.3 to the endpoints, Go's defaults"},
+	"proxy-ssl-secret":                         {error: true, alt: "no client certificate is presented to the endpoints, and their certificates are not verified"},
+	"proxy-ssl-server-name":                    {served: isValue("off"), alt: "no server name (SNI) is sent to the endpoints"},
+	"proxy-ssl-session-reuse":                  {served: anyValue, alt: altNotNeeded},
+	"proxy-ssl-verify":                         {closed: true, served: isValue("off"), alt: "Sluice does not verify the endpoints' certificates, and serving the Ingress without the check would trust any endpoint"},
+	"proxy-ssl-verify-depth":                   {served: anyValue, alt: altNotNeeded},
 	"relative-redirects":                       {served: isValue("false"), alt: "Location headers of redirects are absolute"},
 	"satisfy":                                  {closed: true, alt: altAuth},
-	"secure-verify-ca-secret":                  {error: true, alt: "HTTPS upstreams are not supported"},
+	"secure-verify-ca-secret":                  {closed: true, alt: "Sluice does not verify the endpoints' certificates, and serving the Ingress without the check would trust any endpoint"},
 	"server-alias":                             {alt: "list the other names as rules of the Ingress"},
 	"server-snippet":                           {alt: altSnippet},
 	"service-upstream":                         {served: isValue("false"), alt: "requests go to the Service's endpoints, never to its cluster IP"},
@@ -380,8 +381,12 @@ func readNginx(ing *networkingv1.Ingress, add func(field string, sev configv1.Fi
 		case "GRPC", "H2C":
 			// nginx's grpc_pass and h2c both speak HTTP/2 with prior knowledge, in cleartext.
 			n.h2c = true
-		case "HTTPS", "GRPCS", "AJP", "FCGI":
-			add(field("backend-protocol"), sevError, "UnsupportedAnnotation", fmt.Sprintf("%sbackend-protocol: %q is not supported (HTTPS, GRPCS, AJP and FCGI upstreams are not): the endpoints are spoken to in HTTP/1.1, so the routes cannot reach them as meant", NginxAnnotationPrefix, v))
+		case "HTTPS", "GRPCS":
+			// nginx's proxy_pass https:// and grpcs://: TLS, the certificate unverified unless
+			// proxy-ssl-verify (which keeps the Ingress out), HTTP/2 for gRPC by ALPN.
+			n.tls = true
+		case "AJP", "FCGI":
+			add(field("backend-protocol"), sevError, "UnsupportedAnnotation", fmt.Sprintf("%sbackend-protocol: %q is not supported (AJP and FCGI upstreams are not): the endpoints are spoken to in HTTP/1.1, so the routes cannot reach them as meant", NginxAnnotationPrefix, v))
 		default:
 			add(field("backend-protocol"), sevError, "InvalidAnnotation", fmt.Sprintf("%q is not a backend protocol (HTTP, HTTPS, GRPC, GRPCS, H2C, AJP or FCGI); the endpoints are spoken to in HTTP/1.1", v))
 		}

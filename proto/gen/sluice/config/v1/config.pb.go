@@ -363,6 +363,10 @@ const (
 	// BACKEND_PROTOCOL_H2C: HTTP/2 over cleartext with prior knowledge (appProtocol
 	// kubernetes.io/h2c), whatever protocol the client spoke.
 	BackendProtocol_BACKEND_PROTOCOL_H2C BackendProtocol = 1
+	// BACKEND_PROTOCOL_TLS: TLS to the endpoints, HTTP/2 or HTTP/1.1 by ALPN, without
+	// verifying their certificates (ingress-nginx's backend-protocol HTTPS or GRPCS without
+	// proxy-ssl-verify): the traffic is encrypted, the endpoint not authenticated.
+	BackendProtocol_BACKEND_PROTOCOL_TLS BackendProtocol = 2
 )
 
 // Enum value maps for BackendProtocol.
@@ -370,10 +374,12 @@ var (
 	BackendProtocol_name = map[int32]string{
 		0: "BACKEND_PROTOCOL_UNSPECIFIED",
 		1: "BACKEND_PROTOCOL_H2C",
+		2: "BACKEND_PROTOCOL_TLS",
 	}
 	BackendProtocol_value = map[string]int32{
 		"BACKEND_PROTOCOL_UNSPECIFIED": 0,
 		"BACKEND_PROTOCOL_H2C":         1,
+		"BACKEND_PROTOCOL_TLS":         2,
 	}
 )
 
@@ -4045,10 +4051,11 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\x0fHeaderMatchType\x12!\n" +
 	"\x1dHEADER_MATCH_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17HEADER_MATCH_TYPE_EXACT\x10\x01\x12\x1b\n" +
-	"\x17HEADER_MATCH_TYPE_REGEX\x10\x02*M\n" +
+	"\x17HEADER_MATCH_TYPE_REGEX\x10\x02*g\n" +
 	"\x0fBackendProtocol\x12 \n" +
 	"\x1cBACKEND_PROTOCOL_UNSPECIFIED\x10\x00\x12\x18\n" +
-	"\x14BACKEND_PROTOCOL_H2C\x10\x01*m\n" +
+	"\x14BACKEND_PROTOCOL_H2C\x10\x01\x12\x18\n" +
+	"\x14BACKEND_PROTOCOL_TLS\x10\x02*m\n" +
 	"\x0fFindingSeverity\x12 \n" +
 	"\x1cFINDING_SEVERITY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FINDING_SEVERITY_WARNING\x10\x01\x12\x1a\n" +
