@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Answer is the JSON body a backend answers with.
@@ -24,13 +25,24 @@ type Answer struct {
 }
 
 // Handler answers as backend name (and pod, when not empty). A request for /status/NNN is
-// answered with status NNN, so that a readiness probe or a test can ask for a failure.
+// answered with status NNN, so that a readiness probe or a test can ask for a failure; one
+// for /delay/D (a Go duration, at most a minute) is answered after D, so that a test can ask
+// for a slow endpoint.
 func Handler(name, pod string, count func()) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if count != nil {
 			count()
 		}
 		code := http.StatusOK
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/delay/"); ok {
+			if d, err := time.ParseDuration(rest); err == nil && d > 0 && d <= time.Minute {
+				select {
+				case <-time.After(d):
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}
 		if rest, ok := strings.CutPrefix(r.URL.Path, "/status/"); ok {
 			if n, err := strconv.Atoi(rest); err == nil && n >= 200 && n <= 599 {
 				code = n

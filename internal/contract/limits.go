@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
@@ -103,4 +106,22 @@ func guard(rt *configv1.Route, req Request) int {
 		return http.StatusRequestEntityTooLarge
 	}
 	return 0
+}
+
+// MaxBackendTimeout bounds each of a route's backend timeouts.
+const MaxBackendTimeout = 24 * time.Hour
+
+// CheckBackendTimeouts returns why a data plane could not apply t: a timeout that is not
+// positive, over MaxBackendTimeout, or not whole milliseconds.
+func CheckBackendTimeouts(t *configv1.BackendTimeouts) error {
+	for name, d := range map[string]*durationpb.Duration{"connect": t.GetConnect(), "read": t.GetRead(), "write": t.GetWrite()} {
+		if d == nil {
+			continue
+		}
+		v := d.AsDuration()
+		if !d.IsValid() || v <= 0 || v > MaxBackendTimeout || v%time.Millisecond != 0 {
+			return fmt.Errorf("%s timeout %s (whole milliseconds, up to %s)", name, v, MaxBackendTimeout)
+		}
+	}
+	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
@@ -149,6 +151,23 @@ func TestCheckRateLimitRefusesWhatCannotBeEnforced(t *testing.T) {
 	} {
 		if err := CheckRateLimit(tc.l); (err == nil) != tc.ok {
 			t.Errorf("%v: %v, want ok=%v", tc.l, err, tc.ok)
+		}
+	}
+}
+
+func TestCheckBackendTimeouts(t *testing.T) {
+	for _, tc := range []struct {
+		t  *configv1.BackendTimeouts
+		ok bool
+	}{
+		{nil, true},
+		{&configv1.BackendTimeouts{Connect: durationpb.New(5 * time.Second), Read: durationpb.New(time.Hour)}, true},
+		{&configv1.BackendTimeouts{Read: durationpb.New(0)}, false},
+		{&configv1.BackendTimeouts{Write: durationpb.New(25 * time.Hour)}, false},
+		{&configv1.BackendTimeouts{Connect: durationpb.New(1500 * time.Microsecond)}, false},
+	} {
+		if err := CheckBackendTimeouts(tc.t); (err == nil) != tc.ok {
+			t.Errorf("%v: %v, want ok=%v", tc.t, err, tc.ok)
 		}
 	}
 }

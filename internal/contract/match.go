@@ -339,6 +339,9 @@ func CheckRoute(rt *configv1.Route) error {
 	if err := CheckSessionAffinity(rt.GetSessionAffinity()); err != nil {
 		return fmt.Errorf("session affinity: %w", err)
 	}
+	if err := CheckBackendTimeouts(rt.GetBackendTimeouts()); err != nil {
+		return fmt.Errorf("backend timeouts: %w", err)
+	}
 	if rd := rt.GetRedirect(); rd != nil {
 		switch rd.GetStatusCode() {
 		case 0, 301, 302, 303, 307, 308:
@@ -399,8 +402,8 @@ func checkStop(rt *configv1.Route) error {
 		return fmt.Errorf("a stop route has a timeout")
 	case rt.GetClientAddresses() != nil || rt.GetMaxRequestBodyBytes() > 0 || rt.GetRateLimit() != nil:
 		return fmt.Errorf("a stop route has client address, body or rate limits")
-	case rt.GetSessionAffinity() != nil:
-		return fmt.Errorf("a stop route has session affinity")
+	case rt.GetSessionAffinity() != nil || rt.GetBackendTimeouts() != nil:
+		return fmt.Errorf("a stop route has session affinity or backend timeouts")
 	}
 	return nil
 }

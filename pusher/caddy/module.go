@@ -70,16 +70,20 @@ func ModuleConfig(o RenderOptions) []byte {
 		if sv.listener != "" {
 			router["listener"] = sv.listener
 		}
+		// Each reverse_proxy's transport is the module's, which builds Caddy's http transport
+		// (as "http" says) once per set of route timeouts (Route.backend_timeouts).
+		transport := func(http obj) obj { return obj{"protocol": "sluice", "http": http} }
 		routes := []any{
 			obj{"handle": []any{router}},
 			obj{"match": []any{obj{"vars": obj{ModuleProtocolVar: []string{ModuleH2C}}}}, "terminal": true,
 				"handle": []any{obj{"handler": "reverse_proxy", "dynamic_upstreams": obj{"source": "sluice"},
-					"transport": obj{"protocol": "http", "versions": []string{"h2c"}}}}},
+					"transport": transport(obj{"versions": []string{"h2c"}})}}},
 			obj{"match": []any{obj{"vars": obj{ModuleProtocolVar: []string{ModuleTLS}}}}, "terminal": true,
 				"handle": []any{obj{"handler": "reverse_proxy", "dynamic_upstreams": obj{"source": "sluice"},
-					"transport": obj{"protocol": "http", "tls": obj{"insecure_skip_verify": true}},
+					"transport": transport(obj{"tls": obj{"insecure_skip_verify": true}}),
 					"headers":   obj{"request": obj{"set": obj{"Host": []string{"{http.vars." + ModuleHostVar + "}"}}}}}}},
-			obj{"handle": []any{obj{"handler": "reverse_proxy", "dynamic_upstreams": obj{"source": "sluice"}}}},
+			obj{"handle": []any{obj{"handler": "reverse_proxy", "dynamic_upstreams": obj{"source": "sluice"},
+				"transport": transport(obj{})}}},
 		}
 		srv := obj{"listen": []string{sv.listen}, "routes": routes, "automatic_https": obj{"disable": true}}
 		if sv.scheme == "https" {

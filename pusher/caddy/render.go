@@ -450,6 +450,16 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 	if d := rt.GetTimeout(); d != nil {
 		transport["response_header_timeout"] = d.AsDuration().String()
 	}
+	if bt := rt.GetBackendTimeouts(); bt != nil {
+		if err := contract.CheckBackendTimeouts(bt); err != nil {
+			return nil, err
+		}
+		for key, d := range map[string]interface{ AsDuration() time.Duration }{"dial_timeout": bt.GetConnect(), "read_timeout": bt.GetRead(), "write_timeout": bt.GetWrite()} {
+			if v := d.AsDuration(); v > 0 {
+				transport[key] = v.String()
+			}
+		}
+	}
 	if protocols[configv1.BackendProtocol_BACKEND_PROTOCOL_H2C] {
 		// HTTP/2 over cleartext with prior knowledge (appProtocol kubernetes.io/h2c).
 		transport["versions"] = []string{"h2c"}

@@ -303,6 +303,9 @@ func forward(rt *route, req contract.Request, b *backend, wb *configv1.WeightedB
 	if b.protocol == protocolTLS {
 		caddyhttp.SetVar(r.Context(), hostVar, r.Host)
 	}
+	if rt.dial != (timeouts{}) {
+		caddyhttp.SetVar(r.Context(), timeoutsVar, rt.dial)
+	}
 }
 
 // modifiedResponse applies the route's CORS headers and then its response header modifier

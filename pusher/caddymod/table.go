@@ -89,6 +89,7 @@ type route struct {
 	timeout  time.Duration
 	clients  *contract.AddressFilter // nil: every client
 	zone     *zone                   // Route.rate_limit's counters; nil: no limit
+	dial     timeouts                // Route.backend_timeouts, for the transport
 }
 
 type headerMatch struct {
@@ -318,6 +319,7 @@ func compileRoute(rt *configv1.Route) (*route, error) {
 	r := &route{name: rt.GetName(), rt: rt, typ: rt.GetPath().GetType(), value: rt.GetPath().GetValue(), backends: rt.GetBackends(), timeout: rt.GetTimeout().AsDuration()}
 	r.clients, _ = contract.CompileAddressFilter(rt.GetClientAddresses()) // CheckRoute parsed it
 	r.zone = zoneOf(rt.GetRateLimit())
+	r.dial = timeoutsOf(rt.GetBackendTimeouts())
 	switch r.typ {
 	case configv1.PathMatchType_PATH_MATCH_TYPE_EXACT, configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX:
 	case configv1.PathMatchType_PATH_MATCH_TYPE_REGEX:

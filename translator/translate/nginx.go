@@ -8,8 +8,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/sluice-io/sluice/internal/contract"
@@ -59,6 +61,8 @@ type nginxIngress struct {
 	rateLimit *configv1.RateLimit
 	// affinity: affinity: cookie and session-cookie-*; its Path is the route's when unset.
 	affinity *configv1.SessionAffinity
+	// timeouts: proxy-connect-, proxy-read- and proxy-send-timeout.
+	timeouts *configv1.BackendTimeouts
 }
 
 // nginxRule is how Sluice answers one ingress-nginx annotation it does not serve.
@@ -153,7 +157,6 @@ var nginxRules = map[string]nginxRule{
 	"proxy-buffering":                          {served: isValue("off"), alt: "not configurable: Caddy's reverse proxy streams responses without buffering them"},
 	"proxy-buffers-number":                     {served: anyValue, alt: altNotNeeded},
 	"proxy-busy-buffers-size":                  {served: anyValue, alt: altNotNeeded},
-	"proxy-connect-timeout":                    {alt: "dialling an endpoint gives up after Caddy's fixed 3 s"},
 	"proxy-cookie-domain":                      {alt: "Set-Cookie is passed on as the backend sent it"},
 	"proxy-cookie-path":                        {alt: "Set-Cookie is passed on as the backend sent it"},
 	"proxy-http-version":                       {served: isValue("1.1"), alt: "endpoints are spoken to in HTTP/1.1 (or h2c by the Service port's appProtocol)"},
@@ -161,11 +164,9 @@ var nginxRules = map[string]nginxRule{
 	"proxy-next-upstream":                      {alt: "an HTTPRoute rule's retry does it"},
 	"proxy-next-upstream-timeout":              {alt: "an HTTPRoute rule's retry does it"},
 	"proxy-next-upstream-tries":                {alt: "an HTTPRoute rule's retry does it"},
-	"proxy-read-timeout":                       {alt: "no per-read timeout; sluice.io/request-timeout bounds the whole request"},
 	"proxy-redirect-from":                      {alt: "Location is passed on as the backend sent it"},
 	"proxy-redirect-to":                        {alt: "Location is passed on as the backend sent it"},
 	"proxy-request-buffering":                  {served: isValue("off"), alt: "not configurable: Caddy's reverse proxy streams request bodies without buffering them"},
-	"proxy-send-timeout":                       {alt: "no per-write timeout; sluice.io/request-timeout bounds the whole request"},
 	"proxy-ssl-ciphers":                        {alt: "the cipher suites to the endpoints are Go's defaults"},
 	"proxy-ssl-name":                           {alt: "no server name (SNI) is sent to the endpoints, as with ingress-nginx's default proxy-ssl-server-name: off"},
 	"proxy-ssl-protocols":                      {alt: "TLS 1.2 and 1.3 to the endpoints, Go's defaults"},
@@ -199,6 +200,7 @@ var nginxServed = map[string]bool{
 	"proxy-body-size": true, "whitelist-source-range": true,
 	"affinity": true, "affinity-canary-behavior": true, "affinity-mode": true, "session-cookie-expires": true, "session-cookie-max-age": true,
 	"session-cookie-name": true, "session-cookie-path": true, "session-cookie-samesite": true, "session-cookie-secure": true,
+	"proxy-connect-timeout": true, "proxy-read-timeout": true, "proxy-send-timeout": true,
 	"limit-allowlist": true, "limit-burst-multiplier": true, "limit-connections": true, "limit-rpm": true, "limit-rps": true, "limit-whitelist": true,
 	"canary": true, "canary-by-cookie": true, "canary-by-header": true, "canary-by-header-pattern": true, "canary-by-header-value": true,
 	"canary-weight": true, "canary-weight-total": true, "cors-allow-credentials": true, "cors-allow-headers": true, "cors-allow-methods": true,
@@ -395,6 +397,7 @@ func readNginx(ing *networkingv1.Ingress, add func(field string, sev configv1.Fi
 	n.clients = readSourceRanges(get, field, add, &n.refused)
 	n.rateLimit = readRateLimit(ing, get, field, add)
 	n.affinity = readAffinity(get, field, add)
+	n.timeouts = readTimeouts(get, field, add)
 	if v, ok := get("proxy-body-size"); ok && v != "" {
 		size, err := nginxSize(v)
 		if err != nil {
@@ -454,6 +457,33 @@ func readSourceRanges(get func(string) (string, bool), field func(string) string
 	}
 	f.Allow, f.Deny = allow, deny
 	return &f
+}
+
+// readTimeouts reads proxy-connect-timeout, proxy-read-timeout and proxy-send-timeout:
+// whole seconds, as ingress-nginx reads them (an "s" after the number is taken too).
+func readTimeouts(get func(string) (string, bool), field func(string) string, add func(string, configv1.FindingSeverity, string, string)) *configv1.BackendTimeouts {
+	var t configv1.BackendTimeouts
+	set := false
+	for _, r := range []struct {
+		name string
+		to   **durationpb.Duration
+	}{{"proxy-connect-timeout", &t.Connect}, {"proxy-read-timeout", &t.Read}, {"proxy-send-timeout", &t.Write}} {
+		v, ok := get(r.name)
+		if !ok || v == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSuffix(v, "s"), 10, 32)
+		d := time.Duration(n) * time.Second
+		if err != nil || n == 0 || d > contract.MaxBackendTimeout {
+			add(field(r.name), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not a number of seconds from 1 to %d; the proxy's default applies", v, int(contract.MaxBackendTimeout.Seconds())))
+			continue
+		}
+		*r.to, set = durationpb.New(d), true
+	}
+	if !set {
+		return nil
+	}
+	return &t
 }
 
 // readAffinity reads affinity: cookie with ingress-nginx's session-cookie-* (the cookie
@@ -750,6 +780,7 @@ func (n nginxIngress) apply(route *configv1.Route, path string) {
 	route.ClientAddresses = n.clients
 	route.MaxRequestBodyBytes = n.maxBody
 	route.RateLimit = n.rateLimit
+	route.BackendTimeouts = n.timeouts
 	if n.affinity != nil {
 		a := proto.Clone(n.affinity).(*configv1.SessionAffinity)
 		if a.Path == "" && !n.regex && !strings.ContainsAny(path, ";, \t") {
