@@ -713,6 +713,10 @@ func replayGoldens(t *testing.T, stock bool) {
 						continue
 					}
 					req.Scheme, req.Listener = o.scheme, o.listener
+					if rt := contract.Match(res, req); rt.GetExternalAuth() != nil {
+						// The authentication service is a test backend: /status/NNN answers NNN.
+						req.AuthStatus = authStatusOf(rt.GetExternalAuth().GetPath())
+					}
 					got, err := send(t, o.port, req, leafFor(res, req.Host))
 					if err != nil {
 						t.Errorf("%s %s://%s%s?%s on listener %q: %v", req.Method, o.scheme, req.Host, req.Path, req.RawQuery, o.listener, err)
@@ -1169,4 +1173,15 @@ func TestModuleServesRenewedCertificateWithoutReload(t *testing.T) {
 	if after := e.caddyConfig(t); !bytes.Equal(after, before) {
 		t.Fatalf("Caddy's own config changed for a renewed certificate:\nbefore %s\nafter  %s", before, after)
 	}
+}
+
+// authStatusOf is what a test backend answers for path: NNN for /status/NNN, else 200.
+func authStatusOf(path string) int {
+	path, _, _ = strings.Cut(path, "?")
+	if rest, ok := strings.CutPrefix(path, "/status/"); ok {
+		if n, err := strconv.Atoi(rest); err == nil {
+			return n
+		}
+	}
+	return http.StatusOK
 }

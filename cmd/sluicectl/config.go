@@ -271,6 +271,9 @@ func routeConditions(rt *configv1.Route) string {
 	if a := rt.GetSessionAffinity(); a != nil {
 		c = append(c, "sticky by cookie "+a.GetCookieName())
 	}
+	if a := rt.GetExternalAuth(); a != nil {
+		c = append(c, "asks "+a.GetBackend()+a.GetPath())
+	}
 	if len(c) == 0 {
 		return ""
 	}

@@ -44,6 +44,10 @@ type Request struct {
 	// BodySize is the body's length as its Content-Length says (0 without a body, -1 when
 	// unknown), for Route.max_request_body_bytes.
 	BodySize int64
+	// AuthStatus is what the route's authentication service (Route.external_auth) answers
+	// this request: the reference cannot ask it, so whoever asks the reference says (0: no
+	// answer).
+	AuthStatus int
 }
 
 // QueryOf parses a raw query string as the reference does: strictly, nil when it does not
@@ -342,6 +346,9 @@ func CheckRoute(rt *configv1.Route) error {
 	if err := CheckBackendTimeouts(rt.GetBackendTimeouts()); err != nil {
 		return fmt.Errorf("backend timeouts: %w", err)
 	}
+	if err := CheckExternalAuth(rt.GetExternalAuth()); err != nil {
+		return fmt.Errorf("external auth: %w", err)
+	}
 	if rd := rt.GetRedirect(); rd != nil {
 		switch rd.GetStatusCode() {
 		case 0, 301, 302, 303, 307, 308:
@@ -402,8 +409,8 @@ func checkStop(rt *configv1.Route) error {
 		return fmt.Errorf("a stop route has a timeout")
 	case rt.GetClientAddresses() != nil || rt.GetMaxRequestBodyBytes() > 0 || rt.GetRateLimit() != nil:
 		return fmt.Errorf("a stop route has client address, body or rate limits")
-	case rt.GetSessionAffinity() != nil || rt.GetBackendTimeouts() != nil:
-		return fmt.Errorf("a stop route has session affinity or backend timeouts")
+	case rt.GetSessionAffinity() != nil || rt.GetBackendTimeouts() != nil || rt.GetExternalAuth() != nil:
+		return fmt.Errorf("a stop route has session affinity, backend timeouts or external auth")
 	}
 	return nil
 }

@@ -287,6 +287,15 @@ func OutcomeOf(res *configv1.Resources, req Request) Outcome {
 	if loc, code := RedirectLocation(rt, req); code != 0 {
 		return Outcome{Route: rt, Status: code, Location: loc}
 	}
+	if a := rt.GetExternalAuth(); a != nil && ready(res, a.GetBackend()) {
+		_, original := AuthRequestHeader(req)
+		if code, loc := AuthDecision(a, req.AuthStatus, original); code != 0 {
+			return Outcome{Route: rt, Status: code, Location: loc}
+		}
+	} else if a != nil {
+		// No endpoint of the authentication service is ready: nothing can say yes.
+		return Outcome{Route: rt, Status: http.StatusInternalServerError}
+	}
 	o := Outcome{Route: rt, Status: http.StatusServiceUnavailable, InvalidShare: rt.GetInvalidWeight() > 0}
 	pinned, ep, isPinned := PinnedEndpoint(res, rt, req)
 	if isPinned {

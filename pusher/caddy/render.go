@@ -361,6 +361,12 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 	if rt.GetRetry() != nil {
 		return nil, fmt.Errorf("it has a retry policy: stock Caddy cannot answer with the last try's answer")
 	}
+	// Stock Caddy's forward_auth is a Caddyfile shape of reverse_proxy that answers every
+	// status but 2xx as the service did; the route is refused rather than served otherwise
+	// than nginx's auth_request (401 and 403 as they are, anything else 500).
+	if rt.GetExternalAuth() != nil {
+		return nil, fmt.Errorf("it asks an authentication service: stock Caddy cannot answer as nginx's auth_request does")
+	}
 	// Stock Caddy has no rate limiter (that is a third-party module); the route is refused
 	// rather than served unlimited.
 	if rt.GetRateLimit() != nil {

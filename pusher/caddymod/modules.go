@@ -247,6 +247,21 @@ func (h *Router) serveRoute(w http.ResponseWriter, r *http.Request, next caddyht
 		w.WriteHeader(code)
 		return nil
 	}
+	if ea := rt.rt.GetExternalAuth(); ea != nil {
+		// After a preflight and a redirect are answered, as nginx's auth_request.
+		pass, code, location, challenge := t.authorize(r, req, ea)
+		if !pass {
+			if location != "" {
+				w.Header().Set("Location", location)
+				w.WriteHeader(code)
+				return nil
+			}
+			if challenge != "" {
+				w.Header().Set("WWW-Authenticate", challenge)
+			}
+			return plain(w, code, http.StatusText(code)+"\n")
+		}
+	}
 	a := rt.rt.GetSessionAffinity()
 	b, wb, pinned := t.pinned(rt, a, req)
 	if b == nil {

@@ -140,3 +140,66 @@ func inFlight(client string) uint32 {
 	}
 	return 0
 }
+
+// Route.external_auth in the module: the service is asked with the request's header and
+// who asked for what; a request that passes carries the answer's ResponseHeaders (and no
+// other of its headers); a 401 carries the service's WWW-Authenticate.
+func TestExternalAuthAsksAndCopiesHeaders(t *testing.T) {
+	savedStore, savedAuth := store, authClients
+	t.Cleanup(func() { store, authClients = savedStore, savedAuth })
+	var asked *http.Request
+	fake := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		asked = r
+		h := http.Header{"X-Auth-User": {"ann"}, "X-Other": {"no"}, "Www-Authenticate": {`Basic realm="x"`}}
+		code := http.StatusOK
+		if r.Header.Get("Authorization") == "" {
+			code = http.StatusUnauthorized
+		}
+		return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: r}, nil
+	})}
+	authClients = map[string]*http.Client{"": fake}
+	res := &configv1.Resources{
+		VirtualHosts: []*configv1.VirtualHost{{Hostname: "a.example.com", Routes: []*configv1.Route{{Name: "r",
+			Path:         &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: "/"},
+			ExternalAuth: &configv1.ExternalAuth{Backend: "auth", Host: "auth.app.svc", Path: "/check?x=1", ResponseHeaders: []string{"X-Auth-User"}},
+			Backends:     []*configv1.WeightedBackend{{Backend: "b", Weight: 1}}}}}},
+		Backends: []*configv1.Backend{
+			{Name: "b", Endpoints: []*configv1.Endpoint{{Address: "10.0.0.1", Port: 80, Ready: true}}},
+			{Name: "auth", Endpoints: []*configv1.Endpoint{{Address: "10.0.0.9", Port: 8080, Ready: true}}}}}
+	store = &Store{}
+	if err := store.Replace(&configv1.Config{Epoch: "e", Version: 1, Hash: translate.Hash(res), Resources: res}); err != nil {
+		t.Fatal(err)
+	}
+	serve := func(authz string) (*httptest.ResponseRecorder, http.Header) {
+		r := httptest.NewRequest(http.MethodPost, "http://a.example.com/cart?id=1", nil)
+		r.RemoteAddr = "192.0.2.9:5000"
+		if authz != "" {
+			r.Header.Set("Authorization", authz)
+		}
+		r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{}))
+		w := httptest.NewRecorder()
+		var forwarded http.Header
+		next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			forwarded = r.Header.Clone()
+			w.WriteHeader(http.StatusOK)
+			return nil
+		})
+		if err := (&Router{}).ServeHTTP(w, r, next); err != nil {
+			t.Fatal(err)
+		}
+		return w, forwarded
+	}
+	w, fwd := serve("Bearer x")
+	if w.Code != http.StatusOK || fwd.Get("X-Auth-User") != "ann" || fwd.Get("X-Other") != "" {
+		t.Errorf("passed: %d, forwarded %v; want 200 with X-Auth-User and nothing else of the answer", w.Code, fwd)
+	}
+	if asked.Method != http.MethodGet || asked.URL.String() != "http://10.0.0.9:8080/check?x=1" || asked.Host != "auth.app.svc" ||
+		asked.Header.Get("X-Original-Url") != "http://a.example.com/cart?id=1" || asked.Header.Get("X-Original-Method") != http.MethodPost ||
+		asked.Header.Get("X-Forwarded-For") != "192.0.2.9" || asked.Header.Get("Authorization") != "Bearer x" {
+		t.Errorf("asked %s %s Host %s %v", asked.Method, asked.URL, asked.Host, asked.Header)
+	}
+	w, fwd = serve("")
+	if w.Code != http.StatusUnauthorized || w.Header().Get("WWW-Authenticate") != `Basic realm="x"` || fwd != nil {
+		t.Errorf("refused: %d %v, forwarded %v; want 401 with the challenge, nothing forwarded", w.Code, w.Header(), fwd)
+	}
+}

@@ -160,8 +160,13 @@ func TestTableMatchesLikeTheReference(t *testing.T) {
 // the backend picked; the route's CORS headers and then its response header
 // modifier change what the backend answered.
 func TestRouterDoesWhatTheReferenceSays(t *testing.T) {
-	saved, savedDispatch := store, dispatch
-	t.Cleanup(func() { store, dispatch = saved, savedDispatch })
+	saved, savedDispatch, savedAuth := store, dispatch, authClients
+	t.Cleanup(func() { store, dispatch, authClients = saved, savedDispatch, savedAuth })
+	// Authentication services answer as the test backends do: /status/NNN with NNN.
+	fakeAuth := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: authStatusOf(r.URL.Path), Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})}
+	authClients = map[string]*http.Client{"": fakeAuth, protocolTLS: fakeAuth}
 	var copies []*mirrorCopy
 	dispatch = func(c *mirrorCopy) { copies = append(copies, c) }
 	for name, cfg := range allConfigs(t) {
@@ -178,6 +183,9 @@ func TestRouterDoesWhatTheReferenceSays(t *testing.T) {
 				}
 			}
 			for _, req := range schemes(res) {
+				if rt := contract.Match(res, req); rt.GetExternalAuth() != nil {
+					req.AuthStatus = authStatusOf(rt.GetExternalAuth().GetPath())
+				}
 				want := contract.OutcomeOf(res, req)
 				copies = nil
 				got := routeThrough(t, req, upstreams)
@@ -517,4 +525,19 @@ func TestChunkedBodyOverTheLimitIs413(t *testing.T) {
 			t.Errorf("body %q: %v, want a %d", tc.body, err, tc.want)
 		}
 	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// authStatusOf is what a test backend answers for path: NNN for /status/NNN, else 200.
+func authStatusOf(path string) int {
+	path, _, _ = strings.Cut(path, "?")
+	if rest, ok := strings.CutPrefix(path, "/status/"); ok {
+		if n, err := strconv.Atoi(rest); err == nil {
+			return n
+		}
+	}
+	return http.StatusOK
 }

@@ -506,6 +506,9 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 	regexPaths := ing.Annotations[AnnotationPathRegex] == "true"
 	ngx := readNginx(ing, add)
 	lo.nginx = ngx
+	if ngx.auth != nil && !t.resolveAuth(lo, ngx.auth) {
+		ngx.refused = true
+	}
 	if ngx.refused {
 		return lo // served by no route: the findings say which annotation keeps it out
 	}
@@ -643,6 +646,37 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 		claimOn("", claim{defaultBackend: true, route: route, key: routeKey{"", route.Path.Type, "/"}, field: "spec.defaultBackend", hostField: "spec.defaultBackend"})
 	}
 	return lo
+}
+
+// resolveAuth resolves auth-url's Service port to the backend the proxy asks, or says why
+// it cannot (a finding; the Ingress is then not served: nothing could say yes).
+func (t *Translator) resolveAuth(lo *ingressOut, a *authURL) bool {
+	lo.services = append(lo.services, a.svc)
+	fail := func(cause string) bool {
+		lo.findings = append(lo.findings, finding(lo.ing, a.field, sevError, "ServiceNotFound", cause+"; the Ingress is not served, since nothing could authenticate its requests"))
+		return false
+	}
+	svc, ok := t.services[a.svc]
+	switch {
+	case !ok:
+		return fail(fmt.Sprintf("Service %s/%s of auth-url not found", a.svc.ns, a.svc.name))
+	case svc.Spec.Type == corev1.ServiceTypeExternalName:
+		return fail(fmt.Sprintf("Service %s/%s of auth-url is of type ExternalName, which is not supported", a.svc.ns, a.svc.name))
+	}
+	found := false
+	for _, p := range svc.Spec.Ports {
+		found = found || p.Port == a.port
+	}
+	if !found {
+		return fail(fmt.Sprintf("Service %s/%s of auth-url has no port %d", a.svc.ns, a.svc.name, a.port))
+	}
+	name := backendName(a.svc.ns, a.svc.name, a.port)
+	if a.tls {
+		name += tlsSuffix
+	}
+	a.ea.Backend = name
+	lo.refs = append(lo.refs, backendRef{name: name, field: a.field})
+	return true
 }
 
 // resolveBackend resolves an Ingress backend to a backend name ("" when it cannot be
@@ -1173,6 +1207,9 @@ func (t *Translator) resolveHost(h string) {
 		}
 		for _, m := range r.GetMirrors() {
 			use.backends = append(use.backends, m.GetBackend())
+		}
+		if a := r.GetExternalAuth(); a != nil {
+			use.backends = append(use.backends, a.GetBackend())
 		}
 	}
 	old := t.hostUses[h]

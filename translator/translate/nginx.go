@@ -63,6 +63,18 @@ type nginxIngress struct {
 	affinity *configv1.SessionAffinity
 	// timeouts: proxy-connect-, proxy-read- and proxy-send-timeout.
 	timeouts *configv1.BackendTimeouts
+	// auth: auth-url and its auth-method, auth-response-headers, auth-signin; its Backend is
+	// resolved with the Ingress's Services (resolveAuth).
+	auth *authURL
+}
+
+// authURL is auth-url as read: a Service of the cluster, by its DNS name.
+type authURL struct {
+	svc   nsName
+	port  int32
+	tls   bool
+	ea    *configv1.ExternalAuth // Backend unset
+	field string
 }
 
 // nginxRule is how Sluice answers one ingress-nginx annotation it does not serve.
@@ -98,22 +110,19 @@ const (
 // nginxRules are the ingress-nginx annotations Sluice does not serve (the prefix left out),
 // chosen from ingress-nginx's own list; nginxServed are those it does.
 var nginxRules = map[string]nginxRule{
-	"auth-always-set-cookie":                   {closed: true, alt: altAuth},
-	"auth-cache-duration":                      {closed: true, alt: altAuth},
-	"auth-cache-key":                           {closed: true, alt: altAuth},
-	"auth-keepalive":                           {closed: true, alt: altAuth},
-	"auth-keepalive-requests":                  {closed: true, alt: altAuth},
-	"auth-keepalive-share-vars":                {closed: true, alt: altAuth},
-	"auth-keepalive-timeout":                   {closed: true, alt: altAuth},
-	"auth-method":                              {closed: true, alt: altAuth},
+	"auth-always-set-cookie":                   {alt: "the authentication service's Set-Cookie reaches the client only on a 401 or 403 it answers, never on a request that passes"},
+	"auth-cache-duration":                      {alt: "answers of the authentication service are not cached: it is asked about every request"},
+	"auth-cache-key":                           {alt: "answers of the authentication service are not cached: it is asked about every request"},
+	"auth-keepalive":                           {served: anyValue, alt: altNotNeeded},
+	"auth-keepalive-requests":                  {served: anyValue, alt: altNotNeeded},
+	"auth-keepalive-share-vars":                {served: anyValue, alt: altNotNeeded},
+	"auth-keepalive-timeout":                   {served: anyValue, alt: altNotNeeded},
 	"auth-proxy-set-headers":                   {closed: true, alt: altAuth},
 	"auth-realm":                               {closed: true, alt: altAuth},
-	"auth-request-redirect":                    {closed: true, alt: altAuth},
-	"auth-response-headers":                    {closed: true, alt: altAuth},
+	"auth-request-redirect":                    {alt: "X-Auth-Request-Redirect is the original request URI"},
 	"auth-secret":                              {closed: true, alt: altAuth},
 	"auth-secret-type":                         {closed: true, alt: altAuth},
-	"auth-signin":                              {closed: true, alt: altAuth},
-	"auth-signin-redirect-param":               {closed: true, alt: altAuth},
+	"auth-signin-redirect-param":               {alt: "the sign-in URL gets the original URL as rd"},
 	"auth-snippet":                             {closed: true, alt: altAuth},
 	"auth-tls-error-page":                      {closed: true, alt: "client certificate authentication is not supported; " + altAuth},
 	"auth-tls-match-cn":                        {closed: true, alt: "client certificate authentication is not supported; " + altAuth},
@@ -122,7 +131,6 @@ var nginxRules = map[string]nginxRule{
 	"auth-tls-verify-client":                   {closed: true, served: isValue("off"), alt: "client certificate authentication is not supported; " + altAuth},
 	"auth-tls-verify-depth":                    {closed: true, alt: "client certificate authentication is not supported; " + altAuth},
 	"auth-type":                                {closed: true, alt: "basic and digest authentication are not supported; " + altAuth},
-	"auth-url":                                 {closed: true, alt: "external authentication is not supported; " + altAuth},
 	"client-body-buffer-size":                  {served: anyValue, alt: altNotNeeded},
 	"configuration-snippet":                    {alt: altSnippet},
 	"connection-proxy-header":                  {alt: "not configurable: Caddy's reverse proxy manages the Connection header (it keeps upgrades working)"},
@@ -200,6 +208,7 @@ var nginxServed = map[string]bool{
 	"proxy-body-size": true, "whitelist-source-range": true,
 	"affinity": true, "affinity-canary-behavior": true, "affinity-mode": true, "session-cookie-expires": true, "session-cookie-max-age": true,
 	"session-cookie-name": true, "session-cookie-path": true, "session-cookie-samesite": true, "session-cookie-secure": true,
+	"auth-method": true, "auth-response-headers": true, "auth-signin": true, "auth-url": true,
 	"proxy-connect-timeout": true, "proxy-read-timeout": true, "proxy-send-timeout": true,
 	"limit-allowlist": true, "limit-burst-multiplier": true, "limit-connections": true, "limit-rpm": true, "limit-rps": true, "limit-whitelist": true,
 	"canary": true, "canary-by-cookie": true, "canary-by-header": true, "canary-by-header-pattern": true, "canary-by-header-value": true,
@@ -398,6 +407,7 @@ func readNginx(ing *networkingv1.Ingress, add func(field string, sev configv1.Fi
 	n.rateLimit = readRateLimit(ing, get, field, add)
 	n.affinity = readAffinity(get, field, add)
 	n.timeouts = readTimeouts(get, field, add)
+	n.auth = readAuth(ing, get, field, add, &n.refused)
 	if v, ok := get("proxy-body-size"); ok && v != "" {
 		size, err := nginxSize(v)
 		if err != nil {
@@ -457,6 +467,84 @@ func readSourceRanges(get func(string) (string, bool), field func(string) string
 	}
 	f.Allow, f.Deny = allow, deny
 	return &f
+}
+
+// readAuth reads auth-url (with auth-method, auth-response-headers and auth-signin). The URL
+// must name a Service of the cluster (NAME.NAMESPACE.svc[.DOMAIN], or NAME.NAMESPACE), which
+// the proxy reaches as a backend; any other URL keeps the Ingress from being served (the
+// proxy asks no address outside the cluster), as does a value that does not parse.
+func readAuth(ing *networkingv1.Ingress, get func(string) (string, bool), field func(string) string, add func(string, configv1.FindingSeverity, string, string), refused *bool) *authURL {
+	v, ok := get("auth-url")
+	if !ok || v == "" {
+		for _, name := range []string{"auth-method", "auth-response-headers", "auth-signin"} {
+			if _, ok := get(name); ok {
+				add(field(name), sevWarn, "InvalidAnnotation", "without auth-url it does nothing")
+			}
+		}
+		return nil
+	}
+	fail := func(cause string) *authURL {
+		*refused = true
+		add(field("auth-url"), sevError, "InvalidAnnotation", cause+"; the Ingress is not served, since serving it without the check would open it to everyone")
+		return nil
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" {
+		return fail(fmt.Sprintf("%q is not an http or https URL", v))
+	}
+	labels := strings.Split(u.Hostname(), ".")
+	if len(labels) < 2 || (len(labels) > 2 && labels[2] != "svc") || labels[0] == "" || labels[1] == "" {
+		return fail(fmt.Sprintf("%q does not name a Service of the cluster (NAME.NAMESPACE.svc.cluster.local): the proxy asks only Services it knows", v))
+	}
+	a := &authURL{svc: nsName{labels[1], labels[0]}, tls: u.Scheme == "https", field: field("auth-url"),
+		ea: &configv1.ExternalAuth{Host: u.Host, Path: u.EscapedPath(), Method: ""}}
+	if a.ea.Path == "" {
+		a.ea.Path = "/"
+	}
+	if u.RawQuery != "" {
+		a.ea.Path += "?" + u.RawQuery
+	}
+	a.port = 80
+	if a.tls {
+		a.port = 443
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil || n == 0 {
+			return fail(fmt.Sprintf("%q has no valid port", v))
+		}
+		a.port = int32(n)
+	}
+	if m, ok := get("auth-method"); ok && m != "" {
+		if contract.CheckHeaderName(m) != nil {
+			add(field("auth-method"), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not a method; GET applies", m))
+		} else {
+			a.ea.Method = strings.ToUpper(m)
+		}
+	}
+	if hs, ok := get("auth-response-headers"); ok && hs != "" {
+		for _, h := range strings.Split(hs, ",") {
+			if h = strings.TrimSpace(h); h == "" {
+				continue
+			}
+			if contract.CheckHeaderName(h) != nil {
+				add(field("auth-response-headers"), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not a header name; it is not copied", h))
+				continue
+			}
+			a.ea.ResponseHeaders = append(a.ea.ResponseHeaders, h)
+		}
+	}
+	if s, ok := get("auth-signin"); ok && s != "" {
+		a.ea.SigninUrl = s
+		if err := contract.CheckExternalAuth(&configv1.ExternalAuth{Backend: "x", Host: a.ea.Host, Path: a.ea.Path, SigninUrl: s}); err != nil {
+			add(field("auth-signin"), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not an absolute http(s) URL; a 401 is answered as it is", s))
+			a.ea.SigninUrl = ""
+		}
+	}
+	if err := contract.CheckExternalAuth(&configv1.ExternalAuth{Backend: "x", Host: a.ea.Host, Path: a.ea.Path, Method: a.ea.Method}); err != nil {
+		return fail(fmt.Sprintf("%q: %v", v, err))
+	}
+	return a
 }
 
 // readTimeouts reads proxy-connect-timeout, proxy-read-timeout and proxy-send-timeout:
@@ -781,6 +869,9 @@ func (n nginxIngress) apply(route *configv1.Route, path string) {
 	route.MaxRequestBodyBytes = n.maxBody
 	route.RateLimit = n.rateLimit
 	route.BackendTimeouts = n.timeouts
+	if n.auth != nil && n.auth.ea.GetBackend() != "" {
+		route.ExternalAuth = n.auth.ea
+	}
 	if n.affinity != nil {
 		a := proto.Clone(n.affinity).(*configv1.SessionAffinity)
 		if a.Path == "" && !n.regex && !strings.ContainsAny(path, ";, \t") {

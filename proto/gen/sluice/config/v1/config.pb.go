@@ -1921,8 +1921,11 @@ type Route struct {
 	// BackendTimeouts, when set, bound the connection to the endpoint a request is sent to
 	// (ingress-nginx's proxy-connect-timeout, proxy-read-timeout and proxy-send-timeout).
 	BackendTimeouts *BackendTimeouts `protobuf:"bytes,25,opt,name=backend_timeouts,json=backendTimeouts,proto3" json:"backend_timeouts,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// ExternalAuth, when set, asks an authentication service about each request before it is
+	// proxied (ingress-nginx's auth-url), after a CORS preflight and a redirect are answered.
+	ExternalAuth  *ExternalAuth `protobuf:"bytes,26,opt,name=external_auth,json=externalAuth,proto3" json:"external_auth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Route) Reset() {
@@ -2130,6 +2133,109 @@ func (x *Route) GetBackendTimeouts() *BackendTimeouts {
 	return nil
 }
 
+func (x *Route) GetExternalAuth() *ExternalAuth {
+	if x != nil {
+		return x.ExternalAuth
+	}
+	return nil
+}
+
+// ExternalAuth asks a backend whether a request may pass, as nginx's auth_request does: a
+// request of Method (GET when empty) for Path on an endpoint of Backend, with Host, the
+// original request's header and no body, plus X-Original-URL, X-Original-Method,
+// X-Real-IP, X-Forwarded-For (the client's address) and X-Auth-Request-Redirect (the
+// original request URI). A 2xx answer lets the request pass, with ResponseHeaders copied
+// from that answer onto it; 401 is answered 401 (with the answer's WWW-Authenticate), or a
+// 302 to SigninURL when set; 403 is answered 403; anything else, or no answer, 500.
+type ExternalAuth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Backend is a backend of the config: the authentication service's endpoints.
+	Backend string `protobuf:"bytes,1,opt,name=backend,proto3" json:"backend,omitempty"`
+	// Path is the path and query asked for.
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// Host is the Host header sent.
+	Host   string `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"`
+	Method string `protobuf:"bytes,4,opt,name=method,proto3" json:"method,omitempty"`
+	// ResponseHeaders are the names of the answer's headers set on the request when it passes.
+	ResponseHeaders []string `protobuf:"bytes,5,rep,name=response_headers,json=responseHeaders,proto3" json:"response_headers,omitempty"`
+	// SigninURL, when set, is where a 401 redirects (302), with rd= the original URL.
+	SigninUrl     string `protobuf:"bytes,6,opt,name=signin_url,json=signinUrl,proto3" json:"signin_url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExternalAuth) Reset() {
+	*x = ExternalAuth{}
+	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExternalAuth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExternalAuth) ProtoMessage() {}
+
+func (x *ExternalAuth) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExternalAuth.ProtoReflect.Descriptor instead.
+func (*ExternalAuth) Descriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ExternalAuth) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *ExternalAuth) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ExternalAuth) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *ExternalAuth) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *ExternalAuth) GetResponseHeaders() []string {
+	if x != nil {
+		return x.ResponseHeaders
+	}
+	return nil
+}
+
+func (x *ExternalAuth) GetSigninUrl() string {
+	if x != nil {
+		return x.SigninUrl
+	}
+	return ""
+}
+
 // BackendTimeouts bound talking to an endpoint. Over one, the answer is 504 (or, once the
 // endpoint's answer has begun, the connection to the client is cut).
 type BackendTimeouts struct {
@@ -2146,7 +2252,7 @@ type BackendTimeouts struct {
 
 func (x *BackendTimeouts) Reset() {
 	*x = BackendTimeouts{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2158,7 +2264,7 @@ func (x *BackendTimeouts) String() string {
 func (*BackendTimeouts) ProtoMessage() {}
 
 func (x *BackendTimeouts) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[18]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2171,7 +2277,7 @@ func (x *BackendTimeouts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendTimeouts.ProtoReflect.Descriptor instead.
 func (*BackendTimeouts) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{18}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BackendTimeouts) GetConnect() *durationpb.Duration {
@@ -2217,7 +2323,7 @@ type SessionAffinity struct {
 
 func (x *SessionAffinity) Reset() {
 	*x = SessionAffinity{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2229,7 +2335,7 @@ func (x *SessionAffinity) String() string {
 func (*SessionAffinity) ProtoMessage() {}
 
 func (x *SessionAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[19]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2242,7 +2348,7 @@ func (x *SessionAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionAffinity.ProtoReflect.Descriptor instead.
 func (*SessionAffinity) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{19}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SessionAffinity) GetCookieName() string {
@@ -2307,7 +2413,7 @@ type RateLimit struct {
 
 func (x *RateLimit) Reset() {
 	*x = RateLimit{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2425,7 @@ func (x *RateLimit) String() string {
 func (*RateLimit) ProtoMessage() {}
 
 func (x *RateLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[20]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2438,7 @@ func (x *RateLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimit.ProtoReflect.Descriptor instead.
 func (*RateLimit) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{20}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RateLimit) GetZone() string {
@@ -2390,7 +2496,7 @@ type AddressFilter struct {
 
 func (x *AddressFilter) Reset() {
 	*x = AddressFilter{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2402,7 +2508,7 @@ func (x *AddressFilter) String() string {
 func (*AddressFilter) ProtoMessage() {}
 
 func (x *AddressFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[21]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2415,7 +2521,7 @@ func (x *AddressFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddressFilter.ProtoReflect.Descriptor instead.
 func (*AddressFilter) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{21}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AddressFilter) GetAllow() []string {
@@ -2452,7 +2558,7 @@ type Retry struct {
 
 func (x *Retry) Reset() {
 	*x = Retry{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2570,7 @@ func (x *Retry) String() string {
 func (*Retry) ProtoMessage() {}
 
 func (x *Retry) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[22]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2583,7 @@ func (x *Retry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retry.ProtoReflect.Descriptor instead.
 func (*Retry) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{22}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Retry) GetCodes() []uint32 {
@@ -2523,7 +2629,7 @@ type Cors struct {
 
 func (x *Cors) Reset() {
 	*x = Cors{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2535,7 +2641,7 @@ func (x *Cors) String() string {
 func (*Cors) ProtoMessage() {}
 
 func (x *Cors) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[23]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2548,7 +2654,7 @@ func (x *Cors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cors.ProtoReflect.Descriptor instead.
 func (*Cors) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{23}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Cors) GetAllowOrigins() []string {
@@ -2609,7 +2715,7 @@ type Mirror struct {
 
 func (x *Mirror) Reset() {
 	*x = Mirror{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +2727,7 @@ func (x *Mirror) String() string {
 func (*Mirror) ProtoMessage() {}
 
 func (x *Mirror) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[24]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +2740,7 @@ func (x *Mirror) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mirror.ProtoReflect.Descriptor instead.
 func (*Mirror) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{24}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Mirror) GetBackend() string {
@@ -2672,7 +2778,7 @@ type QueryMatch struct {
 
 func (x *QueryMatch) Reset() {
 	*x = QueryMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2684,7 +2790,7 @@ func (x *QueryMatch) String() string {
 func (*QueryMatch) ProtoMessage() {}
 
 func (x *QueryMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[25]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2697,7 +2803,7 @@ func (x *QueryMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryMatch.ProtoReflect.Descriptor instead.
 func (*QueryMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{25}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *QueryMatch) GetName() string {
@@ -2732,7 +2838,7 @@ type HeaderValue struct {
 
 func (x *HeaderValue) Reset() {
 	*x = HeaderValue{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2744,7 +2850,7 @@ func (x *HeaderValue) String() string {
 func (*HeaderValue) ProtoMessage() {}
 
 func (x *HeaderValue) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[26]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2757,7 +2863,7 @@ func (x *HeaderValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderValue.ProtoReflect.Descriptor instead.
 func (*HeaderValue) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{26}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HeaderValue) GetName() string {
@@ -2787,7 +2893,7 @@ type HeaderModifier struct {
 
 func (x *HeaderModifier) Reset() {
 	*x = HeaderModifier{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2799,7 +2905,7 @@ func (x *HeaderModifier) String() string {
 func (*HeaderModifier) ProtoMessage() {}
 
 func (x *HeaderModifier) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[27]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2812,7 +2918,7 @@ func (x *HeaderModifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderModifier.ProtoReflect.Descriptor instead.
 func (*HeaderModifier) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{27}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *HeaderModifier) GetSet() []*HeaderValue {
@@ -2849,7 +2955,7 @@ type PathModifier struct {
 
 func (x *PathModifier) Reset() {
 	*x = PathModifier{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2861,7 +2967,7 @@ func (x *PathModifier) String() string {
 func (*PathModifier) ProtoMessage() {}
 
 func (x *PathModifier) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[28]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2874,7 +2980,7 @@ func (x *PathModifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathModifier.ProtoReflect.Descriptor instead.
 func (*PathModifier) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{28}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PathModifier) GetType() PathModifierType {
@@ -2919,7 +3025,7 @@ type Redirect struct {
 
 func (x *Redirect) Reset() {
 	*x = Redirect{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2931,7 +3037,7 @@ func (x *Redirect) String() string {
 func (*Redirect) ProtoMessage() {}
 
 func (x *Redirect) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[29]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2944,7 +3050,7 @@ func (x *Redirect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Redirect.ProtoReflect.Descriptor instead.
 func (*Redirect) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{29}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Redirect) GetScheme() string {
@@ -3001,7 +3107,7 @@ type Rewrite struct {
 
 func (x *Rewrite) Reset() {
 	*x = Rewrite{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3013,7 +3119,7 @@ func (x *Rewrite) String() string {
 func (*Rewrite) ProtoMessage() {}
 
 func (x *Rewrite) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[30]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3026,7 +3132,7 @@ func (x *Rewrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rewrite.ProtoReflect.Descriptor instead.
 func (*Rewrite) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{30}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Rewrite) GetHostname() string {
@@ -3054,7 +3160,7 @@ type PathMatch struct {
 
 func (x *PathMatch) Reset() {
 	*x = PathMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3066,7 +3172,7 @@ func (x *PathMatch) String() string {
 func (*PathMatch) ProtoMessage() {}
 
 func (x *PathMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[31]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3079,7 +3185,7 @@ func (x *PathMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathMatch.ProtoReflect.Descriptor instead.
 func (*PathMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{31}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PathMatch) GetType() PathMatchType {
@@ -3108,7 +3214,7 @@ type HeaderMatch struct {
 
 func (x *HeaderMatch) Reset() {
 	*x = HeaderMatch{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3120,7 +3226,7 @@ func (x *HeaderMatch) String() string {
 func (*HeaderMatch) ProtoMessage() {}
 
 func (x *HeaderMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[32]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3133,7 +3239,7 @@ func (x *HeaderMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderMatch.ProtoReflect.Descriptor instead.
 func (*HeaderMatch) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{32}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *HeaderMatch) GetName() string {
@@ -3172,7 +3278,7 @@ type WeightedBackend struct {
 
 func (x *WeightedBackend) Reset() {
 	*x = WeightedBackend{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3184,7 +3290,7 @@ func (x *WeightedBackend) String() string {
 func (*WeightedBackend) ProtoMessage() {}
 
 func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[33]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3197,7 +3303,7 @@ func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedBackend.ProtoReflect.Descriptor instead.
 func (*WeightedBackend) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{33}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WeightedBackend) GetBackend() string {
@@ -3238,7 +3344,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3250,7 +3356,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[34]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3263,7 +3369,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{34}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Backend) GetName() string {
@@ -3316,7 +3422,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3328,7 +3434,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[35]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3341,7 +3447,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{35}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Endpoint) GetAddress() string {
@@ -3395,7 +3501,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3407,7 +3513,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3420,7 +3526,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{36}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Certificate) GetName() string {
@@ -3482,7 +3588,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[37]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3494,7 +3600,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[37]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3507,7 +3613,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{37}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Finding) GetObject() *ObjectRef {
@@ -3560,7 +3666,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[38]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3572,7 +3678,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[38]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3585,7 +3691,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{38}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ObjectRef) GetGroup() string {
@@ -3641,7 +3747,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[39]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3653,7 +3759,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[39]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3666,7 +3772,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{39}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetStatusRequest) GetIncludeResources() bool {
@@ -3690,7 +3796,7 @@ type GetStatusResponse struct {
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[40]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3702,7 +3808,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[40]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3715,7 +3821,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{40}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetStatusResponse) GetCurrent() *Config {
@@ -3759,7 +3865,7 @@ type PusherStatus struct {
 
 func (x *PusherStatus) Reset() {
 	*x = PusherStatus{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[41]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3771,7 +3877,7 @@ func (x *PusherStatus) String() string {
 func (*PusherStatus) ProtoMessage() {}
 
 func (x *PusherStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[41]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3784,7 +3890,7 @@ func (x *PusherStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PusherStatus.ProtoReflect.Descriptor instead.
 func (*PusherStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{41}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PusherStatus) GetPusherId() string {
@@ -3951,7 +4057,7 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\vVirtualHost\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12 \n" +
 	"\vcertificate\x18\x02 \x01(\tR\vcertificate\x12/\n" +
-	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\x92\n" +
+	"\x06routes\x18\x03 \x03(\v2\x17.sluice.config.v1.RouteR\x06routes\"\xd7\n" +
 	"\n" +
 	"\x05Route\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
@@ -3980,7 +4086,16 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\n" +
 	"rate_limit\x18\x17 \x01(\v2\x1b.sluice.config.v1.RateLimitR\trateLimit\x12L\n" +
 	"\x10session_affinity\x18\x18 \x01(\v2!.sluice.config.v1.SessionAffinityR\x0fsessionAffinity\x12L\n" +
-	"\x10backend_timeouts\x18\x19 \x01(\v2!.sluice.config.v1.BackendTimeoutsR\x0fbackendTimeouts\"\xa6\x01\n" +
+	"\x10backend_timeouts\x18\x19 \x01(\v2!.sluice.config.v1.BackendTimeoutsR\x0fbackendTimeouts\x12C\n" +
+	"\rexternal_auth\x18\x1a \x01(\v2\x1e.sluice.config.v1.ExternalAuthR\fexternalAuth\"\xb2\x01\n" +
+	"\fExternalAuth\x12\x18\n" +
+	"\abackend\x18\x01 \x01(\tR\abackend\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04host\x18\x03 \x01(\tR\x04host\x12\x16\n" +
+	"\x06method\x18\x04 \x01(\tR\x06method\x12)\n" +
+	"\x10response_headers\x18\x05 \x03(\tR\x0fresponseHeaders\x12\x1d\n" +
+	"\n" +
+	"signin_url\x18\x06 \x01(\tR\tsigninUrl\"\xa6\x01\n" +
 	"\x0fBackendTimeouts\x123\n" +
 	"\aconnect\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\aconnect\x12-\n" +
 	"\x04read\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04read\x12/\n" +
@@ -4158,7 +4273,7 @@ func file_sluice_config_v1_config_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_config_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_sluice_config_v1_config_proto_goTypes = []any{
 	(DataPlaneKind)(0),            // 0: sluice.config.v1.DataPlaneKind
 	(RouteScheme)(0),              // 1: sluice.config.v1.RouteScheme
@@ -4186,32 +4301,33 @@ var file_sluice_config_v1_config_proto_goTypes = []any{
 	(*Resources)(nil),             // 23: sluice.config.v1.Resources
 	(*VirtualHost)(nil),           // 24: sluice.config.v1.VirtualHost
 	(*Route)(nil),                 // 25: sluice.config.v1.Route
-	(*BackendTimeouts)(nil),       // 26: sluice.config.v1.BackendTimeouts
-	(*SessionAffinity)(nil),       // 27: sluice.config.v1.SessionAffinity
-	(*RateLimit)(nil),             // 28: sluice.config.v1.RateLimit
-	(*AddressFilter)(nil),         // 29: sluice.config.v1.AddressFilter
-	(*Retry)(nil),                 // 30: sluice.config.v1.Retry
-	(*Cors)(nil),                  // 31: sluice.config.v1.Cors
-	(*Mirror)(nil),                // 32: sluice.config.v1.Mirror
-	(*QueryMatch)(nil),            // 33: sluice.config.v1.QueryMatch
-	(*HeaderValue)(nil),           // 34: sluice.config.v1.HeaderValue
-	(*HeaderModifier)(nil),        // 35: sluice.config.v1.HeaderModifier
-	(*PathModifier)(nil),          // 36: sluice.config.v1.PathModifier
-	(*Redirect)(nil),              // 37: sluice.config.v1.Redirect
-	(*Rewrite)(nil),               // 38: sluice.config.v1.Rewrite
-	(*PathMatch)(nil),             // 39: sluice.config.v1.PathMatch
-	(*HeaderMatch)(nil),           // 40: sluice.config.v1.HeaderMatch
-	(*WeightedBackend)(nil),       // 41: sluice.config.v1.WeightedBackend
-	(*Backend)(nil),               // 42: sluice.config.v1.Backend
-	(*Endpoint)(nil),              // 43: sluice.config.v1.Endpoint
-	(*Certificate)(nil),           // 44: sluice.config.v1.Certificate
-	(*Finding)(nil),               // 45: sluice.config.v1.Finding
-	(*ObjectRef)(nil),             // 46: sluice.config.v1.ObjectRef
-	(*GetStatusRequest)(nil),      // 47: sluice.config.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),     // 48: sluice.config.v1.GetStatusResponse
-	(*PusherStatus)(nil),          // 49: sluice.config.v1.PusherStatus
-	(*timestamppb.Timestamp)(nil), // 50: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 51: google.protobuf.Duration
+	(*ExternalAuth)(nil),          // 26: sluice.config.v1.ExternalAuth
+	(*BackendTimeouts)(nil),       // 27: sluice.config.v1.BackendTimeouts
+	(*SessionAffinity)(nil),       // 28: sluice.config.v1.SessionAffinity
+	(*RateLimit)(nil),             // 29: sluice.config.v1.RateLimit
+	(*AddressFilter)(nil),         // 30: sluice.config.v1.AddressFilter
+	(*Retry)(nil),                 // 31: sluice.config.v1.Retry
+	(*Cors)(nil),                  // 32: sluice.config.v1.Cors
+	(*Mirror)(nil),                // 33: sluice.config.v1.Mirror
+	(*QueryMatch)(nil),            // 34: sluice.config.v1.QueryMatch
+	(*HeaderValue)(nil),           // 35: sluice.config.v1.HeaderValue
+	(*HeaderModifier)(nil),        // 36: sluice.config.v1.HeaderModifier
+	(*PathModifier)(nil),          // 37: sluice.config.v1.PathModifier
+	(*Redirect)(nil),              // 38: sluice.config.v1.Redirect
+	(*Rewrite)(nil),               // 39: sluice.config.v1.Rewrite
+	(*PathMatch)(nil),             // 40: sluice.config.v1.PathMatch
+	(*HeaderMatch)(nil),           // 41: sluice.config.v1.HeaderMatch
+	(*WeightedBackend)(nil),       // 42: sluice.config.v1.WeightedBackend
+	(*Backend)(nil),               // 43: sluice.config.v1.Backend
+	(*Endpoint)(nil),              // 44: sluice.config.v1.Endpoint
+	(*Certificate)(nil),           // 45: sluice.config.v1.Certificate
+	(*Finding)(nil),               // 46: sluice.config.v1.Finding
+	(*ObjectRef)(nil),             // 47: sluice.config.v1.ObjectRef
+	(*GetStatusRequest)(nil),      // 48: sluice.config.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),     // 49: sluice.config.v1.GetStatusResponse
+	(*PusherStatus)(nil),          // 50: sluice.config.v1.PusherStatus
+	(*timestamppb.Timestamp)(nil), // 51: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 52: google.protobuf.Duration
 }
 var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	9,  // 0: sluice.config.v1.StreamConfigRequest.hello:type_name -> sluice.config.v1.Hello
@@ -4221,7 +4337,7 @@ var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	0,  // 4: sluice.config.v1.Hello.data_plane:type_name -> sluice.config.v1.DataPlaneKind
 	13, // 5: sluice.config.v1.Ack.config:type_name -> sluice.config.v1.ConfigRef
 	13, // 6: sluice.config.v1.Nack.config:type_name -> sluice.config.v1.ConfigRef
-	46, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
+	47, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
 	13, // 8: sluice.config.v1.Resync.have:type_name -> sluice.config.v1.ConfigRef
 	20, // 9: sluice.config.v1.StreamConfigResponse.config:type_name -> sluice.config.v1.Config
 	18, // 10: sluice.config.v1.StreamConfigResponse.initial_sync_complete:type_name -> sluice.config.v1.InitialSyncComplete
@@ -4231,74 +4347,75 @@ var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	16, // 14: sluice.config.v1.StreamConfigResponse.config_chunk:type_name -> sluice.config.v1.ConfigChunk
 	17, // 15: sluice.config.v1.StreamConfigResponse.config_end:type_name -> sluice.config.v1.ConfigEnd
 	23, // 16: sluice.config.v1.ConfigChunk.resources:type_name -> sluice.config.v1.Resources
-	50, // 17: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	51, // 17: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
 	23, // 18: sluice.config.v1.Config.resources:type_name -> sluice.config.v1.Resources
 	24, // 19: sluice.config.v1.ConfigDelta.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
-	42, // 20: sluice.config.v1.ConfigDelta.backends:type_name -> sluice.config.v1.Backend
-	44, // 21: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
+	43, // 20: sluice.config.v1.ConfigDelta.backends:type_name -> sluice.config.v1.Backend
+	45, // 21: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
 	22, // 22: sluice.config.v1.ConfigDelta.findings:type_name -> sluice.config.v1.ObjectFindings
-	46, // 23: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
-	46, // 24: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
-	45, // 25: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
+	47, // 23: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
+	47, // 24: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
+	46, // 25: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
 	24, // 26: sluice.config.v1.Resources.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
-	42, // 27: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
-	44, // 28: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
-	45, // 29: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
+	43, // 27: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
+	45, // 28: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
+	46, // 29: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
 	25, // 30: sluice.config.v1.VirtualHost.routes:type_name -> sluice.config.v1.Route
-	39, // 31: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
-	40, // 32: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
-	41, // 33: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
-	51, // 34: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
-	46, // 35: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
-	33, // 36: sluice.config.v1.Route.query:type_name -> sluice.config.v1.QueryMatch
-	35, // 37: sluice.config.v1.Route.request_headers:type_name -> sluice.config.v1.HeaderModifier
-	35, // 38: sluice.config.v1.Route.response_headers:type_name -> sluice.config.v1.HeaderModifier
-	37, // 39: sluice.config.v1.Route.redirect:type_name -> sluice.config.v1.Redirect
-	38, // 40: sluice.config.v1.Route.rewrite:type_name -> sluice.config.v1.Rewrite
+	40, // 31: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
+	41, // 32: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
+	42, // 33: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
+	52, // 34: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
+	47, // 35: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
+	34, // 36: sluice.config.v1.Route.query:type_name -> sluice.config.v1.QueryMatch
+	36, // 37: sluice.config.v1.Route.request_headers:type_name -> sluice.config.v1.HeaderModifier
+	36, // 38: sluice.config.v1.Route.response_headers:type_name -> sluice.config.v1.HeaderModifier
+	38, // 39: sluice.config.v1.Route.redirect:type_name -> sluice.config.v1.Redirect
+	39, // 40: sluice.config.v1.Route.rewrite:type_name -> sluice.config.v1.Rewrite
 	1,  // 41: sluice.config.v1.Route.scheme:type_name -> sluice.config.v1.RouteScheme
-	32, // 42: sluice.config.v1.Route.mirrors:type_name -> sluice.config.v1.Mirror
-	31, // 43: sluice.config.v1.Route.cors:type_name -> sluice.config.v1.Cors
-	30, // 44: sluice.config.v1.Route.retry:type_name -> sluice.config.v1.Retry
-	29, // 45: sluice.config.v1.Route.client_addresses:type_name -> sluice.config.v1.AddressFilter
-	28, // 46: sluice.config.v1.Route.rate_limit:type_name -> sluice.config.v1.RateLimit
-	27, // 47: sluice.config.v1.Route.session_affinity:type_name -> sluice.config.v1.SessionAffinity
-	26, // 48: sluice.config.v1.Route.backend_timeouts:type_name -> sluice.config.v1.BackendTimeouts
-	51, // 49: sluice.config.v1.BackendTimeouts.connect:type_name -> google.protobuf.Duration
-	51, // 50: sluice.config.v1.BackendTimeouts.read:type_name -> google.protobuf.Duration
-	51, // 51: sluice.config.v1.BackendTimeouts.write:type_name -> google.protobuf.Duration
-	51, // 52: sluice.config.v1.Retry.backoff:type_name -> google.protobuf.Duration
-	2,  // 53: sluice.config.v1.QueryMatch.type:type_name -> sluice.config.v1.QueryMatchType
-	34, // 54: sluice.config.v1.HeaderModifier.set:type_name -> sluice.config.v1.HeaderValue
-	34, // 55: sluice.config.v1.HeaderModifier.add:type_name -> sluice.config.v1.HeaderValue
-	3,  // 56: sluice.config.v1.PathModifier.type:type_name -> sluice.config.v1.PathModifierType
-	36, // 57: sluice.config.v1.Redirect.path:type_name -> sluice.config.v1.PathModifier
-	36, // 58: sluice.config.v1.Rewrite.path:type_name -> sluice.config.v1.PathModifier
-	4,  // 59: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
-	5,  // 60: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
-	35, // 61: sluice.config.v1.WeightedBackend.request_headers:type_name -> sluice.config.v1.HeaderModifier
-	46, // 62: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
-	43, // 63: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
-	6,  // 64: sluice.config.v1.Backend.protocol:type_name -> sluice.config.v1.BackendProtocol
-	46, // 65: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
-	50, // 66: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	46, // 67: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
-	7,  // 68: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
-	20, // 69: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
-	49, // 70: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
-	0,  // 71: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
-	13, // 72: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
-	50, // 73: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
-	13, // 74: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
-	50, // 75: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
-	8,  // 76: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
-	47, // 77: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
-	14, // 78: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
-	48, // 79: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
-	78, // [78:80] is the sub-list for method output_type
-	76, // [76:78] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	33, // 42: sluice.config.v1.Route.mirrors:type_name -> sluice.config.v1.Mirror
+	32, // 43: sluice.config.v1.Route.cors:type_name -> sluice.config.v1.Cors
+	31, // 44: sluice.config.v1.Route.retry:type_name -> sluice.config.v1.Retry
+	30, // 45: sluice.config.v1.Route.client_addresses:type_name -> sluice.config.v1.AddressFilter
+	29, // 46: sluice.config.v1.Route.rate_limit:type_name -> sluice.config.v1.RateLimit
+	28, // 47: sluice.config.v1.Route.session_affinity:type_name -> sluice.config.v1.SessionAffinity
+	27, // 48: sluice.config.v1.Route.backend_timeouts:type_name -> sluice.config.v1.BackendTimeouts
+	26, // 49: sluice.config.v1.Route.external_auth:type_name -> sluice.config.v1.ExternalAuth
+	52, // 50: sluice.config.v1.BackendTimeouts.connect:type_name -> google.protobuf.Duration
+	52, // 51: sluice.config.v1.BackendTimeouts.read:type_name -> google.protobuf.Duration
+	52, // 52: sluice.config.v1.BackendTimeouts.write:type_name -> google.protobuf.Duration
+	52, // 53: sluice.config.v1.Retry.backoff:type_name -> google.protobuf.Duration
+	2,  // 54: sluice.config.v1.QueryMatch.type:type_name -> sluice.config.v1.QueryMatchType
+	35, // 55: sluice.config.v1.HeaderModifier.set:type_name -> sluice.config.v1.HeaderValue
+	35, // 56: sluice.config.v1.HeaderModifier.add:type_name -> sluice.config.v1.HeaderValue
+	3,  // 57: sluice.config.v1.PathModifier.type:type_name -> sluice.config.v1.PathModifierType
+	37, // 58: sluice.config.v1.Redirect.path:type_name -> sluice.config.v1.PathModifier
+	37, // 59: sluice.config.v1.Rewrite.path:type_name -> sluice.config.v1.PathModifier
+	4,  // 60: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
+	5,  // 61: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
+	36, // 62: sluice.config.v1.WeightedBackend.request_headers:type_name -> sluice.config.v1.HeaderModifier
+	47, // 63: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
+	44, // 64: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
+	6,  // 65: sluice.config.v1.Backend.protocol:type_name -> sluice.config.v1.BackendProtocol
+	47, // 66: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
+	51, // 67: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	47, // 68: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
+	7,  // 69: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
+	20, // 70: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
+	50, // 71: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
+	0,  // 72: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
+	13, // 73: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
+	51, // 74: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
+	13, // 75: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
+	51, // 76: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
+	8,  // 77: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
+	48, // 78: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
+	14, // 79: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
+	49, // 80: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
+	79, // [79:81] is the sub-list for method output_type
+	77, // [77:79] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	77, // [77:77] is the sub-list for extension extendee
+	0,  // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_sluice_config_v1_config_proto_init() }
@@ -4327,7 +4444,7 @@ func file_sluice_config_v1_config_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_config_v1_config_proto_rawDesc), len(file_sluice_config_v1_config_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

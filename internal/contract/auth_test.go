@@ -1,0 +1,63 @@
+package contract
+
+import (
+	"net/http"
+	"net/netip"
+	"testing"
+
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+)
+
+// Route.external_auth, as nginx's auth_request: 2xx passes, 401 is 401 (or a 302 to the
+// sign-in URL with rd= the original URL), 403 is 403, anything else or no answer is 500; the
+// service gets the request's header without its body's, and who asked for what.
+func TestExternalAuthDecidesAsAuthRequest(t *testing.T) {
+	signin := &configv1.ExternalAuth{SigninUrl: "https://login.example.com/start?app=shop"}
+	for _, tc := range []struct {
+		a        *configv1.ExternalAuth
+		status   int
+		code     int
+		location string
+	}{
+		{&configv1.ExternalAuth{}, 200, 0, ""},
+		{&configv1.ExternalAuth{}, 204, 0, ""},
+		{&configv1.ExternalAuth{}, 401, 401, ""},
+		{&configv1.ExternalAuth{}, 403, 403, ""},
+		{&configv1.ExternalAuth{}, 302, 500, ""},
+		{&configv1.ExternalAuth{}, 404, 500, ""},
+		{&configv1.ExternalAuth{}, 0, 500, ""},
+		{signin, 401, 302, "https://login.example.com/start?app=shop&rd=https%3A%2F%2Fshop.example.com%2Fcart%3Fid%3D1"},
+		{signin, 403, 403, ""},
+	} {
+		code, loc := AuthDecision(tc.a, tc.status, "https://shop.example.com/cart?id=1")
+		if code != tc.code || loc != tc.location {
+			t.Errorf("signin %q, service answered %d: %d %q, want %d %q", tc.a.GetSigninUrl(), tc.status, code, loc, tc.code, tc.location)
+		}
+	}
+	req := Request{Scheme: "https", Host: "shop.example.com", Method: http.MethodPost, Path: "/cart", RawQuery: "id=1",
+		Header: http.Header{"Cookie": {"s=1"}, "Content-Length": {"12"}, "Authorization": {"Bearer x"}}, Client: netip.MustParseAddr("192.0.2.9")}
+	h, original := AuthRequestHeader(req)
+	want := map[string]string{"Cookie": "s=1", "Authorization": "Bearer x", "Content-Length": "", "X-Original-Url": "https://shop.example.com/cart?id=1",
+		"X-Original-Method": "POST", "X-Real-Ip": "192.0.2.9", "X-Forwarded-For": "192.0.2.9", "X-Auth-Request-Redirect": "/cart?id=1"}
+	for k, v := range want {
+		if got := h.Get(k); got != v {
+			t.Errorf("auth request header %s = %q, want %q", k, got, v)
+		}
+	}
+	if original != "https://shop.example.com/cart?id=1" {
+		t.Errorf("original URL %q", original)
+	}
+	if req.Header.Get("X-Original-Url") != "" {
+		t.Error("the request's own header was changed")
+	}
+	for _, bad := range []*configv1.ExternalAuth{
+		{Host: "a", Path: "/"},
+		{Backend: "b", Host: "a", Path: "no-slash"},
+		{Backend: "b", Host: "a b", Path: "/"},
+		{Backend: "b", Host: "a", Path: "/", SigninUrl: "javascript:alert(1)"},
+	} {
+		if CheckExternalAuth(bad) == nil {
+			t.Errorf("%v was accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package caddymod
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/sluice-io/sluice/internal/contract"
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+)
+
+// authTimeout bounds one question to an authentication service (Route.external_auth), as
+// nginx's default proxy timeouts bound its auth_request: no answer in time is a 500.
+const authTimeout = 30 * time.Second
+
+// authClients ask authentication services: in cleartext, or over TLS without verifying the
+// endpoint (BACKEND_PROTOCOL_TLS, as the proxy speaks to such backends). They never follow
+// a redirect: an answer that is not 2xx, 401 or 403 is a 500.
+var authClients = func() map[string]*http.Client {
+	client := func(tlsCfg *tls.Config) *http.Client {
+		return &http.Client{
+			Transport: &http.Transport{DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext, TLSClientConfig: tlsCfg,
+				MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	return map[string]*http.Client{"": client(nil), protocolTLS: client(&tls.Config{InsecureSkipVerify: true})} //nolint:gosec // the protocol's TLS backends are unverified
+}()
+
+// authorize asks a's service about req (r as the client sent it): pass, or the answer the
+// client gets (contract.AuthDecision), with the service's WWW-Authenticate for a 401. On
+// pass, a's ResponseHeaders are set on r from the service's answer.
+func (t *Table) authorize(r *http.Request, req contract.Request, a *configv1.ExternalAuth) (pass bool, code int, location, challenge string) {
+	b, _ := t.backends.get(a.GetBackend())
+	if b == nil || len(b.upstreams) == 0 {
+		return false, http.StatusInternalServerError, "", ""
+	}
+	client := authClients[b.protocol]
+	scheme := "http"
+	if b.protocol == protocolTLS {
+		scheme = "https"
+	}
+	if client == nil { // h2c: the translator never names such a service
+		return false, http.StatusInternalServerError, "", ""
+	}
+	header, original := contract.AuthRequestHeader(req)
+	method := a.GetMethod()
+	if method == "" {
+		method = http.MethodGet
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
+	defer cancel()
+	u := b.upstreams[rand.IntN(len(b.upstreams))]
+	areq, err := http.NewRequestWithContext(ctx, method, scheme+"://"+u.Dial+a.GetPath(), nil)
+	status := 0
+	var resp *http.Response
+	if err == nil {
+		areq.Host, areq.Header = a.GetHost(), header
+		if resp, err = client.Do(areq); err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			status = resp.StatusCode
+		}
+	}
+	code, location = contract.AuthDecision(a, status, original)
+	if code == 0 {
+		for _, n := range a.GetResponseHeaders() {
+			if vs := resp.Header.Values(n); len(vs) > 0 {
+				r.Header[http.CanonicalHeaderKey(n)] = append([]string(nil), vs...)
+			}
+		}
+		return true, 0, "", ""
+	}
+	if code == http.StatusUnauthorized && resp != nil {
+		challenge = resp.Header.Get("WWW-Authenticate")
+	}
+	return false, code, location, challenge
+}
