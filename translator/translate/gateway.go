@@ -896,6 +896,13 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 		}
 		tmpl.Retry = r
 	}
+	if rule.SessionPersistence != nil {
+		a, why := sessionAffinity(rule.SessionPersistence)
+		if why != "" {
+			return drop("UnsupportedValue", "sessionPersistence: "+why)
+		}
+		tmpl.SessionAffinity = a
+	}
 
 	var prefixRewrite bool
 	type mirrorRef struct {
