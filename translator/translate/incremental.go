@@ -614,6 +614,58 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 		}
 	}
 
+	// server-alias: each alias serves the routes of the Ingress's first rule's host, as
+	// ingress-nginx adds the aliases to that host's server.
+	if len(ngx.aliases) > 0 && len(ing.Spec.Rules) > 0 {
+		first := ing.Spec.Rules[0].Host
+		hosts := map[string]bool{}
+		for _, r := range ing.Spec.Rules {
+			hosts[r.Host] = true
+		}
+		for _, a := range ngx.aliases {
+			if hosts[a] {
+				continue // a host of the Ingress's own rules already
+			}
+			hosts[a] = true
+			for _, c := range lo.claims[first] {
+				if c.route == nil {
+					continue
+				}
+				c.key.host, c.hostField = a, "metadata.annotations["+NginxAnnotationPrefix+"server-alias]"
+				claimOn(a, c)
+			}
+		}
+	}
+
+	// from-to-www-redirect: the other name of each rule's host (with or without "www.")
+	// answers 308 to the same URL on the host, as ingress-nginx's redirect server does;
+	// it yields to any rule of the other name, as a defaultBackend does.
+	if ngx.toWWW {
+		done := map[string]bool{}
+		for ri, rule := range ing.Spec.Rules {
+			h := rule.Host
+			if h == "" || strings.HasPrefix(h, "*.") || done[h] || checkHost(h) != "" {
+				continue
+			}
+			done[h] = true
+			other := "www." + h
+			if rest, ok := strings.CutPrefix(h, "www."); ok {
+				other = rest
+			}
+			if checkHost(other) != "" {
+				continue
+			}
+			route := &configv1.Route{
+				Name:     fmt.Sprintf("%s/%s/from-to-www-redirect[%d]", ing.Namespace, ing.Name, ri),
+				Path:     &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: "/"},
+				Source:   ref(ing),
+				Redirect: &configv1.Redirect{Hostname: h, StatusCode: 308},
+			}
+			claimOn(other, claim{defaultBackend: true, route: route, key: routeKey{other, route.Path.Type, "/"},
+				field: "metadata.annotations[" + NginxAnnotationPrefix + "from-to-www-redirect]", hostField: fmt.Sprintf("spec.rules[%d].host", ri)})
+		}
+	}
+
 	// app-root: "/" of every host of the rules redirects to the application's root.
 	if ngx.appRoot != "" {
 		done := map[string]bool{}

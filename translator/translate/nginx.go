@@ -66,6 +66,9 @@ type nginxIngress struct {
 	// auth: auth-url and its auth-method, auth-response-headers, auth-signin; its Backend is
 	// resolved with the Ingress's Services (resolveAuth).
 	auth *authURL
+	// toWWW: from-to-www-redirect; aliases: server-alias.
+	toWWW   bool
+	aliases []string
 }
 
 // authURL is auth-url as read: a Service of the cluster, by its DNS name.
@@ -147,7 +150,6 @@ var nginxRules = map[string]nginxRule{
 	"enable-rewrite-log":                       {served: isValue("false"), alt: "no rewrite log"},
 	"fastcgi-index":                            {error: true, alt: "FastCGI backends are not supported"},
 	"fastcgi-params-configmap":                 {error: true, alt: "FastCGI backends are not supported"},
-	"from-to-www-redirect":                     {served: isValue("false"), alt: "an HTTPRoute with a RequestRedirect hostname on the other name does it"},
 	"http2-push-preload":                       {served: isValue("false"), alt: "HTTP/2 server push is not supported (browsers dropped it)"},
 	"influxdb-host":                            {alt: "no InfluxDB metrics"},
 	"limit-rate":                               {alt: "bandwidth limits are not supported"},
@@ -186,7 +188,6 @@ var nginxRules = map[string]nginxRule{
 	"relative-redirects":                       {served: isValue("false"), alt: "Location headers of redirects are absolute"},
 	"satisfy":                                  {closed: true, alt: altAuth},
 	"secure-verify-ca-secret":                  {closed: true, alt: "Sluice does not verify the endpoints' certificates, and serving the Ingress without the check would trust any endpoint"},
-	"server-alias":                             {alt: "list the other names as rules of the Ingress"},
 	"server-snippet":                           {alt: altSnippet},
 	"service-upstream":                         {served: isValue("false"), alt: "requests go to the Service's endpoints, never to its cluster IP"},
 	"session-cookie-change-on-failure":         {alt: "a client whose endpoint is no longer ready is sent elsewhere and gets a new cookie; one whose endpoint fails is not moved"},
@@ -208,6 +209,7 @@ var nginxServed = map[string]bool{
 	"proxy-body-size": true, "whitelist-source-range": true,
 	"affinity": true, "affinity-canary-behavior": true, "affinity-mode": true, "session-cookie-expires": true, "session-cookie-max-age": true,
 	"session-cookie-name": true, "session-cookie-path": true, "session-cookie-samesite": true, "session-cookie-secure": true,
+	"from-to-www-redirect": true, "server-alias": true,
 	"auth-method": true, "auth-response-headers": true, "auth-signin": true, "auth-url": true,
 	"proxy-connect-timeout": true, "proxy-read-timeout": true, "proxy-send-timeout": true,
 	"limit-allowlist": true, "limit-burst-multiplier": true, "limit-connections": true, "limit-rpm": true, "limit-rps": true, "limit-whitelist": true,
@@ -408,6 +410,20 @@ func readNginx(ing *networkingv1.Ingress, add func(field string, sev configv1.Fi
 	n.affinity = readAffinity(get, field, add)
 	n.timeouts = readTimeouts(get, field, add)
 	n.auth = readAuth(ing, get, field, add, &n.refused)
+	n.toWWW = boolean("from-to-www-redirect", false)
+	if v, ok := get("server-alias"); ok && v != "" {
+		for _, a := range strings.Split(v, ",") {
+			a = strings.ToLower(strings.TrimSpace(a))
+			if a == "" {
+				continue
+			}
+			if err := checkHost(a); err != "" {
+				add(field("server-alias"), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q: %s; it is not served", a, err))
+				continue
+			}
+			n.aliases = append(n.aliases, a)
+		}
+	}
 	if v, ok := get("proxy-body-size"); ok && v != "" {
 		size, err := nginxSize(v)
 		if err != nil {

@@ -320,3 +320,34 @@ func TestCanaryAsIngressNginx(t *testing.T) {
 		}
 	}
 }
+
+// docs/migrating-from-ingress-nginx.md, "server-alias" and "from-to-www-redirect": an alias
+// serves the first rule's host's routes; the name without www. redirects (308) to the same
+// URL on the www host, and yields to another Ingress's rule for that name.
+func TestServerAliasAndFromToWWWAsIngressNginx(t *testing.T) {
+	prefix := networkingv1.PathTypePrefix
+	aliased := newIngress("aliased", "alias.example.com", map[string]string{NginxAnnotationPrefix + "server-alias": "alias2.example.com"}, false,
+		ingressPath("/", prefix, "web"), ingressPath("/api", prefix, "api"))
+	www := newIngress("www", "www.brand.example.com", map[string]string{NginxAnnotationPrefix + "from-to-www-redirect": "true"}, false, ingressPath("/", prefix, "web"))
+	apex := newIngress("apex", "apex.example.com", map[string]string{NginxAnnotationPrefix + "from-to-www-redirect": "true"}, false, ingressPath("/", prefix, "web"))
+	taken := newIngress("taken", "www.apex.example.com", nil, false, ingressPath("/shop", prefix, "api"))
+	res := Translate(nginxCase(t, aliased, www, apex, taken), goldenOpts)
+	for _, tc := range []struct {
+		req      contract.Request
+		status   int
+		location string
+		backend  string
+	}{
+		{get("http", "alias2.example.com", "/api/x"), 200, "", "app/api:81"},
+		{get("http", "alias2.example.com", "/"), 200, "", "app/web:80"},
+		{get("http", "brand.example.com", "/a/b?c=d"), 308, "http://www.brand.example.com/a/b?c=d", ""},
+		{get("https", "brand.example.com", "/"), 308, "https://www.brand.example.com/", ""},
+		{get("http", "www.apex.example.com", "/shop/1"), 200, "", "app/api:81"},
+		{get("http", "www.apex.example.com", "/other"), 308, "http://apex.example.com/other", ""},
+	} {
+		o := contract.OutcomeOf(res, tc.req)
+		if o.Status != tc.status || o.Location != tc.location || tc.backend != "" && (len(o.Backends) != 1 || o.Backends[0] != tc.backend) {
+			t.Errorf("%s://%s%s: %d %q %v, want %d %q %s", tc.req.Scheme, tc.req.Host, tc.req.Path, o.Status, o.Location, o.Backends, tc.status, tc.location, tc.backend)
+		}
+	}
+}
