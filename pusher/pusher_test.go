@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/sluice-io/sluice/internal/backend"
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/harness/testenv"
@@ -715,7 +716,7 @@ func replayGoldens(t *testing.T, stock bool) {
 					req.Scheme, req.Listener = o.scheme, o.listener
 					if rt := contract.Match(res, req); rt.GetExternalAuth() != nil {
 						// The authentication service is a test backend: /status/NNN answers NNN.
-						req.AuthStatus = authStatusOf(rt.GetExternalAuth().GetPath())
+						req.AuthStatus = backend.StatusOf(rt.GetExternalAuth().GetPath())
 					}
 					got, err := send(t, o.port, req, leafFor(res, req.Host))
 					if err != nil {
@@ -1173,15 +1174,4 @@ func TestModuleServesRenewedCertificateWithoutReload(t *testing.T) {
 	if after := e.caddyConfig(t); !bytes.Equal(after, before) {
 		t.Fatalf("Caddy's own config changed for a renewed certificate:\nbefore %s\nafter  %s", before, after)
 	}
-}
-
-// authStatusOf is what a test backend answers for path: NNN for /status/NNN, else 200.
-func authStatusOf(path string) int {
-	path, _, _ = strings.Cut(path, "?")
-	if rest, ok := strings.CutPrefix(path, "/status/"); ok {
-		if n, err := strconv.Atoi(rest); err == nil {
-			return n
-		}
-	}
-	return http.StatusOK
 }

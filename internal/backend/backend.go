@@ -24,6 +24,19 @@ type Answer struct {
 	Header http.Header `json:"header,omitempty"`
 }
 
+// StatusOf is the status Handler answers a request for path with: NNN for /status/NNN
+// (200 to 599), 200 otherwise. Tests that stand in for a proxy's calls to a backend (an
+// authentication service) answer by it too.
+func StatusOf(path string) int {
+	path, _, _ = strings.Cut(path, "?")
+	if rest, ok := strings.CutPrefix(path, "/status/"); ok {
+		if n, err := strconv.Atoi(rest); err == nil && n >= 200 && n <= 599 {
+			return n
+		}
+	}
+	return http.StatusOK
+}
+
 // Handler answers as backend name (and pod, when not empty). A request for /status/NNN is
 // answered with status NNN, so that a readiness probe or a test can ask for a failure; one
 // for /delay/D (a Go duration, at most a minute) is answered after D, so that a test can ask
@@ -43,11 +56,7 @@ func Handler(name, pod string, count func()) http.Handler {
 				}
 			}
 		}
-		if rest, ok := strings.CutPrefix(r.URL.Path, "/status/"); ok {
-			if n, err := strconv.Atoi(rest); err == nil && n >= 200 && n <= 599 {
-				code = n
-			}
-		}
+		code = StatusOf(r.URL.Path)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Sluice-Backend", name)
 		w.WriteHeader(code)

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	testbackend "github.com/sluice-io/sluice/internal/backend"
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/pki"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
@@ -164,7 +165,7 @@ func TestRouterDoesWhatTheReferenceSays(t *testing.T) {
 	t.Cleanup(func() { store, dispatch, authClients = saved, savedDispatch, savedAuth })
 	// Authentication services answer as the test backends do: /status/NNN with NNN.
 	fakeAuth := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		return &http.Response{StatusCode: authStatusOf(r.URL.Path), Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+		return &http.Response{StatusCode: testbackend.StatusOf(r.URL.Path), Header: http.Header{}, Body: http.NoBody, Request: r}, nil
 	})}
 	authClients = map[string]*http.Client{"": fakeAuth, protocolTLS: fakeAuth}
 	var copies []*mirrorCopy
@@ -184,7 +185,7 @@ func TestRouterDoesWhatTheReferenceSays(t *testing.T) {
 			}
 			for _, req := range schemes(res) {
 				if rt := contract.Match(res, req); rt.GetExternalAuth() != nil {
-					req.AuthStatus = authStatusOf(rt.GetExternalAuth().GetPath())
+					req.AuthStatus = testbackend.StatusOf(rt.GetExternalAuth().GetPath())
 				}
 				want := contract.OutcomeOf(res, req)
 				copies = nil
@@ -530,14 +531,3 @@ func TestChunkedBodyOverTheLimitIs413(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// authStatusOf is what a test backend answers for path: NNN for /status/NNN, else 200.
-func authStatusOf(path string) int {
-	path, _, _ = strings.Cut(path, "?")
-	if rest, ok := strings.CutPrefix(path, "/status/"); ok {
-		if n, err := strconv.Atoi(rest); err == nil {
-			return n
-		}
-	}
-	return http.StatusOK
-}

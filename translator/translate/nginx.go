@@ -446,23 +446,11 @@ func readSourceRanges(get func(string) (string, bool), field func(string) string
 		if !ok || v == "" {
 			return nil, false
 		}
-		var out []string
-		for _, s := range strings.Split(v, ",") {
-			s = strings.TrimSpace(s)
-			if s == "" {
-				continue
-			}
-			p, err := netip.ParsePrefix(s)
-			if err != nil {
-				a, aerr := netip.ParseAddr(s)
-				if aerr != nil {
-					*refused = true
-					add(field(name), sevError, "InvalidAnnotation", fmt.Sprintf("%q is not an address or a CIDR prefix; the Ingress is not served, since serving it without the whole list would admit what it does not", s))
-					return nil, false
-				}
-				p = netip.PrefixFrom(a, a.BitLen())
-			}
-			out = append(out, p.Masked().String())
+		out, bad := addressList(v)
+		if bad != "" {
+			*refused = true
+			add(field(name), sevError, "InvalidAnnotation", fmt.Sprintf("%q is not an address or a CIDR prefix; the Ingress is not served, since serving it without the whole list would admit what it does not", bad))
+			return nil, false
 		}
 		if len(out) > contract.MaxAddressPrefixes {
 			*refused = true
@@ -701,25 +689,35 @@ func readRateLimit(ing *networkingv1.Ingress, get func(string) (string, bool), f
 		name = "limit-whitelist"
 	}
 	if v, ok := get(name); ok && v != "" {
-		for _, s := range strings.Split(v, ",") {
-			s = strings.TrimSpace(s)
-			if s == "" {
-				continue
-			}
-			p, err := netip.ParsePrefix(s)
-			if err != nil {
-				a, aerr := netip.ParseAddr(s)
-				if aerr != nil {
-					add(field(name), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not an address or a CIDR prefix; no client is exempt", s))
-					l.Exempt = nil
-					break
-				}
-				p = netip.PrefixFrom(a, a.BitLen())
-			}
-			l.Exempt = append(l.Exempt, p.Masked().String())
+		exempt, bad := addressList(v)
+		if bad != "" {
+			add(field(name), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not an address or a CIDR prefix; no client is exempt", bad))
+		} else {
+			l.Exempt = exempt
 		}
 	}
 	return l
+}
+
+// addressList reads nginx's comma-separated addresses and CIDR prefixes as CIDR prefixes (an
+// address is its /32 or /128), or returns the first entry that is neither.
+func addressList(v string) (prefixes []string, bad string) {
+	for _, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return nil, s
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		prefixes = append(prefixes, p.Masked().String())
+	}
+	return prefixes, ""
 }
 
 // nginxSize reads an nginx size: bytes, or a number with k, m or g (any case) for KiB, MiB
