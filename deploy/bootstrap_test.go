@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-io/sluice/pusher/caddy"
 )
 
-// Issue 19: Caddy's probes and scrapers use a metrics server that exists from Caddy's start
+// docs/operations.md, "Endpoints": Caddy's probes and scrapers use a metrics server that exists from Caddy's start
 // (the bootstrap config) and that every config the pusher loads keeps unchanged
 // (--proxy-metrics-listen renders the same server), so that probes never fail across a load.
 func TestCaddyBootstrapHasThePushersMetricsServer(t *testing.T) {

@@ -193,7 +193,7 @@ func kustomize(t *testing.T, dir string) []byte {
 	return out
 }
 
-// Issue 19: helm lint passes on the chart with its defaults and with each value set.
+// The Helm chart (docs/operations.md): helm lint passes on the chart with its defaults and with each value set.
 func TestHelmLint(t *testing.T) {
 	for _, values := range []string{"", singleNodeValues, namespacedValues, customValues, gatewayValues} {
 		args := []string{"lint", "--strict", chart}
@@ -249,7 +249,7 @@ func TestHelmChartIsTheKustomizeBase(t *testing.T) {
 	}
 }
 
-// Issue 19: each value of helm/testdata/custom.yaml reaches the objects it is for; and
+// The Helm chart (docs/operations.md): each value of helm/testdata/custom.yaml reaches the objects it is for; and
 // gatewayClass.create=auto renders the GatewayClass only where the Gateway API is served.
 func TestHelmValuesTakeEffect(t *testing.T) {
 	m := parseManifest(t, helmTemplate(t, "sluice-custom", "-f", customValues), "sluice-custom")
@@ -388,7 +388,7 @@ func TestHelmServesIngressNginxClassForCutOver(t *testing.T) {
 	}
 }
 
-// Issue 19: helm template's output for the defaults (with the Gateway API served, so the
+// The Helm chart (docs/operations.md): helm template's output for the defaults (with the Gateway API served, so the
 // GatewayClass too) and for each other value set is accepted object for object by the real
 // apiserver's server-side dry-run apply (cert-manager's and the Gateway API's CRDs installed).
 func TestHelmTemplateAcceptedByServerSideDryRun(t *testing.T) {

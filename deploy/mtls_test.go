@@ -106,7 +106,7 @@ type rpcCase struct {
 	keys map[string]bool
 }
 
-// matrix is issue 16's test matrix: every role (translator, pusher, operator, a certificate
+// matrix is the test matrix of docs/operations.md, "Security model": every role (translator, pusher, operator, a certificate
 // of another CA that claims to be a translator, no certificate) against every RPC of the
 // three servers, run against the real binaries with the certificates `make certs` writes.
 // For Watch and the config reads it checks whether private keys are present.

@@ -18,7 +18,7 @@ import (
 	"github.com/sluice-io/sluice/internal/promtext"
 )
 
-// Issue 19, "a data plane you can see into": with --proxy-metrics-listen and
+// docs/operations.md, "Metrics", a data plane you can see into: with --proxy-metrics-listen and
 // --proxy-access-log, the Caddy the pusher drives (the module and stock /load alike) answers
 // /healthz and serves its own Prometheus metrics on that address, counting the requests it
 // proxied, and writes one JSON access line per proxied request to its standard output.

@@ -1009,7 +1009,7 @@ func getTLS(t *testing.T, port int, host, path string) string {
 	return answer(resp)
 }
 
-// Issue 15, against a real Caddy with Sluice's module: 1,000 successive route changes, each
+// docs/design.md, "The config stream", against a real Caddy with Sluice's module: 1,000 successive route changes, each
 // seen at once (the first request after the pusher's ACK) on a kept-alive HTTP/1.1
 // connection and on a fresh one, with no failed request and no connection closed by Caddy:
 // the module swaps its table in place and Caddy never reloads; its own config
@@ -1114,7 +1114,7 @@ func servedCert(t *testing.T, port int, host string) string {
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
 }
 
-// Issue 15: certificates come from the module's table at handshake time, so a renewed Secret
+// docs/design.md, "The config stream": certificates come from the module's table at handshake time, so a renewed Secret
 // (the same certificate name, a new certificate) is presented on the next handshake, with no
 // reload: Caddy's own config stays byte-identical.
 func TestModuleServesRenewedCertificateWithoutReload(t *testing.T) {

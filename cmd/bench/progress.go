@@ -9,7 +9,7 @@ import (
 )
 
 // progress says what the harness is doing while a long step runs: every few seconds the
-// current stage, how far it got and for how long, on stderr (issue 19: long work prints
+// current stage, how far it got and for how long, on stderr (long work prints
 // what it is doing).
 type progress struct {
 	mu          sync.Mutex

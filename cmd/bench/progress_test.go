@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// TestProgressLine proves issue 19's "Progress": while a long step runs, the line printed
+// TestProgressLine proves the bench's progress line: while a long step runs, the line printed
 // every few seconds names the stage, how far it got (when counted) and for how long.
 func TestProgressLine(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 22, 0, 0, 0, time.UTC)

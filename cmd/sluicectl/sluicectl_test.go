@@ -285,7 +285,7 @@ func decodeYAML(t *testing.T, out string, stream bool) []any {
 	return vs
 }
 
-// Issue 19 (sluicectl on cobra): every command runs with each -o; table is the default (and
+// sluicectl's outputs (docs/operations.md): every command runs with each -o; table is the default (and
 // "text", the old name, is the same); JSON and YAML parse, are objects, and carry the same
 // data; each exits 0.
 func TestEveryCommandWithEveryOutput(t *testing.T) {
@@ -346,7 +346,7 @@ func TestEveryCommandWithEveryOutput(t *testing.T) {
 	}
 }
 
-// Issue 19: exit codes are 0 ok, 1 failure, 2 usage, for every command.
+// sluicectl's exit codes are 0 ok, 1 failure, 2 usage, for every command.
 func TestExitCodes(t *testing.T) {
 	addr := startFake(t, fixtureStatus(t))
 	down := closedAddr(t)
@@ -400,7 +400,7 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
-// Issue 19: every command's --help has examples, and documents the exit codes; the
+// sluicectl's help: every command's --help has examples, and documents the exit codes; the
 // networked ones document the connection flags with an in-cluster example.
 func TestEveryCommandsHelpHasExamplesAndExitCodes(t *testing.T) {
 	networked := map[string]bool{"health": true, "config": true, "explain": true, "watch": true, "version": true}
@@ -431,7 +431,7 @@ func TestEveryCommandsHelpHasExamplesAndExitCodes(t *testing.T) {
 	}
 }
 
-// Issue 19: explain on an Ingress with a finding shows the finding, its hosts and routes,
+// sluicectl explain on an Ingress with a finding shows the finding, its hosts and routes,
 // the config version holding it, and which pushers applied that version; an Ingress of
 // another class is not served.
 func TestExplainIngressWithFinding(t *testing.T) {

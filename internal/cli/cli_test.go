@@ -18,7 +18,7 @@ func (s *noSettings) Register(*pflag.FlagSet) {}
 func (s *noSettings) Validate() error         { s.validated = true; return nil }
 
 // Every process answers --version with its name, version, revision and Go release, exits 0,
-// and starts nothing (issue 19: "--version on every process").
+// and starts nothing (every process has --version).
 func TestVersionPrintsTheBuildAndStartsNothing(t *testing.T) {
 	ran := false
 	var s noSettings

@@ -2,7 +2,7 @@ package contract
 
 import "testing"
 
-// MayReport (issue 16): a translator may have statuses written only for Ingresses of its
+// MayReport (docs/design.md, "Who may do what"): a translator may have statuses written only for Ingresses of its
 // own class, of another class of its controller, or class-less ones no other controller's
 // default class claims.
 func TestMayReport(t *testing.T) {

@@ -53,7 +53,7 @@ func TestCountSentReportsEveryMessageWithItsMethod(t *testing.T) {
 	}
 }
 
-// Issue 10: translators name every watcher replica; the connection uses the first that
+// docs/design.md, "Reconnects": translators name every watcher replica; the connection uses the first that
 // answers and moves to another when it goes away.
 func TestDialMovesToTheNextReplica(t *testing.T) {
 	serve := func(name string) (string, func()) {

@@ -11,7 +11,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
-// Issue 19: every process's gRPC servers and clients count their RPCs (go-grpc-middleware's
+// docs/operations.md, "Metrics": every process's gRPC servers and clients count their RPCs (go-grpc-middleware's
 // Prometheus provider): a call shows up as handled, with its method and code, on both sides,
 // and a server's methods exist at 0 before any call.
 func TestServerAndClientCountRPCs(t *testing.T) {

@@ -81,7 +81,7 @@ func serve(t *testing.T, cfg ServerConfig) (*Server, string) {
 	return srv, lis.Addr().String()
 }
 
-// No accidental plaintext (issue 16): off loopback, a server or a client without mutual TLS
+// No accidental plaintext (docs/operations.md, "Security model"): off loopback, a server or a client without mutual TLS
 // refuses to start unless --insecure says so, and then warns; loopback is allowed as it is.
 func TestNoPlaintextOffLoopbackUnlessInsecure(t *testing.T) {
 	dir := t.TempDir()
@@ -196,7 +196,7 @@ func TestClientRefusesAServerOfAnotherRole(t *testing.T) {
 	}
 }
 
-// Rotation (issue 16): every certificate and CA is replaced mid-stream. The open stream
+// Rotation (docs/operations.md, "Security model"): every certificate and CA is replaced mid-stream. The open stream
 // keeps going; new connections present and verify the new certificates; a peer still holding
 // a certificate of the old CA is refused once the CA bundle no longer has it; and a rotation
 // caught half-written keeps the previous files.

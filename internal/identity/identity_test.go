@@ -64,7 +64,7 @@ func TestFromCertificate(t *testing.T) {
 	}
 }
 
-// The policy of issue 16, rule by rule.
+// The policy of docs/operations.md, "Security model", rule by rule.
 func TestDefaultPolicy(t *testing.T) {
 	p := DefaultPolicy()
 	as := func(r Role) Caller { return Caller{Identity: Identity{TrustDomain: "cluster.local", Role: r}} }

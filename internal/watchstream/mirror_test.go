@@ -7,7 +7,7 @@ import (
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
 
-// A lying watcher (issue 16): a marker whose inventory names one kind twice, so that the
+// A lying watcher (docs/design.md, reliability scenario 10): a marker whose inventory names one kind twice, so that the
 // count of kinds matches while another kind is left out, is refused; the kind it leaves out
 // holds an object the marker never accounted for.
 func TestMarkerNamingAKindTwiceIsRefused(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
 
-// Issue 16: what the operator's Watch carries of a Secret. The certificate stays, the key
+// docs/operations.md, "Security model": what the operator's Watch carries of a Secret. The certificate stays, the key
 // and any other data are emptied, and kubectl's last-applied annotation (the whole Secret,
 // key included) is dropped; identity and resourceVersion (the inventory) are unchanged, and
 // other kinds pass through untouched.

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The last apply is a timestamp that is absent until the first apply (issue 19: a
+// The last apply is a timestamp that is absent until the first apply (docs/operations.md, "Metrics": a
 // `_timestamp_seconds` gauge instead of a "-1 means never" value).
 func TestLastApplyTimestampIsAbsentUntilTheFirstApply(t *testing.T) {
 	reg := prometheus.NewRegistry()

@@ -301,7 +301,7 @@ func (w *world) resync(t *testing.T) string {
 	return reason
 }
 
-// Issue 16, a lying peer on the config stream (docs/design.md, the pusher gate, and
+// A lying peer on the config stream (docs/design.md, the pusher gate, and
 // reliability scenario 10): every lie of a translator is named in the gate's log, answered
 // as the design says (dropped and counted, a Resync that applies nothing from the broken
 // chain, or the stream dropped), and nothing of it reaches the data plane: no config it

@@ -421,7 +421,7 @@ func TestAcksAndNacksAreRecordedPerPusher(t *testing.T) {
 	}
 }
 
-// Issue 16, a NACK storm: one stream's NACKs are logged at most once per nackLogEvery; the
+// docs/design.md, reliability scenario 10, a NACK storm: one stream's NACKs are logged at most once per nackLogEvery; the
 // next one logged says how many were left out since the last.
 func TestNackLogIsRateLimitedPerStream(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

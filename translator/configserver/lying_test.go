@@ -197,7 +197,7 @@ func (e *liarEnv) pusherStatus(t *testing.T, id string) *configv1.PusherStatus {
 	return nil
 }
 
-// Issue 16, a lying pusher on the config stream (docs/design.md, reliability scenario 10):
+// A lying pusher on the config stream (docs/design.md, reliability scenario 10):
 // a first message that is not a Hello (or one without an id), a second Hello, and an ACK or
 // NACK of a version the stream was never sent (a later one, another epoch, another hash, or
 // before anything was sent) end the stream with INVALID_ARGUMENT naming the lie, and change
@@ -293,7 +293,7 @@ func TestLyingPusherAnswersAreRefusedStatusUnchanged(t *testing.T) {
 	}
 }
 
-// Issue 16: a NACK storm. A pusher that NACKs a version it was sent hundreds of times in a
+// docs/design.md, reliability scenario 10: a NACK storm. A pusher that NACKs a version it was sent hundreds of times in a
 // row is told nothing new and breaks no rule, so its stream stays: every NACK is recorded
 // (GetStatus, the metric), but the log says the first and then, once the stream ends, how
 // many it left out, instead of one line per NACK. The stream keeps serving versions.

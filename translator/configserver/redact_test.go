@@ -54,7 +54,7 @@ func cert(name string) *configv1.Certificate {
 	return &configv1.Certificate{Name: name, CertificatePem: []byte("CERT " + name), PrivateKeyPem: []byte("-----BEGIN PRIVATE KEY----- " + name)}
 }
 
-// Issue 16, security model: the operator follows the config stream read-only. Every config
+// docs/operations.md, "Security model": the operator follows the config stream read-only. Every config
 // and delta it gets is without private keys, yet verifies (the hashes are of what it gets);
 // it is not recorded as a pusher; an ACK from it ends the stream with PERMISSION_DENIED;
 // GetStatus returns no key to anyone; and a pusher on the same server still gets the keys.

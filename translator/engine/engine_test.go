@@ -421,7 +421,7 @@ func (s *statusSink) last() []*watchv1.IngressStatus {
 // lockedBuffer is a log output the test reads while the code under test writes.
 type lockedBuffer = syncbuf.Buffer
 
-// Issue 10: every build of a complete view offers the served Ingresses' statuses, sorted. A
+// docs/operations.md, "Status write-back and leader election": every build of a complete view offers the served Ingresses' statuses, sorted. A
 // --publish-service the view lacks leaves the addresses alone and is said once, not on
 // every build.
 func TestStatusesOfferedAfterEveryBuild(t *testing.T) {

@@ -85,7 +85,7 @@ func hasHost(c *configv1.Config, host string) bool {
 	return false
 }
 
-// Issue 17: the engine feeds the Gateway API's kinds from the watch stream (custom resources
+// docs/translation.md, "Gateway API": the engine feeds the Gateway API's kinds from the watch stream (custom resources
 // as JSON with their GVK, ReferenceGrant in v1beta1), so an HTTPRoute is served once the
 // marker verified and its statuses are offered with the Ingresses'; a change of the route
 // re-offers its status, and a route that does not decode is a finding of its own while the

@@ -44,7 +44,7 @@ func deleteAt(epoch string, rev uint64, o *watchv1.Object) *watchv1.WatchRespons
 	return &watchv1.WatchResponse{Epoch: epoch, Revision: rev, Event: &watchv1.WatchResponse_Delete{Delete: &watchv1.Delete{Object: o}}}
 }
 
-// Issue 16, a lying peer on the watch stream (docs/design.md, reliability scenario 10): for
+// A lying peer on the watch stream (docs/design.md, reliability scenario 10): for
 // every lie the engine drops the stream with an error naming it, starts a new epoch, asks the
 // watcher for a fresh snapshot (no resume from a stream it cannot trust), and publishes no
 // config built from the lie: none ever routes the liar's Ingress, none is built from the

@@ -15,7 +15,7 @@ func gwst(kind, name, reason string) *watchv1.GatewayAPIStatus {
 		Conditions: []*watchv1.Condition{{Type: "Accepted", Status: "True", Reason: reason}}}
 }
 
-// Issue 17: the Gateway API statuses travel like the Ingresses': in full on every new
+// docs/protocol.md, "The status stream": the Gateway API statuses travel like the Ingresses': in full on every new
 // stream (in the same first request as the Ingresses', GatewayAPIStatus sorted by kind,
 // namespace and name), then only what changed, with removed_gateway for objects no longer
 // served.

@@ -142,7 +142,7 @@ func TestNewRejectsMissingDependencies(t *testing.T) {
 	}
 }
 
-// Issue 10: the status stream starts with the full, newest desired statuses (offers never
+// docs/protocol.md, "The status stream": the status stream starts with the full, newest desired statuses (offers never
 // block and the latest wins), then carries only what changed.
 func TestReporterSendsTheNewestInFullThenOnlyChanges(t *testing.T) {
 	r, srv := startReporter(t)
@@ -164,7 +164,7 @@ func TestReporterSendsTheNewestInFullThenOnlyChanges(t *testing.T) {
 	}
 }
 
-// Issue 10: a new stream (a watcher restart, a leader change) gets the full desired statuses
+// docs/protocol.md, "The status stream": a new stream (a watcher restart, a leader change) gets the full desired statuses
 // again, including what was offered while no stream was open.
 func TestReporterReportsInFullOnEveryNewStream(t *testing.T) {
 	r, srv := startReporter(t)

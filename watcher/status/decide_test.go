@@ -39,7 +39,7 @@ func withLB(ing *networkingv1.Ingress, lb []*watchv1.LoadBalancerIngress) *netwo
 	return c
 }
 
-// Issue 18, the Ingress half of the status writer's decision table (docs/design.md, "Who may
+// The Ingress half of the status writer's decision table (docs/design.md, "Who may
 // do what"; docs/operations.md, "Status write-back and leader election"): a report is acted
 // on only by a translator that may report for the Ingress's class, only when its uid is the
 // Ingress's, the smallest allowed source decides; it sets the addresses it manages, and

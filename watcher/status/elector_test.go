@@ -73,7 +73,7 @@ func waitLeader(t *testing.T, e *Elector, want func(Leader) bool, what string) {
 	}
 }
 
-// Issue 10: losing the lease stops writing at once. Another holder takes the Lease while this
+// docs/operations.md, "Status write-back and leader election": losing the lease stops writing at once. Another holder takes the Lease while this
 // replica leads: the term's context (every status write and Event runs under it) ends within
 // the renew deadline, the term is ended, and the replica follows the new holder, whose
 // address is where status streams are relayed to.

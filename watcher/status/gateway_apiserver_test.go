@@ -37,7 +37,7 @@ var gatewayKinds = map[string]*watchv1.GroupVersionKind{
 
 // installGatewayCRDs creates the Gateway API CRDs this test needs from the pinned module's
 // standard channel. (A local stand-in for testenv's Gateway API helper, which another part
-// of issue 17 adds; the two should become one.)
+// of the Gateway API adds; the two should become one.)
 func installGatewayCRDs(t *testing.T, c *testenv.Cluster) {
 	t.Helper()
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
@@ -127,7 +127,7 @@ func (a *apiObjects) sync(kind, ns, name string) {
 	})
 }
 
-// Issue 17 against the real apiserver (Gateway API CRDs of the pinned module): a report is
+// The Gateway API's statuses against the real apiserver (Gateway API CRDs of the pinned module): a report is
 // written to a GatewayClass, a Gateway and an HTTPRoute of our controller and reads back as
 // decided; a GatewayClass of another controller is untouched; another controller's
 // status.parents entry on the HTTPRoute survives every write, including one that raced

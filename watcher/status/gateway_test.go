@@ -100,7 +100,7 @@ func report(kind, ns, name, uid string) *watchv1.GatewayAPIStatus {
 	return &watchv1.GatewayAPIStatus{Key: &watchv1.ObjectKey{Kind: kind, Namespace: ns, Name: name}, Uid: uid, ControllerName: ours}
 }
 
-// Issue 17 (docs/design.md, "Who may do what"; scenario 8): the decision table of Gateway API
+// The Gateway API's statuses (docs/design.md, "Who may do what"; scenario 8): the decision table of Gateway API
 // status write-back. A report is acted on only when it names this watcher's controller and
 // the object's uid, only for objects of our controller; another controller's route parents
 // are never touched; a condition keeps its time while its status holds; and nothing is
@@ -311,7 +311,7 @@ func applyStatus(t *testing.T, kind string, obj any, status map[string]any) *gat
 	return gwObject(t, kind, m)
 }
 
-// Issue 17: a report naming another Gateway controller than the watcher's is refused:
+// docs/design.md, "Who may do what": a report naming another Gateway controller than the watcher's is refused:
 // counted for every status, logged once per source and name, and nothing is written.
 func TestWriterRefusesAnotherGatewayControllerName(t *testing.T) {
 	st, err := store.New(store.Config{Kinds: []*watchv1.GroupVersionKind{ingressKind, {Group: GatewayGroup, Version: "v1", Kind: KindGatewayClass}}})

@@ -51,7 +51,7 @@ func ingressStatus(ns, name string) *watchv1.IngressStatus {
 		LoadBalancer: []*watchv1.LoadBalancerIngress{{Ip: "10.0.0.1"}}}
 }
 
-// Issue 16, a lying translator on the status stream (docs/protocol.md, "The status
+// A lying translator on the status stream (docs/protocol.md, "The status
 // stream"; docs/design.md, reliability scenario 10): a first report that is not full, a
 // report without a source, and reports about keys that name no Ingress (none, a namespace or
 // name Kubernetes refuses, one key twice, a key reported and removed at once, removals in a

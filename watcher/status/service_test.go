@@ -125,7 +125,7 @@ func wantUnavailable(t *testing.T, s grpc.BidiStreamingClient[watchv1.ReportStat
 	}
 }
 
-// Issue 10: translators may connect to any replica. A follower relays the status stream to
+// docs/operations.md, "Status write-back and leader election": translators may connect to any replica. A follower relays the status stream to
 // the leader, whose Writer gets the reports; when leadership changes the stream ends with
 // UNAVAILABLE, so that the translator reports in full to the new leader.
 func TestServiceFollowerRelaysToTheLeader(t *testing.T) {
@@ -172,7 +172,7 @@ func TestServiceFollowerRelaysToTheLeader(t *testing.T) {
 	wantUnavailable(t, s2, "after the leader lost the lease")
 }
 
-// Issue 10: a replica refuses reports until it can place them: before its barrier opened
+// docs/operations.md, "Status write-back and leader election": a replica refuses reports until it can place them: before its barrier opened
 // (no leadership yet), while nobody leads, and a relayed stream when it does not lead itself
 // (two replicas that disagree about the leader never relay in a loop).
 func TestServiceRefusesWhatItCannotPlace(t *testing.T) {

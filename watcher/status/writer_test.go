@@ -220,7 +220,7 @@ func TestNewRejectsMissingDependencies(t *testing.T) {
 	}
 }
 
-// Issue 10: statuses are written only in a term of leadership, only where they differ, and
+// docs/operations.md, "Status write-back and leader election": statuses are written only in a term of leadership, only where they differ, and
 // a term starts from nothing: a report that arrived while this replica did not lead is
 // never written.
 func TestWriterWritesOnlyDifferencesAndOnlyInATerm(t *testing.T) {
@@ -260,7 +260,7 @@ func TestWriterWritesOnlyDifferencesAndOnlyInATerm(t *testing.T) {
 	}
 }
 
-// Issue 10: a conflict is decided again on a fresh read: the write is retried on the new
+// docs/operations.md, "Status write-back and leader election": a conflict is decided again on a fresh read: the write is retried on the new
 // resourceVersion, or skipped when the object already has the wanted status.
 func TestWriterRetriesConflictsOnAFreshRead(t *testing.T) {
 	f := startWriter(t, ingress("a", "ua", "4"), ingress("b", "ub", "4"))
@@ -292,7 +292,7 @@ func TestWriterRetriesConflictsOnAFreshRead(t *testing.T) {
 	}
 }
 
-// Issue 10: when no translator serves an Ingress any more, the address it published is
+// docs/operations.md, "Status write-back and leader election": when no translator serves an Ingress any more, the address it published is
 // taken back; an address someone else set is left alone.
 func TestWriterTakesBackReleasedAddresses(t *testing.T) {
 	f := startWriter(t, ingress("a", "ua", "1"), ingress("b", "ub", "1", "192.0.2.7"))
@@ -321,7 +321,7 @@ func TestWriterTakesBackReleasedAddresses(t *testing.T) {
 	}
 }
 
-// Issue 10: a finding becomes one Warning Event naming the cause; a repeat of the same
+// docs/operations.md, "Status write-back and leader election": a finding becomes one Warning Event naming the cause; a repeat of the same
 // report says nothing again; fixing it is announced once.
 func TestWriterAnnouncesFindingsOnce(t *testing.T) {
 	f := startWriter(t, ingress("a", "ua", "1"))
@@ -367,7 +367,7 @@ type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
-// Issue 16: a translator's report is acted on only for Ingresses of the class its identity
+// docs/design.md, "Who may do what": a translator's report is acted on only for Ingresses of the class its identity
 // names; a report about another controller's Ingress is refused (logged and counted) and
 // that Ingress's status is never written.
 func TestWriterHoldsATranslatorToItsClass(t *testing.T) {
@@ -392,7 +392,7 @@ func TestWriterHoldsATranslatorToItsClass(t *testing.T) {
 	}
 }
 
-// Issue 18 (docs/operations.md, "Status write-back and leader election": a conflict is
+// Conflicts (docs/operations.md, "Status write-back and leader election": a conflict is
 // decided again on a fresh read): the fresh read goes through the same decision as the
 // store's view, so taking back released addresses that meanwhile someone else replaced
 // leaves theirs alone, as it would had the store seen them first.

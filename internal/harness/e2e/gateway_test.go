@@ -152,7 +152,7 @@ func (w *gwWorld) condition(kind, ns, name, prefix, typ string) string {
 	return strings.TrimSpace(w.kube("", "get", kind, "-n", ns, name, "-o", path))
 }
 
-// Issue 17, end to end: a Gateway with an HTTP and an HTTPS listener, HTTPRoutes in two
+// The Gateway API end to end (docs/translation.md): a Gateway with an HTTP and an HTTPS listener, HTTPRoutes in two
 // namespaces (one needing a ReferenceGrant, added mid-test), a header match, a weighted split,
 // a redirect (HTTP to HTTPS, and a path prefix), a rewrite and a response header, each checked
 // with real requests through Caddy; the conditions as kubectl shows them.

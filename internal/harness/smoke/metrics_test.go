@@ -17,7 +17,7 @@ import (
 	"github.com/sluice-io/sluice/internal/promtext"
 )
 
-// Issue 19, observability: each binary answers --version, and its /metrics carries
+// Observability (docs/operations.md, "Metrics"): each binary answers --version, and its /metrics carries
 // sluice_build_info and the gRPC server metrics (a health check it answered is counted with
 // its method and code); the translator and the pusher, which dial upstream, also carry the
 // gRPC client metrics of their streams.

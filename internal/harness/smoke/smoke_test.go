@@ -134,7 +134,7 @@ func TestBadSettingsExitWithOneLineNamingTheSetting(t *testing.T) {
 		{"pusher", []string{"--tls-cert", dir + "/missing.pem", "--tls-key", dir + "/missing.key"}, nil, "--tls-cert (SLUICE_TLS_CERT)"},
 		{"pusher", []string{"--caddy-admin", "ftp://x"}, nil, "--caddy-admin"},
 		{"pusher", []string{"--config", dir + "/nope.yaml"}, nil, "--config"},
-		// Issue 16: no accidental exposure.
+		// No accidental exposure (docs/operations.md, "Security model").
 		{"pusher", []string{"--caddy-admin", "http://10.0.0.1:2019"}, nil, "must be a loopback address (http://127.0.0.1:2019) or a unix socket"},
 		{"translator", []string{"--pprof", "0.0.0.0:6060"}, nil, `--pprof (SLUICE_PPROF) "0.0.0.0:6060": must be a loopback address`},
 		{"translator", []string{"--listen", "0.0.0.0:0"}, nil, `--listen (SLUICE_LISTEN) "0.0.0.0:0": serving gRPC off loopback without mutual TLS`},
