@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,27 +30,6 @@ var gatewayKinds = map[string]*watchv1.GroupVersionKind{
 	KindGatewayClass: {Group: GatewayGroup, Version: "v1", Kind: KindGatewayClass},
 	KindGateway:      {Group: GatewayGroup, Version: "v1", Kind: KindGateway},
 	KindHTTPRoute:    {Group: GatewayGroup, Version: "v1", Kind: KindHTTPRoute},
-}
-
-// installGatewayCRDs creates the Gateway API CRDs this test needs from the pinned module's
-// standard channel. (A local stand-in for testenv's Gateway API helper, which another part
-// of the Gateway API adds; the two should become one.)
-func installGatewayCRDs(t *testing.T, c *testenv.Cluster) {
-	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
-	if err != nil {
-		t.Fatalf("go list -m sigs.k8s.io/gateway-api: %v", err)
-	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard")
-	for _, r := range []string{"gatewayclasses", "gateways", "httproutes"} {
-		b, err := os.ReadFile(filepath.Join(dir, "gateway.networking.k8s.io_"+r+".yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.InstallCRD(context.Background(), b); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // apiObjects reads and writes Gateway API objects on the real apiserver, and hands what it
@@ -135,7 +111,7 @@ func (a *apiObjects) sync(kind, ns, name string) {
 // writes nothing more; and a route the translator lets go of loses only our entry.
 func TestWriterWritesGatewayAPIStatusesToTheAPIServer(t *testing.T) {
 	c := testenv.SharedCluster(t)
-	installGatewayCRDs(t, c)
+	testenv.InstallGatewayAPICRDs(t, c)
 	ns := c.Namespace(t)
 	st, err := store.New(store.Config{Kinds: []*watchv1.GroupVersionKind{ingressKind, gatewayKinds[KindGatewayClass], gatewayKinds[KindGateway], gatewayKinds[KindHTTPRoute]}})
 	if err != nil {
@@ -272,7 +248,7 @@ func TestWriterWritesGatewayAPIStatusesToTheAPIServer(t *testing.T) {
 // written from the configured class's translator.
 func TestWriterWritesGatewayStatusOnlyFromTheGatewayTranslator(t *testing.T) {
 	c := testenv.SharedCluster(t)
-	installGatewayCRDs(t, c)
+	testenv.InstallGatewayAPICRDs(t, c)
 	ns := c.Namespace(t)
 	st, err := store.New(store.Config{Kinds: []*watchv1.GroupVersionKind{ingressKind, gatewayKinds[KindGatewayClass], gatewayKinds[KindGateway]}})
 	if err != nil {
