@@ -24,12 +24,13 @@ type Answer struct {
 	Header http.Header `json:"header,omitempty"`
 }
 
-// StatusOf is the status Handler answers a request for path with: NNN for /status/NNN
-// (200 to 599), 200 otherwise. Tests that stand in for a proxy's calls to a backend (an
+// StatusOf is the status Handler answers a request for path with: NNN for /status/NNN or
+// /status/NNN/anything (200 to 599), 200 otherwise. Tests that stand in for a proxy's calls to a backend (an
 // authentication service) answer by it too.
 func StatusOf(path string) int {
 	path, _, _ = strings.Cut(path, "?")
 	if rest, ok := strings.CutPrefix(path, "/status/"); ok {
+		rest, _, _ = strings.Cut(rest, "/")
 		if n, err := strconv.Atoi(rest); err == nil && n >= 200 && n <= 599 {
 			return n
 		}

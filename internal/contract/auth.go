@@ -21,19 +21,21 @@ func CheckExternalAuth(a *configv1.ExternalAuth) error {
 	if a.GetBackend() == "" {
 		return errors.New("no backend")
 	}
-	if p := a.GetPath(); !strings.HasPrefix(p, "/") || controlChar(p, false) >= 0 || strings.ContainsAny(p, " #") {
+	if p := a.GetPath(); !strings.HasPrefix(p, "/") || controlChar(p, false) >= 0 || strings.ContainsAny(p, " #") || gatewayAPIAuth(a) && strings.Contains(p, "?") {
 		return fmt.Errorf("path %q", p)
 	}
-	host, _ := splitHost(a.GetHost())
-	if err := checkHostname(host); err != nil || host == "" {
-		return fmt.Errorf("host %q", a.GetHost())
+	// The Gateway API style sends the request's own Host (an empty Host).
+	if host, _ := splitHost(a.GetHost()); a.GetHost() != "" || !gatewayAPIAuth(a) {
+		if err := checkHostname(host); err != nil || host == "" {
+			return fmt.Errorf("host %q", a.GetHost())
+		}
 	}
 	if m := a.GetMethod(); m != "" {
 		if err := CheckHeaderName(m); err != nil {
 			return fmt.Errorf("method %q is not a token", m)
 		}
 	}
-	for _, h := range a.GetResponseHeaders() {
+	for _, h := range append(append([]string(nil), a.GetResponseHeaders()...), a.GetRequestHeaders()...) {
 		if err := CheckHeaderName(h); err != nil {
 			return fmt.Errorf("response header: %w", err)
 		}
@@ -47,8 +49,59 @@ func CheckExternalAuth(a *configv1.ExternalAuth) error {
 	return nil
 }
 
-// AuthRequestHeader is the header the authentication service is sent for req (its own,
-// without a body's, plus what nginx's auth_request adds), and originalURL is the URL the
+// gatewayAPIAuth says whether a follows the Gateway API's semantics.
+func gatewayAPIAuth(a *configv1.ExternalAuth) bool {
+	return a.GetStyle() == configv1.ExternalAuthStyle_EXTERNAL_AUTH_STYLE_GATEWAY_API
+}
+
+// AuthRequest is the question a's service is asked about req: its method, path (with the
+// query) and header; originalURL is the URL the client asked for. nginx's auth_request asks
+// a.Method (GET) for a.Path with the request's header (without a body's) and who asked for
+// what; the Gateway API's filter asks the request's method for a.Path before the request's
+// path and query, with Host, Authorization and a.RequestHeaders only.
+func AuthRequest(a *configv1.ExternalAuth, req Request) (method, path string, h http.Header, originalURL string) {
+	uri := req.Path
+	if req.RawQuery != "" {
+		uri += "?" + req.RawQuery
+	}
+	originalURL = req.Scheme + "://" + req.Host + uri
+	if gatewayAPIAuth(a) {
+		h = http.Header{}
+		for _, n := range append([]string{"Authorization"}, a.GetRequestHeaders()...) {
+			if vs := req.Header.Values(n); len(vs) > 0 {
+				h[http.CanonicalHeaderKey(n)] = append([]string(nil), vs...)
+			}
+		}
+		return req.Method, strings.TrimSuffix(a.GetPath(), "/") + uri, h, originalURL
+	}
+	h, _ = AuthRequestHeader(req)
+	method = a.GetMethod()
+	if method == "" {
+		method = http.MethodGet
+	}
+	return method, a.GetPath(), h, originalURL
+}
+
+// AuthPassHeaders are the names of the answer's headers a passing request gets: a's
+// ResponseHeaders, or for the Gateway API style without any, every header of answer but
+// Host and those of the connection.
+func AuthPassHeaders(a *configv1.ExternalAuth, answer http.Header) []string {
+	if !gatewayAPIAuth(a) || len(a.GetResponseHeaders()) > 0 {
+		return a.GetResponseHeaders()
+	}
+	var out []string
+	for n := range answer {
+		switch http.CanonicalHeaderKey(n) {
+		case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade", "Proxy-Connection", "Date", "Content-Type":
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// AuthRequestHeader is the header nginx's auth_request sends the authentication service for
+// req (its own, without a body's, plus who asked for what), and originalURL is the URL the
 // client asked for.
 func AuthRequestHeader(req Request) (h http.Header, originalURL string) {
 	h = req.Header.Clone()
@@ -78,6 +131,15 @@ func AuthRequestHeader(req Request) (h http.Header, originalURL string) {
 // status (0: no answer): pass (0), or answer it with the status returned, and location for
 // a redirect to the sign-in URL.
 func AuthDecision(a *configv1.ExternalAuth, status int, originalURL string) (code int, location string) {
+	if gatewayAPIAuth(a) {
+		switch {
+		case status == http.StatusOK:
+			return 0, ""
+		case status == 0:
+			return http.StatusForbidden, ""
+		}
+		return status, ""
+	}
 	switch {
 	case status >= 200 && status <= 299:
 		return 0, ""

@@ -61,3 +61,39 @@ func TestExternalAuthDecidesAsAuthRequest(t *testing.T) {
 		}
 	}
 }
+
+// Route.external_auth in the Gateway API's style (its HTTP ExternalAuth filter): the
+// request's method and the filter's path before the request's path and query, with Host,
+// Authorization and the allowed headers only; 200 passes, any other answer is the client's,
+// no answer 403; without allowed response headers every header of the answer but Host and
+// the connection's is copied; and the question comes before a redirect.
+func TestExternalAuthInTheGatewayAPIStyle(t *testing.T) {
+	a := &configv1.ExternalAuth{Style: configv1.ExternalAuthStyle_EXTERNAL_AUTH_STYLE_GATEWAY_API, Backend: "auth", Path: "/check/", RequestHeaders: []string{"X-Tenant"}}
+	req := Request{Scheme: "http", Host: "shop.example.com", Method: http.MethodPut, Path: "/cart", RawQuery: "id=1",
+		Header: http.Header{"Cookie": {"s=1"}, "Authorization": {"Bearer x"}, "X-Tenant": {"t1"}}, Client: netip.MustParseAddr("192.0.2.9")}
+	method, path, h, _ := AuthRequest(a, req)
+	if method != http.MethodPut || path != "/check/cart?id=1" || h.Get("Authorization") != "Bearer x" || h.Get("X-Tenant") != "t1" || h.Get("Cookie") != "" || h.Get("X-Original-Url") != "" {
+		t.Errorf("asked %s %s %v", method, path, h)
+	}
+	for status, want := range map[int]int{200: 0, 204: 204, 401: 401, 403: 403, 302: 302, 0: 403} {
+		if code, _ := AuthDecision(a, status, "http://shop.example.com/cart"); code != want {
+			t.Errorf("answer %d: %d, want %d", status, code, want)
+		}
+	}
+	got := AuthPassHeaders(a, http.Header{"X-User": {"ann"}, "Host": {"x"}, "Content-Length": {"0"}, "Connection": {"close"}})
+	if len(got) != 1 || got[0] != "X-User" {
+		t.Errorf("copied %v, want X-User alone", got)
+	}
+	rt := &configv1.Route{Name: "r", Path: &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: "/"}, ExternalAuth: a,
+		Redirect: &configv1.Redirect{Scheme: "https", StatusCode: 301}}
+	res := &configv1.Resources{VirtualHosts: []*configv1.VirtualHost{{Hostname: "shop.example.com", Routes: []*configv1.Route{rt}}},
+		Backends: []*configv1.Backend{{Name: "auth", Endpoints: []*configv1.Endpoint{{Address: "10.0.0.1", Port: 80, Ready: true}}}}}
+	req.AuthStatus = 401
+	if o := OutcomeOf(res, req); o.Status != 401 {
+		t.Errorf("a redirect route whose service says 401: %d, want 401 (asked before the redirect)", o.Status)
+	}
+	req.AuthStatus = 200
+	if o := OutcomeOf(res, req); o.Status != 301 {
+		t.Errorf("a redirect route whose service says 200: %d, want the redirect", o.Status)
+	}
+}

@@ -284,17 +284,21 @@ func OutcomeOf(res *configv1.Resources, req Request) Outcome {
 	if IsPreflight(rt, req) {
 		return Outcome{Route: rt, Status: http.StatusNoContent, Preflight: true, Header: PreflightHeader(rt.GetCors(), req)}
 	}
+	// nginx's auth_request comes after a redirect (its rewrite phase); the Gateway API's
+	// filter before.
+	authFirst := gatewayAPIAuth(rt.GetExternalAuth())
+	if authFirst {
+		if o, done := authOutcome(res, rt, req); done {
+			return o
+		}
+	}
 	if loc, code := RedirectLocation(rt, req); code != 0 {
 		return Outcome{Route: rt, Status: code, Location: loc}
 	}
-	if a := rt.GetExternalAuth(); a != nil && ready(res, a.GetBackend()) {
-		_, original := AuthRequestHeader(req)
-		if code, loc := AuthDecision(a, req.AuthStatus, original); code != 0 {
-			return Outcome{Route: rt, Status: code, Location: loc}
+	if !authFirst {
+		if o, done := authOutcome(res, rt, req); done {
+			return o
 		}
-	} else if a != nil {
-		// No endpoint of the authentication service is ready: nothing can say yes.
-		return Outcome{Route: rt, Status: http.StatusInternalServerError}
 	}
 	o := Outcome{Route: rt, Status: http.StatusServiceUnavailable, InvalidShare: rt.GetInvalidWeight() > 0}
 	pinned, ep, isPinned := PinnedEndpoint(res, rt, req)
@@ -337,6 +341,23 @@ func OutcomeOf(res *configv1.Resources, req Request) Outcome {
 		o.Status = http.StatusInternalServerError
 	}
 	return o
+}
+
+// authOutcome is the answer rt's authentication service makes req get, if it does not pass.
+func authOutcome(res *configv1.Resources, rt *configv1.Route, req Request) (Outcome, bool) {
+	a := rt.GetExternalAuth()
+	if a == nil {
+		return Outcome{}, false
+	}
+	status := req.AuthStatus
+	if !ready(res, a.GetBackend()) {
+		status = 0 // no endpoint of the service is ready: no answer
+	}
+	_, _, _, original := AuthRequest(a, req)
+	if code, loc := AuthDecision(a, status, original); code != 0 {
+		return Outcome{Route: rt, Status: code, Location: loc}, true
+	}
+	return Outcome{}, false
 }
 
 // ready says whether the backend named has a ready endpoint in res.

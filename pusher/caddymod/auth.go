@@ -20,6 +20,28 @@ const authTimeout = 30 * time.Second
 // authClients ask authentication services: in cleartext, or over TLS without verifying the
 // endpoint (BACKEND_PROTOCOL_TLS, as the proxy speaks to such backends). They never follow
 // a redirect: an answer that is not 2xx, 401 or 403 is a 500.
+// authorizeInto asks rt's authentication service about req, if it has one: done when the
+// client has been answered (the service did not let the request pass).
+func (t *Table) authorizeInto(w http.ResponseWriter, r *http.Request, rt *route, req contract.Request) (done bool, err error) {
+	ea := rt.rt.GetExternalAuth()
+	if ea == nil {
+		return false, nil
+	}
+	pass, code, location, challenge := t.authorize(r, req, ea)
+	if pass {
+		return false, nil
+	}
+	if location != "" {
+		w.Header().Set("Location", location)
+		w.WriteHeader(code)
+		return true, nil
+	}
+	if challenge != "" {
+		w.Header().Set("WWW-Authenticate", challenge)
+	}
+	return true, plain(w, code, http.StatusText(code)+"\n")
+}
+
 var authClients = func() map[string]*http.Client {
 	client := func(tlsCfg *tls.Config) *http.Client {
 		return &http.Client{
@@ -47,19 +69,18 @@ func (t *Table) authorize(r *http.Request, req contract.Request, a *configv1.Ext
 	if client == nil { // h2c: the translator never names such a service
 		return false, http.StatusInternalServerError, "", ""
 	}
-	header, original := contract.AuthRequestHeader(req)
-	method := a.GetMethod()
-	if method == "" {
-		method = http.MethodGet
-	}
+	method, path, header, original := contract.AuthRequest(a, req)
 	ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
 	defer cancel()
 	u := b.upstreams[rand.IntN(len(b.upstreams))]
-	areq, err := http.NewRequestWithContext(ctx, method, scheme+"://"+u.Dial+a.GetPath(), nil)
+	areq, err := http.NewRequestWithContext(ctx, method, scheme+"://"+u.Dial+path, nil)
 	status := 0
 	var resp *http.Response
 	if err == nil {
 		areq.Host, areq.Header = a.GetHost(), header
+		if areq.Host == "" {
+			areq.Host = req.Host // the Gateway API style sends the request's Host
+		}
 		if resp, err = client.Do(areq); err == nil {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 			resp.Body.Close()
@@ -68,7 +89,7 @@ func (t *Table) authorize(r *http.Request, req contract.Request, a *configv1.Ext
 	}
 	code, location = contract.AuthDecision(a, status, original)
 	if code == 0 {
-		for _, n := range a.GetResponseHeaders() {
+		for _, n := range contract.AuthPassHeaders(a, resp.Header) {
 			if vs := resp.Header.Values(n); len(vs) > 0 {
 				r.Header[http.CanonicalHeaderKey(n)] = append([]string(nil), vs...)
 			}

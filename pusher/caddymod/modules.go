@@ -242,24 +242,22 @@ func (h *Router) serveRoute(w http.ResponseWriter, r *http.Request, next caddyht
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
+	// The Gateway API's external auth comes before a redirect is answered (contract.OutcomeOf).
+	authFirst := rt.rt.GetExternalAuth().GetStyle() == configv1.ExternalAuthStyle_EXTERNAL_AUTH_STYLE_GATEWAY_API
+	if authFirst {
+		if done, err := t.authorizeInto(w, r, rt, req); done {
+			return err
+		}
+	}
 	if loc, code := contract.RedirectLocation(rt.rt, req); code != 0 {
 		w.Header().Set("Location", loc)
 		w.WriteHeader(code)
 		return nil
 	}
-	if ea := rt.rt.GetExternalAuth(); ea != nil {
+	if !authFirst {
 		// After a preflight and a redirect are answered, as nginx's auth_request.
-		pass, code, location, challenge := t.authorize(r, req, ea)
-		if !pass {
-			if location != "" {
-				w.Header().Set("Location", location)
-				w.WriteHeader(code)
-				return nil
-			}
-			if challenge != "" {
-				w.Header().Set("WWW-Authenticate", challenge)
-			}
-			return plain(w, code, http.StatusText(code)+"\n")
+		if done, err := t.authorizeInto(w, r, rt, req); done {
+			return err
 		}
 	}
 	a := rt.rt.GetSessionAffinity()

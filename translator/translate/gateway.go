@@ -911,8 +911,18 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 		share *configv1.Mirror
 	}
 	var mirrorRefs []mirrorRef
+	var authRef *gatewayv1.HTTPExternalAuthFilter
+	var authCfg *configv1.ExternalAuth
+	authField := ""
 	for fi, f := range rule.Filters {
 		switch f.Type {
+		case gatewayv1.HTTPRouteFilterExternalAuth:
+			a, why := externalAuthFilter(f.ExternalAuth)
+			if why != "" {
+				return drop("UnsupportedValue", fmt.Sprintf("filters[%d]: externalAuth: %s", fi, why))
+			}
+			authCfg, authRef = a, f.ExternalAuth
+			authField = fmt.Sprintf("%s.filters[%d].externalAuth.backendRef", field, fi)
 		case gatewayv1.HTTPRouteFilterRequestHeaderModifier:
 			tmpl.RequestHeaders = headerModifier(f.RequestHeaderModifier)
 		case gatewayv1.HTTPRouteFilterResponseHeaderModifier:
@@ -1026,6 +1036,16 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 		return drop("UnsupportedValue", fmt.Sprintf("filters: %v", err))
 	}
 
+	// The authentication service, wherever the rule sends its requests: one that does not
+	// resolve leaves the rule answering 500, never serving it unasked.
+	authFailed := false
+	if authRef != nil {
+		if name := t.routeBackend(out, gatewayv1.BackendRef{BackendObjectReference: authRef.BackendRef}, authField, unresolved); name != "" {
+			authCfg.Backend, tmpl.ExternalAuth = name, authCfg
+		} else {
+			authFailed = true
+		}
+	}
 	if tmpl.Redirect == nil {
 		for bi, br := range rule.BackendRefs {
 			bfield := fmt.Sprintf("%s.backendRefs[%d]", field, bi)
@@ -1059,9 +1079,10 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 			}
 		}
 		// A rule with no backend to take traffic (none listed, or every weight 0) answers
-		// 500, as one whose backends are all invalid.
-		if len(tmpl.Backends) == 0 && tmpl.InvalidWeight == 0 {
-			tmpl.InvalidWeight = 1
+		// 500, as one whose backends are all invalid; so does one whose authentication
+		// service does not resolve.
+		if len(tmpl.Backends) == 0 && tmpl.InvalidWeight == 0 || authFailed {
+			tmpl.Backends, tmpl.InvalidWeight = nil, max(tmpl.InvalidWeight, 1)
 		}
 		// A mirror whose backendRef does not resolve is reported as any other and left out;
 		// the rule is served without it.

@@ -82,6 +82,60 @@ func (DataPlaneKind) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{0}
 }
 
+// ExternalAuthStyle is whose semantics an ExternalAuth follows.
+type ExternalAuthStyle int32
+
+const (
+	// EXTERNAL_AUTH_STYLE_UNSPECIFIED is nginx's auth_request (ingress-nginx's auth-url).
+	ExternalAuthStyle_EXTERNAL_AUTH_STYLE_UNSPECIFIED ExternalAuthStyle = 0
+	// EXTERNAL_AUTH_STYLE_GATEWAY_API is the Gateway API's HTTP external auth filter: the
+	// question has the request's method and Path before the request's path and query, and only
+	// Host, Authorization and RequestHeaders; it is asked before a redirect is answered; only
+	// 200 passes, with ResponseHeaders (every header of the answer but Host and hop-by-hop ones
+	// when empty) copied onto the request; any other answer is given to the client as its
+	// status, and no answer is 403.
+	ExternalAuthStyle_EXTERNAL_AUTH_STYLE_GATEWAY_API ExternalAuthStyle = 1
+)
+
+// Enum value maps for ExternalAuthStyle.
+var (
+	ExternalAuthStyle_name = map[int32]string{
+		0: "EXTERNAL_AUTH_STYLE_UNSPECIFIED",
+		1: "EXTERNAL_AUTH_STYLE_GATEWAY_API",
+	}
+	ExternalAuthStyle_value = map[string]int32{
+		"EXTERNAL_AUTH_STYLE_UNSPECIFIED": 0,
+		"EXTERNAL_AUTH_STYLE_GATEWAY_API": 1,
+	}
+)
+
+func (x ExternalAuthStyle) Enum() *ExternalAuthStyle {
+	p := new(ExternalAuthStyle)
+	*p = x
+	return p
+}
+
+func (x ExternalAuthStyle) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ExternalAuthStyle) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_config_v1_config_proto_enumTypes[1].Descriptor()
+}
+
+func (ExternalAuthStyle) Type() protoreflect.EnumType {
+	return &file_sluice_config_v1_config_proto_enumTypes[1]
+}
+
+func (x ExternalAuthStyle) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ExternalAuthStyle.Descriptor instead.
+func (ExternalAuthStyle) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{1}
+}
+
 // RouteScheme is which listeners serve a route.
 type RouteScheme int32
 
@@ -120,11 +174,11 @@ func (x RouteScheme) String() string {
 }
 
 func (RouteScheme) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_config_v1_config_proto_enumTypes[1].Descriptor()
+	return file_sluice_config_v1_config_proto_enumTypes[2].Descriptor()
 }
 
 func (RouteScheme) Type() protoreflect.EnumType {
-	return &file_sluice_config_v1_config_proto_enumTypes[1]
+	return &file_sluice_config_v1_config_proto_enumTypes[2]
 }
 
 func (x RouteScheme) Number() protoreflect.EnumNumber {
@@ -133,7 +187,7 @@ func (x RouteScheme) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RouteScheme.Descriptor instead.
 func (RouteScheme) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{1}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{2}
 }
 
 // QueryMatchType is how a QueryMatch compares a query parameter's value.
@@ -171,11 +225,11 @@ func (x QueryMatchType) String() string {
 }
 
 func (QueryMatchType) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_config_v1_config_proto_enumTypes[2].Descriptor()
+	return file_sluice_config_v1_config_proto_enumTypes[3].Descriptor()
 }
 
 func (QueryMatchType) Type() protoreflect.EnumType {
-	return &file_sluice_config_v1_config_proto_enumTypes[2]
+	return &file_sluice_config_v1_config_proto_enumTypes[3]
 }
 
 func (x QueryMatchType) Number() protoreflect.EnumNumber {
@@ -184,7 +238,7 @@ func (x QueryMatchType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use QueryMatchType.Descriptor instead.
 func (QueryMatchType) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{2}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{3}
 }
 
 // PathModifierType is how a redirect or rewrite changes the path.
@@ -231,11 +285,11 @@ func (x PathModifierType) String() string {
 }
 
 func (PathModifierType) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_config_v1_config_proto_enumTypes[3].Descriptor()
+	return file_sluice_config_v1_config_proto_enumTypes[4].Descriptor()
 }
 
 func (PathModifierType) Type() protoreflect.EnumType {
-	return &file_sluice_config_v1_config_proto_enumTypes[3]
+	return &file_sluice_config_v1_config_proto_enumTypes[4]
 }
 
 func (x PathModifierType) Number() protoreflect.EnumNumber {
@@ -244,7 +298,7 @@ func (x PathModifierType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PathModifierType.Descriptor instead.
 func (PathModifierType) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{3}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{4}
 }
 
 // PathMatchType is how a PathMatch compares the request path.
@@ -288,11 +342,11 @@ func (x PathMatchType) String() string {
 }
 
 func (PathMatchType) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_config_v1_config_proto_enumTypes[4].Descriptor()
+	return file_sluice_config_v1_config_proto_enumTypes[5].Descriptor()
 }
 
 func (PathMatchType) Type() protoreflect.EnumType {
-	return &file_sluice_config_v1_config_proto_enumTypes[4]
+	return &file_sluice_config_v1_config_proto_enumTypes[5]
 }
 
 func (x PathMatchType) Number() protoreflect.EnumNumber {
@@ -301,7 +355,7 @@ func (x PathMatchType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PathMatchType.Descriptor instead.
 func (PathMatchType) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{4}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{5}
 }
 
 // HeaderMatchType is how a HeaderMatch compares a header value.
@@ -338,11 +392,11 @@ func (x HeaderMatchType) String() string {
 }
 
 func (HeaderMatchType) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_config_v1_config_proto_enumTypes[5].Descriptor()
+	return file_sluice_config_v1_config_proto_enumTypes[6].Descriptor()
 }
 
 func (HeaderMatchType) Type() protoreflect.EnumType {
-	return &file_sluice_config_v1_config_proto_enumTypes[5]
+	return &file_sluice_config_v1_config_proto_enumTypes[6]
 }
 
 func (x HeaderMatchType) Number() protoreflect.EnumNumber {
@@ -351,7 +405,7 @@ func (x HeaderMatchType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use HeaderMatchType.Descriptor instead.
 func (HeaderMatchType) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{5}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{6}
 }
 
 // BackendProtocol is the protocol a backend's endpoints are spoken to in.
@@ -394,11 +448,11 @@ func (x BackendProtocol) String() string {
 }
 
 func (BackendProtocol) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_config_v1_config_proto_enumTypes[6].Descriptor()
+	return file_sluice_config_v1_config_proto_enumTypes[7].Descriptor()
 }
 
 func (BackendProtocol) Type() protoreflect.EnumType {
-	return &file_sluice_config_v1_config_proto_enumTypes[6]
+	return &file_sluice_config_v1_config_proto_enumTypes[7]
 }
 
 func (x BackendProtocol) Number() protoreflect.EnumNumber {
@@ -407,7 +461,7 @@ func (x BackendProtocol) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use BackendProtocol.Descriptor instead.
 func (BackendProtocol) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{6}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{7}
 }
 
 // FindingSeverity says how much a finding affects what is served.
@@ -446,11 +500,11 @@ func (x FindingSeverity) String() string {
 }
 
 func (FindingSeverity) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_config_v1_config_proto_enumTypes[7].Descriptor()
+	return file_sluice_config_v1_config_proto_enumTypes[8].Descriptor()
 }
 
 func (FindingSeverity) Type() protoreflect.EnumType {
-	return &file_sluice_config_v1_config_proto_enumTypes[7]
+	return &file_sluice_config_v1_config_proto_enumTypes[8]
 }
 
 func (x FindingSeverity) Number() protoreflect.EnumNumber {
@@ -459,7 +513,7 @@ func (x FindingSeverity) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FindingSeverity.Descriptor instead.
 func (FindingSeverity) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{7}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{8}
 }
 
 // StreamConfigRequest is a message from a pusher.
@@ -2159,9 +2213,15 @@ type ExternalAuth struct {
 	// ResponseHeaders are the names of the answer's headers set on the request when it passes.
 	ResponseHeaders []string `protobuf:"bytes,5,rep,name=response_headers,json=responseHeaders,proto3" json:"response_headers,omitempty"`
 	// SigninURL, when set, is where a 401 redirects (302), with rd= the original URL.
-	SigninUrl     string `protobuf:"bytes,6,opt,name=signin_url,json=signinUrl,proto3" json:"signin_url,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SigninUrl string `protobuf:"bytes,6,opt,name=signin_url,json=signinUrl,proto3" json:"signin_url,omitempty"`
+	// Style is whose semantics the question follows: nginx's auth_request (above), or the
+	// Gateway API's HTTP external auth.
+	Style ExternalAuthStyle `protobuf:"varint,7,opt,name=style,proto3,enum=sluice.config.v1.ExternalAuthStyle" json:"style,omitempty"`
+	// RequestHeaders, for the Gateway API style, are the request headers sent besides Host,
+	// Authorization and Content-Length (0).
+	RequestHeaders []string `protobuf:"bytes,8,rep,name=request_headers,json=requestHeaders,proto3" json:"request_headers,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ExternalAuth) Reset() {
@@ -2234,6 +2294,20 @@ func (x *ExternalAuth) GetSigninUrl() string {
 		return x.SigninUrl
 	}
 	return ""
+}
+
+func (x *ExternalAuth) GetStyle() ExternalAuthStyle {
+	if x != nil {
+		return x.Style
+	}
+	return ExternalAuthStyle_EXTERNAL_AUTH_STYLE_UNSPECIFIED
+}
+
+func (x *ExternalAuth) GetRequestHeaders() []string {
+	if x != nil {
+		return x.RequestHeaders
+	}
+	return nil
 }
 
 // BackendTimeouts bound talking to an endpoint. Over one, the answer is 504 (or, once the
@@ -4087,7 +4161,7 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"rate_limit\x18\x17 \x01(\v2\x1b.sluice.config.v1.RateLimitR\trateLimit\x12L\n" +
 	"\x10session_affinity\x18\x18 \x01(\v2!.sluice.config.v1.SessionAffinityR\x0fsessionAffinity\x12L\n" +
 	"\x10backend_timeouts\x18\x19 \x01(\v2!.sluice.config.v1.BackendTimeoutsR\x0fbackendTimeouts\x12C\n" +
-	"\rexternal_auth\x18\x1a \x01(\v2\x1e.sluice.config.v1.ExternalAuthR\fexternalAuth\"\xb2\x01\n" +
+	"\rexternal_auth\x18\x1a \x01(\v2\x1e.sluice.config.v1.ExternalAuthR\fexternalAuth\"\x96\x02\n" +
 	"\fExternalAuth\x12\x18\n" +
 	"\abackend\x18\x01 \x01(\tR\abackend\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -4095,7 +4169,9 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\x06method\x18\x04 \x01(\tR\x06method\x12)\n" +
 	"\x10response_headers\x18\x05 \x03(\tR\x0fresponseHeaders\x12\x1d\n" +
 	"\n" +
-	"signin_url\x18\x06 \x01(\tR\tsigninUrl\"\xa6\x01\n" +
+	"signin_url\x18\x06 \x01(\tR\tsigninUrl\x129\n" +
+	"\x05style\x18\a \x01(\x0e2#.sluice.config.v1.ExternalAuthStyleR\x05style\x12'\n" +
+	"\x0frequest_headers\x18\b \x03(\tR\x0erequestHeaders\"\xa6\x01\n" +
 	"\x0fBackendTimeouts\x123\n" +
 	"\aconnect\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\aconnect\x12-\n" +
 	"\x04read\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04read\x12/\n" +
@@ -4225,7 +4301,10 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\x1bDATA_PLANE_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DATA_PLANE_KIND_CADDY\x10\x01\x12\x19\n" +
 	"\x15DATA_PLANE_KIND_ENVOY\x10\x02\x12\x18\n" +
-	"\x14DATA_PLANE_KIND_NONE\x10\x03*Z\n" +
+	"\x14DATA_PLANE_KIND_NONE\x10\x03*]\n" +
+	"\x11ExternalAuthStyle\x12#\n" +
+	"\x1fEXTERNAL_AUTH_STYLE_UNSPECIFIED\x10\x00\x12#\n" +
+	"\x1fEXTERNAL_AUTH_STYLE_GATEWAY_API\x10\x01*Z\n" +
 	"\vRouteScheme\x12\x1c\n" +
 	"\x18ROUTE_SCHEME_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ROUTE_SCHEME_HTTP\x10\x01\x12\x16\n" +
@@ -4272,150 +4351,152 @@ func file_sluice_config_v1_config_proto_rawDescGZIP() []byte {
 	return file_sluice_config_v1_config_proto_rawDescData
 }
 
-var file_sluice_config_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_sluice_config_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
 var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_sluice_config_v1_config_proto_goTypes = []any{
 	(DataPlaneKind)(0),            // 0: sluice.config.v1.DataPlaneKind
-	(RouteScheme)(0),              // 1: sluice.config.v1.RouteScheme
-	(QueryMatchType)(0),           // 2: sluice.config.v1.QueryMatchType
-	(PathModifierType)(0),         // 3: sluice.config.v1.PathModifierType
-	(PathMatchType)(0),            // 4: sluice.config.v1.PathMatchType
-	(HeaderMatchType)(0),          // 5: sluice.config.v1.HeaderMatchType
-	(BackendProtocol)(0),          // 6: sluice.config.v1.BackendProtocol
-	(FindingSeverity)(0),          // 7: sluice.config.v1.FindingSeverity
-	(*StreamConfigRequest)(nil),   // 8: sluice.config.v1.StreamConfigRequest
-	(*Hello)(nil),                 // 9: sluice.config.v1.Hello
-	(*Ack)(nil),                   // 10: sluice.config.v1.Ack
-	(*Nack)(nil),                  // 11: sluice.config.v1.Nack
-	(*Resync)(nil),                // 12: sluice.config.v1.Resync
-	(*ConfigRef)(nil),             // 13: sluice.config.v1.ConfigRef
-	(*StreamConfigResponse)(nil),  // 14: sluice.config.v1.StreamConfigResponse
-	(*ConfigStart)(nil),           // 15: sluice.config.v1.ConfigStart
-	(*ConfigChunk)(nil),           // 16: sluice.config.v1.ConfigChunk
-	(*ConfigEnd)(nil),             // 17: sluice.config.v1.ConfigEnd
-	(*InitialSyncComplete)(nil),   // 18: sluice.config.v1.InitialSyncComplete
-	(*Heartbeat)(nil),             // 19: sluice.config.v1.Heartbeat
-	(*Config)(nil),                // 20: sluice.config.v1.Config
-	(*ConfigDelta)(nil),           // 21: sluice.config.v1.ConfigDelta
-	(*ObjectFindings)(nil),        // 22: sluice.config.v1.ObjectFindings
-	(*Resources)(nil),             // 23: sluice.config.v1.Resources
-	(*VirtualHost)(nil),           // 24: sluice.config.v1.VirtualHost
-	(*Route)(nil),                 // 25: sluice.config.v1.Route
-	(*ExternalAuth)(nil),          // 26: sluice.config.v1.ExternalAuth
-	(*BackendTimeouts)(nil),       // 27: sluice.config.v1.BackendTimeouts
-	(*SessionAffinity)(nil),       // 28: sluice.config.v1.SessionAffinity
-	(*RateLimit)(nil),             // 29: sluice.config.v1.RateLimit
-	(*AddressFilter)(nil),         // 30: sluice.config.v1.AddressFilter
-	(*Retry)(nil),                 // 31: sluice.config.v1.Retry
-	(*Cors)(nil),                  // 32: sluice.config.v1.Cors
-	(*Mirror)(nil),                // 33: sluice.config.v1.Mirror
-	(*QueryMatch)(nil),            // 34: sluice.config.v1.QueryMatch
-	(*HeaderValue)(nil),           // 35: sluice.config.v1.HeaderValue
-	(*HeaderModifier)(nil),        // 36: sluice.config.v1.HeaderModifier
-	(*PathModifier)(nil),          // 37: sluice.config.v1.PathModifier
-	(*Redirect)(nil),              // 38: sluice.config.v1.Redirect
-	(*Rewrite)(nil),               // 39: sluice.config.v1.Rewrite
-	(*PathMatch)(nil),             // 40: sluice.config.v1.PathMatch
-	(*HeaderMatch)(nil),           // 41: sluice.config.v1.HeaderMatch
-	(*WeightedBackend)(nil),       // 42: sluice.config.v1.WeightedBackend
-	(*Backend)(nil),               // 43: sluice.config.v1.Backend
-	(*Endpoint)(nil),              // 44: sluice.config.v1.Endpoint
-	(*Certificate)(nil),           // 45: sluice.config.v1.Certificate
-	(*Finding)(nil),               // 46: sluice.config.v1.Finding
-	(*ObjectRef)(nil),             // 47: sluice.config.v1.ObjectRef
-	(*GetStatusRequest)(nil),      // 48: sluice.config.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),     // 49: sluice.config.v1.GetStatusResponse
-	(*PusherStatus)(nil),          // 50: sluice.config.v1.PusherStatus
-	(*timestamppb.Timestamp)(nil), // 51: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 52: google.protobuf.Duration
+	(ExternalAuthStyle)(0),        // 1: sluice.config.v1.ExternalAuthStyle
+	(RouteScheme)(0),              // 2: sluice.config.v1.RouteScheme
+	(QueryMatchType)(0),           // 3: sluice.config.v1.QueryMatchType
+	(PathModifierType)(0),         // 4: sluice.config.v1.PathModifierType
+	(PathMatchType)(0),            // 5: sluice.config.v1.PathMatchType
+	(HeaderMatchType)(0),          // 6: sluice.config.v1.HeaderMatchType
+	(BackendProtocol)(0),          // 7: sluice.config.v1.BackendProtocol
+	(FindingSeverity)(0),          // 8: sluice.config.v1.FindingSeverity
+	(*StreamConfigRequest)(nil),   // 9: sluice.config.v1.StreamConfigRequest
+	(*Hello)(nil),                 // 10: sluice.config.v1.Hello
+	(*Ack)(nil),                   // 11: sluice.config.v1.Ack
+	(*Nack)(nil),                  // 12: sluice.config.v1.Nack
+	(*Resync)(nil),                // 13: sluice.config.v1.Resync
+	(*ConfigRef)(nil),             // 14: sluice.config.v1.ConfigRef
+	(*StreamConfigResponse)(nil),  // 15: sluice.config.v1.StreamConfigResponse
+	(*ConfigStart)(nil),           // 16: sluice.config.v1.ConfigStart
+	(*ConfigChunk)(nil),           // 17: sluice.config.v1.ConfigChunk
+	(*ConfigEnd)(nil),             // 18: sluice.config.v1.ConfigEnd
+	(*InitialSyncComplete)(nil),   // 19: sluice.config.v1.InitialSyncComplete
+	(*Heartbeat)(nil),             // 20: sluice.config.v1.Heartbeat
+	(*Config)(nil),                // 21: sluice.config.v1.Config
+	(*ConfigDelta)(nil),           // 22: sluice.config.v1.ConfigDelta
+	(*ObjectFindings)(nil),        // 23: sluice.config.v1.ObjectFindings
+	(*Resources)(nil),             // 24: sluice.config.v1.Resources
+	(*VirtualHost)(nil),           // 25: sluice.config.v1.VirtualHost
+	(*Route)(nil),                 // 26: sluice.config.v1.Route
+	(*ExternalAuth)(nil),          // 27: sluice.config.v1.ExternalAuth
+	(*BackendTimeouts)(nil),       // 28: sluice.config.v1.BackendTimeouts
+	(*SessionAffinity)(nil),       // 29: sluice.config.v1.SessionAffinity
+	(*RateLimit)(nil),             // 30: sluice.config.v1.RateLimit
+	(*AddressFilter)(nil),         // 31: sluice.config.v1.AddressFilter
+	(*Retry)(nil),                 // 32: sluice.config.v1.Retry
+	(*Cors)(nil),                  // 33: sluice.config.v1.Cors
+	(*Mirror)(nil),                // 34: sluice.config.v1.Mirror
+	(*QueryMatch)(nil),            // 35: sluice.config.v1.QueryMatch
+	(*HeaderValue)(nil),           // 36: sluice.config.v1.HeaderValue
+	(*HeaderModifier)(nil),        // 37: sluice.config.v1.HeaderModifier
+	(*PathModifier)(nil),          // 38: sluice.config.v1.PathModifier
+	(*Redirect)(nil),              // 39: sluice.config.v1.Redirect
+	(*Rewrite)(nil),               // 40: sluice.config.v1.Rewrite
+	(*PathMatch)(nil),             // 41: sluice.config.v1.PathMatch
+	(*HeaderMatch)(nil),           // 42: sluice.config.v1.HeaderMatch
+	(*WeightedBackend)(nil),       // 43: sluice.config.v1.WeightedBackend
+	(*Backend)(nil),               // 44: sluice.config.v1.Backend
+	(*Endpoint)(nil),              // 45: sluice.config.v1.Endpoint
+	(*Certificate)(nil),           // 46: sluice.config.v1.Certificate
+	(*Finding)(nil),               // 47: sluice.config.v1.Finding
+	(*ObjectRef)(nil),             // 48: sluice.config.v1.ObjectRef
+	(*GetStatusRequest)(nil),      // 49: sluice.config.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),     // 50: sluice.config.v1.GetStatusResponse
+	(*PusherStatus)(nil),          // 51: sluice.config.v1.PusherStatus
+	(*timestamppb.Timestamp)(nil), // 52: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 53: google.protobuf.Duration
 }
 var file_sluice_config_v1_config_proto_depIdxs = []int32{
-	9,  // 0: sluice.config.v1.StreamConfigRequest.hello:type_name -> sluice.config.v1.Hello
-	10, // 1: sluice.config.v1.StreamConfigRequest.ack:type_name -> sluice.config.v1.Ack
-	11, // 2: sluice.config.v1.StreamConfigRequest.nack:type_name -> sluice.config.v1.Nack
-	12, // 3: sluice.config.v1.StreamConfigRequest.resync:type_name -> sluice.config.v1.Resync
+	10, // 0: sluice.config.v1.StreamConfigRequest.hello:type_name -> sluice.config.v1.Hello
+	11, // 1: sluice.config.v1.StreamConfigRequest.ack:type_name -> sluice.config.v1.Ack
+	12, // 2: sluice.config.v1.StreamConfigRequest.nack:type_name -> sluice.config.v1.Nack
+	13, // 3: sluice.config.v1.StreamConfigRequest.resync:type_name -> sluice.config.v1.Resync
 	0,  // 4: sluice.config.v1.Hello.data_plane:type_name -> sluice.config.v1.DataPlaneKind
-	13, // 5: sluice.config.v1.Ack.config:type_name -> sluice.config.v1.ConfigRef
-	13, // 6: sluice.config.v1.Nack.config:type_name -> sluice.config.v1.ConfigRef
-	47, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
-	13, // 8: sluice.config.v1.Resync.have:type_name -> sluice.config.v1.ConfigRef
-	20, // 9: sluice.config.v1.StreamConfigResponse.config:type_name -> sluice.config.v1.Config
-	18, // 10: sluice.config.v1.StreamConfigResponse.initial_sync_complete:type_name -> sluice.config.v1.InitialSyncComplete
-	19, // 11: sluice.config.v1.StreamConfigResponse.heartbeat:type_name -> sluice.config.v1.Heartbeat
-	21, // 12: sluice.config.v1.StreamConfigResponse.delta:type_name -> sluice.config.v1.ConfigDelta
-	15, // 13: sluice.config.v1.StreamConfigResponse.config_start:type_name -> sluice.config.v1.ConfigStart
-	16, // 14: sluice.config.v1.StreamConfigResponse.config_chunk:type_name -> sluice.config.v1.ConfigChunk
-	17, // 15: sluice.config.v1.StreamConfigResponse.config_end:type_name -> sluice.config.v1.ConfigEnd
-	23, // 16: sluice.config.v1.ConfigChunk.resources:type_name -> sluice.config.v1.Resources
-	51, // 17: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	23, // 18: sluice.config.v1.Config.resources:type_name -> sluice.config.v1.Resources
-	24, // 19: sluice.config.v1.ConfigDelta.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
-	43, // 20: sluice.config.v1.ConfigDelta.backends:type_name -> sluice.config.v1.Backend
-	45, // 21: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
-	22, // 22: sluice.config.v1.ConfigDelta.findings:type_name -> sluice.config.v1.ObjectFindings
-	47, // 23: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
-	47, // 24: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
-	46, // 25: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
-	24, // 26: sluice.config.v1.Resources.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
-	43, // 27: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
-	45, // 28: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
-	46, // 29: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
-	25, // 30: sluice.config.v1.VirtualHost.routes:type_name -> sluice.config.v1.Route
-	40, // 31: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
-	41, // 32: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
-	42, // 33: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
-	52, // 34: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
-	47, // 35: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
-	34, // 36: sluice.config.v1.Route.query:type_name -> sluice.config.v1.QueryMatch
-	36, // 37: sluice.config.v1.Route.request_headers:type_name -> sluice.config.v1.HeaderModifier
-	36, // 38: sluice.config.v1.Route.response_headers:type_name -> sluice.config.v1.HeaderModifier
-	38, // 39: sluice.config.v1.Route.redirect:type_name -> sluice.config.v1.Redirect
-	39, // 40: sluice.config.v1.Route.rewrite:type_name -> sluice.config.v1.Rewrite
-	1,  // 41: sluice.config.v1.Route.scheme:type_name -> sluice.config.v1.RouteScheme
-	33, // 42: sluice.config.v1.Route.mirrors:type_name -> sluice.config.v1.Mirror
-	32, // 43: sluice.config.v1.Route.cors:type_name -> sluice.config.v1.Cors
-	31, // 44: sluice.config.v1.Route.retry:type_name -> sluice.config.v1.Retry
-	30, // 45: sluice.config.v1.Route.client_addresses:type_name -> sluice.config.v1.AddressFilter
-	29, // 46: sluice.config.v1.Route.rate_limit:type_name -> sluice.config.v1.RateLimit
-	28, // 47: sluice.config.v1.Route.session_affinity:type_name -> sluice.config.v1.SessionAffinity
-	27, // 48: sluice.config.v1.Route.backend_timeouts:type_name -> sluice.config.v1.BackendTimeouts
-	26, // 49: sluice.config.v1.Route.external_auth:type_name -> sluice.config.v1.ExternalAuth
-	52, // 50: sluice.config.v1.BackendTimeouts.connect:type_name -> google.protobuf.Duration
-	52, // 51: sluice.config.v1.BackendTimeouts.read:type_name -> google.protobuf.Duration
-	52, // 52: sluice.config.v1.BackendTimeouts.write:type_name -> google.protobuf.Duration
-	52, // 53: sluice.config.v1.Retry.backoff:type_name -> google.protobuf.Duration
-	2,  // 54: sluice.config.v1.QueryMatch.type:type_name -> sluice.config.v1.QueryMatchType
-	35, // 55: sluice.config.v1.HeaderModifier.set:type_name -> sluice.config.v1.HeaderValue
-	35, // 56: sluice.config.v1.HeaderModifier.add:type_name -> sluice.config.v1.HeaderValue
-	3,  // 57: sluice.config.v1.PathModifier.type:type_name -> sluice.config.v1.PathModifierType
-	37, // 58: sluice.config.v1.Redirect.path:type_name -> sluice.config.v1.PathModifier
-	37, // 59: sluice.config.v1.Rewrite.path:type_name -> sluice.config.v1.PathModifier
-	4,  // 60: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
-	5,  // 61: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
-	36, // 62: sluice.config.v1.WeightedBackend.request_headers:type_name -> sluice.config.v1.HeaderModifier
-	47, // 63: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
-	44, // 64: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
-	6,  // 65: sluice.config.v1.Backend.protocol:type_name -> sluice.config.v1.BackendProtocol
-	47, // 66: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
-	51, // 67: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	47, // 68: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
-	7,  // 69: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
-	20, // 70: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
-	50, // 71: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
-	0,  // 72: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
-	13, // 73: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
-	51, // 74: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
-	13, // 75: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
-	51, // 76: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
-	8,  // 77: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
-	48, // 78: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
-	14, // 79: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
-	49, // 80: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
-	79, // [79:81] is the sub-list for method output_type
-	77, // [77:79] is the sub-list for method input_type
-	77, // [77:77] is the sub-list for extension type_name
-	77, // [77:77] is the sub-list for extension extendee
-	0,  // [0:77] is the sub-list for field type_name
+	14, // 5: sluice.config.v1.Ack.config:type_name -> sluice.config.v1.ConfigRef
+	14, // 6: sluice.config.v1.Nack.config:type_name -> sluice.config.v1.ConfigRef
+	48, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
+	14, // 8: sluice.config.v1.Resync.have:type_name -> sluice.config.v1.ConfigRef
+	21, // 9: sluice.config.v1.StreamConfigResponse.config:type_name -> sluice.config.v1.Config
+	19, // 10: sluice.config.v1.StreamConfigResponse.initial_sync_complete:type_name -> sluice.config.v1.InitialSyncComplete
+	20, // 11: sluice.config.v1.StreamConfigResponse.heartbeat:type_name -> sluice.config.v1.Heartbeat
+	22, // 12: sluice.config.v1.StreamConfigResponse.delta:type_name -> sluice.config.v1.ConfigDelta
+	16, // 13: sluice.config.v1.StreamConfigResponse.config_start:type_name -> sluice.config.v1.ConfigStart
+	17, // 14: sluice.config.v1.StreamConfigResponse.config_chunk:type_name -> sluice.config.v1.ConfigChunk
+	18, // 15: sluice.config.v1.StreamConfigResponse.config_end:type_name -> sluice.config.v1.ConfigEnd
+	24, // 16: sluice.config.v1.ConfigChunk.resources:type_name -> sluice.config.v1.Resources
+	52, // 17: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	24, // 18: sluice.config.v1.Config.resources:type_name -> sluice.config.v1.Resources
+	25, // 19: sluice.config.v1.ConfigDelta.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
+	44, // 20: sluice.config.v1.ConfigDelta.backends:type_name -> sluice.config.v1.Backend
+	46, // 21: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
+	23, // 22: sluice.config.v1.ConfigDelta.findings:type_name -> sluice.config.v1.ObjectFindings
+	48, // 23: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
+	48, // 24: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
+	47, // 25: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
+	25, // 26: sluice.config.v1.Resources.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
+	44, // 27: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
+	46, // 28: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
+	47, // 29: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
+	26, // 30: sluice.config.v1.VirtualHost.routes:type_name -> sluice.config.v1.Route
+	41, // 31: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
+	42, // 32: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
+	43, // 33: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
+	53, // 34: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
+	48, // 35: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
+	35, // 36: sluice.config.v1.Route.query:type_name -> sluice.config.v1.QueryMatch
+	37, // 37: sluice.config.v1.Route.request_headers:type_name -> sluice.config.v1.HeaderModifier
+	37, // 38: sluice.config.v1.Route.response_headers:type_name -> sluice.config.v1.HeaderModifier
+	39, // 39: sluice.config.v1.Route.redirect:type_name -> sluice.config.v1.Redirect
+	40, // 40: sluice.config.v1.Route.rewrite:type_name -> sluice.config.v1.Rewrite
+	2,  // 41: sluice.config.v1.Route.scheme:type_name -> sluice.config.v1.RouteScheme
+	34, // 42: sluice.config.v1.Route.mirrors:type_name -> sluice.config.v1.Mirror
+	33, // 43: sluice.config.v1.Route.cors:type_name -> sluice.config.v1.Cors
+	32, // 44: sluice.config.v1.Route.retry:type_name -> sluice.config.v1.Retry
+	31, // 45: sluice.config.v1.Route.client_addresses:type_name -> sluice.config.v1.AddressFilter
+	30, // 46: sluice.config.v1.Route.rate_limit:type_name -> sluice.config.v1.RateLimit
+	29, // 47: sluice.config.v1.Route.session_affinity:type_name -> sluice.config.v1.SessionAffinity
+	28, // 48: sluice.config.v1.Route.backend_timeouts:type_name -> sluice.config.v1.BackendTimeouts
+	27, // 49: sluice.config.v1.Route.external_auth:type_name -> sluice.config.v1.ExternalAuth
+	1,  // 50: sluice.config.v1.ExternalAuth.style:type_name -> sluice.config.v1.ExternalAuthStyle
+	53, // 51: sluice.config.v1.BackendTimeouts.connect:type_name -> google.protobuf.Duration
+	53, // 52: sluice.config.v1.BackendTimeouts.read:type_name -> google.protobuf.Duration
+	53, // 53: sluice.config.v1.BackendTimeouts.write:type_name -> google.protobuf.Duration
+	53, // 54: sluice.config.v1.Retry.backoff:type_name -> google.protobuf.Duration
+	3,  // 55: sluice.config.v1.QueryMatch.type:type_name -> sluice.config.v1.QueryMatchType
+	36, // 56: sluice.config.v1.HeaderModifier.set:type_name -> sluice.config.v1.HeaderValue
+	36, // 57: sluice.config.v1.HeaderModifier.add:type_name -> sluice.config.v1.HeaderValue
+	4,  // 58: sluice.config.v1.PathModifier.type:type_name -> sluice.config.v1.PathModifierType
+	38, // 59: sluice.config.v1.Redirect.path:type_name -> sluice.config.v1.PathModifier
+	38, // 60: sluice.config.v1.Rewrite.path:type_name -> sluice.config.v1.PathModifier
+	5,  // 61: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
+	6,  // 62: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
+	37, // 63: sluice.config.v1.WeightedBackend.request_headers:type_name -> sluice.config.v1.HeaderModifier
+	48, // 64: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
+	45, // 65: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
+	7,  // 66: sluice.config.v1.Backend.protocol:type_name -> sluice.config.v1.BackendProtocol
+	48, // 67: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
+	52, // 68: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	48, // 69: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
+	8,  // 70: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
+	21, // 71: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
+	51, // 72: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
+	0,  // 73: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
+	14, // 74: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
+	52, // 75: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
+	14, // 76: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
+	52, // 77: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
+	9,  // 78: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
+	49, // 79: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
+	15, // 80: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
+	50, // 81: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
+	80, // [80:82] is the sub-list for method output_type
+	78, // [78:80] is the sub-list for method input_type
+	78, // [78:78] is the sub-list for extension type_name
+	78, // [78:78] is the sub-list for extension extendee
+	0,  // [0:78] is the sub-list for field type_name
 }
 
 func init() { file_sluice_config_v1_config_proto_init() }
@@ -4443,7 +4524,7 @@ func file_sluice_config_v1_config_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_config_v1_config_proto_rawDesc), len(file_sluice_config_v1_config_proto_rawDesc)),
-			NumEnums:      8,
+			NumEnums:      9,
 			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
