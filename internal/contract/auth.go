@@ -67,14 +67,10 @@ func AuthRequest(a *configv1.ExternalAuth, req Request) (method, path string, h 
 	originalURL = req.Scheme + "://" + req.Host + uri
 	if gatewayAPIAuth(a) {
 		h = http.Header{}
-		for _, n := range append([]string{"Authorization"}, a.GetRequestHeaders()...) {
-			if vs := req.Header.Values(n); len(vs) > 0 {
-				h[http.CanonicalHeaderKey(n)] = append([]string(nil), vs...)
-			}
-		}
+		CopyHeaders(h, req.Header, append([]string{"Authorization"}, a.GetRequestHeaders()...))
 		return req.Method, strings.TrimSuffix(a.GetPath(), "/") + uri, h, originalURL
 	}
-	h, _ = AuthRequestHeader(req)
+	h = authRequestHeader(req, uri, originalURL)
 	method = a.GetMethod()
 	if method == "" {
 		method = http.MethodGet
@@ -100,22 +96,27 @@ func AuthPassHeaders(a *configv1.ExternalAuth, answer http.Header) []string {
 	return out
 }
 
-// AuthRequestHeader is the header nginx's auth_request sends the authentication service for
-// req (its own, without a body's, plus who asked for what), and originalURL is the URL the
-// client asked for.
-func AuthRequestHeader(req Request) (h http.Header, originalURL string) {
-	h = req.Header.Clone()
+// CopyHeaders sets on dst the values src has of each header named (names any case); a name
+// src lacks leaves dst as it is.
+func CopyHeaders(dst, src http.Header, names []string) {
+	for _, n := range names {
+		if vs := src.Values(n); len(vs) > 0 {
+			dst[http.CanonicalHeaderKey(n)] = append([]string(nil), vs...)
+		}
+	}
+}
+
+// authRequestHeader is the header nginx's auth_request sends the authentication service for
+// req, which asked for uri (originalURL in full): its own, without a body's, plus who asked
+// for what.
+func authRequestHeader(req Request, uri, originalURL string) http.Header {
+	h := req.Header.Clone()
 	if h == nil {
 		h = http.Header{}
 	}
 	for _, n := range []string{"Content-Length", "Transfer-Encoding", "Connection", "Upgrade", "Expect", "Te", "Trailer"} {
 		h.Del(n)
 	}
-	uri := req.Path
-	if req.RawQuery != "" {
-		uri += "?" + req.RawQuery
-	}
-	originalURL = req.Scheme + "://" + req.Host + uri
 	h.Set("X-Original-URL", originalURL)
 	h.Set("X-Original-Method", req.Method)
 	h.Set("X-Sent-From", "sluice")
@@ -124,7 +125,7 @@ func AuthRequestHeader(req Request) (h http.Header, originalURL string) {
 		h.Set("X-Real-IP", req.Client.String())
 		h.Set("X-Forwarded-For", req.Client.String())
 	}
-	return h, originalURL
+	return h
 }
 
 // AuthDecision is what the proxy does with a request whose authentication service answered

@@ -36,7 +36,10 @@ func TestExternalAuthDecidesAsAuthRequest(t *testing.T) {
 	}
 	req := Request{Scheme: "https", Host: "shop.example.com", Method: http.MethodPost, Path: "/cart", RawQuery: "id=1",
 		Header: http.Header{"Cookie": {"s=1"}, "Content-Length": {"12"}, "Authorization": {"Bearer x"}}, Client: netip.MustParseAddr("192.0.2.9")}
-	h, original := AuthRequestHeader(req)
+	method, path, h, original := AuthRequest(&configv1.ExternalAuth{Path: "/check"}, req)
+	if method != http.MethodGet || path != "/check" {
+		t.Errorf("asked %s %s, want GET /check", method, path)
+	}
 	want := map[string]string{"Cookie": "s=1", "Authorization": "Bearer x", "Content-Length": "", "X-Original-Url": "https://shop.example.com/cart?id=1",
 		"X-Original-Method": "POST", "X-Real-Ip": "192.0.2.9", "X-Forwarded-For": "192.0.2.9", "X-Auth-Request-Redirect": "/cart?id=1"}
 	for k, v := range want {

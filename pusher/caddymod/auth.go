@@ -17,9 +17,6 @@ import (
 // nginx's default proxy timeouts bound its auth_request: no answer in time is a 500.
 const authTimeout = 30 * time.Second
 
-// authClients ask authentication services: in cleartext, or over TLS without verifying the
-// endpoint (BACKEND_PROTOCOL_TLS, as the proxy speaks to such backends). They never follow
-// a redirect: an answer that is not 2xx, 401 or 403 is a 500.
 // authorizeInto asks rt's authentication service about req, if it has one: done when the
 // client has been answered (the service did not let the request pass).
 func (t *Table) authorizeInto(w http.ResponseWriter, r *http.Request, rt *route, req contract.Request) (done bool, err error) {
@@ -42,6 +39,9 @@ func (t *Table) authorizeInto(w http.ResponseWriter, r *http.Request, rt *route,
 	return true, plain(w, code, http.StatusText(code)+"\n")
 }
 
+// authClients ask authentication services: in cleartext, or over TLS without verifying the
+// endpoint (BACKEND_PROTOCOL_TLS, as the proxy speaks to such backends). They never follow
+// a redirect: the answer is the service's, which contract.AuthDecision reads.
 var authClients = func() map[string]*http.Client {
 	client := func(tlsCfg *tls.Config) *http.Client {
 		return &http.Client{
@@ -89,11 +89,7 @@ func (t *Table) authorize(r *http.Request, req contract.Request, a *configv1.Ext
 	}
 	code, location = contract.AuthDecision(a, status, original)
 	if code == 0 {
-		for _, n := range contract.AuthPassHeaders(a, resp.Header) {
-			if vs := resp.Header.Values(n); len(vs) > 0 {
-				r.Header[http.CanonicalHeaderKey(n)] = append([]string(nil), vs...)
-			}
-		}
+		contract.CopyHeaders(r.Header, resp.Header, contract.AuthPassHeaders(a, resp.Header))
 		return true, 0, "", ""
 	}
 	if code == http.StatusUnauthorized && resp != nil {
