@@ -24,19 +24,21 @@ type ClassClaim struct {
 
 // MayReport says whether a translator whose identity serves IngressClass class may have its
 // status written to an Ingress that claims ing: the Ingress names that class
-// (spec.ingressClassName or the legacy annotation), or names an IngressClass of the same
-// controller, or names no class while no default IngressClass belongs to another controller.
-// It is the watcher's guard against a translator writing the status of another controller's
-// Ingresses, and no narrower than what the translator serves (translate.Translator's ours),
-// so an honest report is never refused.
-func MayReport(ing ClassClaim, class string, classes map[string]IngressClassInfo) bool {
-	controller := classes[class].Controller
+// (spec.ingressClassName or the legacy annotation), or names an IngressClass of controller
+// (the translator's --controller-name, which the watcher is told too) or of the same
+// controller as class, or names no class while no default IngressClass belongs to another
+// controller. It is the watcher's guard against a translator writing the status of another
+// controller's Ingresses, and no narrower than what the translator serves
+// (translate.Translator's ours, which owns a class by the same first two rules), so an
+// honest report is never refused.
+func MayReport(ing ClassClaim, class, controller string, classes map[string]IngressClassInfo) bool {
+	same := classes[class].Controller
 	ours := func(name string) bool {
 		if name == class {
 			return true
 		}
 		c, ok := classes[name]
-		return ok && controller != "" && c.Controller == controller
+		return ok && ((controller != "" && c.Controller == controller) || (same != "" && c.Controller == same))
 	}
 	switch {
 	case ing.ClassName != nil:

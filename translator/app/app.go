@@ -117,7 +117,7 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.HTTPListen, "http-listen", "127.0.0.1:18011", "address of /healthz, /readyz and /metrics")
 	fs.StringVar(&s.IngressClass, "ingress-class", "sluice", "name of the IngressClass this translator serves")
 	fs.StringVar(&s.ControllerName, "controller-name", "sluice.io/ingress-controller", "spec.controller of the IngressClasses this translator serves")
-	fs.BoolVar(&s.WatchIngressWithoutClass, "watch-ingress-without-class", false, "also serve Ingresses without a class when no IngressClass is the default")
+	fs.BoolVar(&s.WatchIngressWithoutClass, "watch-ingress-without-class", false, "also serve Ingresses without a class while no other controller's IngressClass is the default")
 	fs.BoolVar(&s.SSLRedirect, "ssl-redirect", true, "redirect HTTP to HTTPS (308) on the hosts of Ingresses that have a certificate, unless an Ingress's ssl-redirect annotation is \"false\" (force-ssl-redirect redirects whatever this says)")
 	fs.StringVar(&s.DefaultCertificate, "default-certificate", "", "namespace/name of a TLS Secret served for handshakes no host has a certificate for (an unknown name, or a host whose Secret is missing or invalid); the watcher must carry it (its --default-certificate)")
 	fs.DurationVar(&s.Holdoff, "holdoff", 10*time.Millisecond, "quiet time after a change before a config is built (coalesces bursts); a change after a quiet holdoff is built at once")

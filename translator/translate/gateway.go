@@ -877,7 +877,7 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 			pd, err := time.ParseDuration(string(*v))
 			if err != nil {
 				out.findings = append(out.findings, &configv1.Finding{Object: owner, Field: field + ".timeouts", Severity: sevWarn, Reason: "UnsupportedValue",
-					Cause: fmt.Sprintf("invalid duration %q; the default timeout applies", *v)})
+					Cause: fmt.Sprintf("invalid duration %q (want a Gateway API duration such as \"30s\"); this timeout is not applied", *v)})
 				continue
 			}
 			if pd > 0 && (d == 0 || pd < d) {

@@ -57,6 +57,9 @@ type Translator struct {
 	backendUsers index[string, string] // backend -> findings keys of the objects referring to it
 	svcBackends  index[nsName, string] // Service -> the backends built from it
 	defaultClass bool
+	// foreignDefault: another controller's IngressClass is the default, so class-less
+	// Ingresses are its own even under WatchIngressWithoutClass (contract.MayReport agrees).
+	foreignDefault bool
 
 	// What was built.
 	local    map[nsName]*ingressOut
@@ -281,15 +284,19 @@ func (t *Translator) classChanged(name string) {
 	for ing := range t.classUsers.all(name) {
 		t.dirtyIngresses.add(ing)
 	}
-	def := false
+	def, foreign := false, false
 	for _, c := range t.classes {
-		if c.Spec.Controller == t.opts.ControllerName && c.Annotations[AnnotationDefaultClass] == "true" {
+		if c.Annotations[AnnotationDefaultClass] != "true" {
+			continue
+		}
+		if c.Spec.Controller == t.opts.ControllerName || c.Name == t.opts.IngressClass {
 			def = true
-			break
+		} else {
+			foreign = true
 		}
 	}
-	if def != t.defaultClass {
-		t.defaultClass = def
+	if def != t.defaultClass || foreign != t.foreignDefault {
+		t.defaultClass, t.foreignDefault = def, foreign
 		for ing := range t.classless {
 			t.dirtyIngresses.add(ing)
 		}
@@ -308,12 +315,17 @@ func (t *Translator) ours(ing *networkingv1.Ingress) (bool, *configv1.Finding) {
 		case !ok && name == t.opts.IngressClass:
 			return true, finding(ing, "spec.ingressClassName", sevWarn, "IngressClassNotFound",
 				fmt.Sprintf("IngressClass %q does not exist; served because it is this translator's class", name))
+		case name == t.opts.IngressClass:
+			// The cut-over from another controller: its class is named as ours, so both serve
+			// the same Ingresses side by side (docs/migrating-from-ingress-nginx.md).
+			return true, finding(ing, "spec.ingressClassName", sevWarn, "IngressClassOfAnotherController",
+				fmt.Sprintf("IngressClass %q names controller %q; served because it is this translator's class (--ingress-class)", name, c.Spec.Controller))
 		}
 		return false, nil
 	case ing.Annotations[AnnotationIngressClass] != "":
 		return ing.Annotations[AnnotationIngressClass] == t.opts.IngressClass, nil
 	default:
-		return t.defaultClass || t.opts.WatchIngressWithoutClass, nil
+		return t.defaultClass || (t.opts.WatchIngressWithoutClass && !t.foreignDefault), nil
 	}
 }
 
@@ -498,7 +510,7 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			add("metadata.annotations["+AnnotationRequestTimeout+"]", sevWarn, "InvalidAnnotation",
-				fmt.Sprintf("invalid duration %q (want e.g. \"30s\"); the default timeout applies", v))
+				fmt.Sprintf("invalid duration %q (want a positive duration such as \"30s\"); served without a timeout", v))
 		} else {
 			timeout = durationpb.New(d)
 		}
@@ -1010,7 +1022,9 @@ func readCertificate(k nsName, s *corev1.Secret, now time.Time) *certOut {
 		return &certOut{reason: reason, why: fmt.Sprintf("TLS Secret %s %s; its hosts are not served over HTTPS", name, why)}
 	}
 	if s == nil {
-		return fail("SecretNotFound", "not found (only Secrets of type kubernetes.io/tls are read)")
+		// The watcher lists only kubernetes.io/tls Secrets, so an Opaque Secret holding tls.crt
+		// and tls.key (which ingress-nginx reads) is absent here; the cause says so.
+		return fail("SecretNotFound", "not found among Secrets of type kubernetes.io/tls (a Secret of another type, such as Opaque, is not read: recreate it with type kubernetes.io/tls)")
 	}
 	if s.Type != corev1.SecretTypeTLS {
 		return fail("SecretNotFound", fmt.Sprintf("is of type %q, not kubernetes.io/tls", s.Type))

@@ -299,4 +299,29 @@ func buildAndCheck(t *testing.T, step int, inc *Translator, cur objects, opts Op
 		t.Fatalf("step %d: the receiver of the deltas holds another state", step)
 	}
 	checkGatewayStatuses(t, step, inc, GatewayStatuses(cur.input(), o), gwHeld)
+	checkServedMayReport(t, step, inc, cur, opts)
+}
+
+// checkServedMayReport: every Ingress the translator serves is one the watcher lets it write
+// the status of (docs/design.md, "Who may do what"; contract.MayReport is no narrower than
+// what is served), whatever the classes and their default annotations.
+func checkServedMayReport(t *testing.T, step int, inc *Translator, cur objects, opts Options) {
+	t.Helper()
+	classes := map[string]contract.IngressClassInfo{}
+	for _, o := range cur {
+		if c, ok := o.(*networkingv1.IngressClass); ok {
+			classes[c.Name] = contract.IngressClassInfo{Controller: c.Spec.Controller, Default: c.Annotations[AnnotationDefaultClass] == "true"}
+		}
+	}
+	for _, o := range cur {
+		ing, ok := o.(*networkingv1.Ingress)
+		if !ok {
+			continue
+		}
+		served, _ := inc.ours(ing)
+		claim := contract.ClassClaim{ClassName: ing.Spec.IngressClassName, Annotation: ing.Annotations[AnnotationIngressClass]}
+		if served && !contract.MayReport(claim, opts.IngressClass, opts.ControllerName, classes) {
+			t.Fatalf("step %d: Ingress %s/%s (class %v, annotation %q) is served but the watcher would refuse its status; classes %+v", step, ing.Namespace, ing.Name, ing.Spec.IngressClassName, claim.Annotation, classes)
+		}
+	}
 }

@@ -11,8 +11,8 @@
 //   - an Ingress is served when spec.ingressClassName names an IngressClass whose controller
 //     is Options.ControllerName (or names Options.IngressClass itself), when the legacy
 //     kubernetes.io/ingress.class annotation names Options.IngressClass, or, without any
-//     class, when one of our IngressClasses is the default class or
-//     Options.WatchIngressWithoutClass is set;
+//     class, when one of our IngressClasses is the default class, or when
+//     Options.WatchIngressWithoutClass is set and no other controller's class is the default;
 //   - Exact paths match exactly; Prefix paths match element-wise ("/foo" matches "/foo" and
 //     "/foo/bar", not "/foobar"; a trailing slash is ignored); ImplementationSpecific is
 //     treated as Prefix, or as an RE2 regular expression over the whole path when the Ingress
@@ -59,8 +59,10 @@ const (
 
 // Options are the translator's settings that change the result.
 type Options struct {
-	IngressClass             string
-	ControllerName           string
+	IngressClass   string
+	ControllerName string
+	// WatchIngressWithoutClass serves class-less Ingresses while no IngressClass is the
+	// default, or one of ours is (ingress-nginx's flag of the same name).
 	WatchIngressWithoutClass bool
 	// NoSSLRedirect turns off the default redirect of HTTP to HTTPS on the hosts of Ingresses
 	// that have a certificate (ingress-nginx's ssl-redirect ConfigMap key set to false);

@@ -59,6 +59,9 @@ type Settings struct {
 	LeaseRenewDeadline time.Duration
 	LeaseRetryPeriod   time.Duration
 
+	// ControllerName is the translators' Ingress controller name: a translator may have the
+	// status of Ingresses of IngressClasses with it written (contract.MayReport).
+	ControllerName string
 	// GatewayControllerName is the Gateway controller whose Gateway API statuses are written.
 	GatewayControllerName string
 	// GatewayTranslatorClass is the IngressClass of the translator whose identity serves
@@ -118,6 +121,7 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.Float32Var(&s.StatusQPS, "status-qps", 10, "client-side queries per second for status writes and Events, apart from --kube-qps")
 	fs.IntVar(&s.StatusBurst, "status-burst", 20, "client-side burst for status writes and Events")
 	fs.IntVar(&s.StatusWorkers, "status-workers", 2, "concurrent status writes")
+	fs.StringVar(&s.ControllerName, "controller-name", "sluice.io/ingress-controller", "Ingress controller name (as the translators' --controller-name): with mTLS, a translator may have the status of Ingresses of IngressClasses with it written, besides its own class's")
 	fs.StringVar(&s.GatewayControllerName, "gateway-controller-name", "sluice.io/gateway-controller", "Gateway controller name (as the translator's): only GatewayClasses with it, their Gateways and our HTTPRoute parents entries get the Gateway API statuses translators report, and only reports naming it are taken (empty: none)")
 	fs.StringSliceVar(&s.DefaultCertificates, "default-certificate", nil, "namespace/name of a TLS Secret the Watch stream carries although no route object references it: each translator's --default-certificate (comma-separated or repeated)")
 	fs.StringVar(&s.GatewayTranslatorClass, "gateway-translator-class", "sluice", "IngressClass of the translator that serves --gateway-controller-name: with mTLS, only a translator whose identity names it (spiffe://<trust-domain>/sluice/translator/<class>) may have Gateway API statuses written; another's are refused (counted, logged once)")

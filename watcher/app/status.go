@@ -100,7 +100,7 @@ func (sw *statusWriter) writeEpoch(ctx context.Context, e *epoch) error {
 	if class != nil {
 		classKind = class.Wire()
 	}
-	w, err := status.New(status.Config{Logger: log, Source: e.src, Client: statusCS, Ingress: ingress.Wire(), IngressClass: classKind,
+	w, err := status.New(status.Config{Logger: log, Source: e.src, Client: statusCS, Ingress: ingress.Wire(), IngressClass: classKind, ControllerName: s.ControllerName,
 		Dynamic: statusDyn, GatewayControllerName: s.GatewayControllerName, GatewayTranslatorClass: s.GatewayTranslatorClass,
 		Workers: s.StatusWorkers, Component: "sluice-watcher", Metrics: m})
 	if err != nil {

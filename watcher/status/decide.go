@@ -24,8 +24,10 @@ type ingressInput struct {
 	obj *networkingv1.Ingress
 	// reports are the reports about it, by source.
 	reports map[string]sourceReport
-	// classes are the IngressClasses, for contract.MayReport.
-	classes map[string]contract.IngressClassInfo
+	// classes are the IngressClasses, and controller the Ingress controller name the
+	// translators serve, for contract.MayReport.
+	classes    map[string]contract.IngressClassInfo
+	controller string
 	// released are addresses a source set and then let go of; nil when none.
 	released []*watchv1.LoadBalancerIngress
 	// told is what the object has been told of its findings.
@@ -126,7 +128,7 @@ func decideIngress(in ingressInput) ingressDecision {
 func chooseReport(in ingressInput) (best *watchv1.IngressStatus, refused bool) {
 	bestSrc := ""
 	for src, r := range in.reports {
-		if in.obj != nil && !mayAct(r.from, in.obj, in.classes) {
+		if in.obj != nil && !mayAct(r.from, in.obj, in.controller, in.classes) {
 			refused = true
 			continue
 		}
@@ -139,12 +141,12 @@ func chooseReport(in ingressInput) (best *watchv1.IngressStatus, refused bool) {
 
 // mayAct says whether a report from a translator may decide ing's status: always when its
 // origin is not checked (authorization off), else only for an Ingress of its class.
-func mayAct(from Origin, ing *networkingv1.Ingress, classes map[string]contract.IngressClassInfo) bool {
+func mayAct(from Origin, ing *networkingv1.Ingress, controller string, classes map[string]contract.IngressClassInfo) bool {
 	if !from.Checked {
 		return true
 	}
 	claim := contract.ClassClaim{ClassName: ing.Spec.IngressClassName, Annotation: ing.Annotations[contract.AnnotationIngressClass]}
-	return contract.MayReport(claim, from.Class, classes)
+	return contract.MayReport(claim, from.Class, controller, classes)
 }
 
 // announce is the Events of findings on ref, given what it was told before (prev): a Warning
