@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/version"
 )
 
@@ -188,41 +189,11 @@ func commandNames(c *cobra.Command) []string {
 // didYouMean is ", did you mean X?" for the closest of candidates to typed (as kubectl and git
 // suggest: within two edits, or a prefix), or "" when none is close.
 func didYouMean(typed string, candidates []string) string {
-	best, bestD := "", 3
-	for _, c := range candidates {
-		d := editDistance(strings.ToLower(typed), strings.ToLower(c))
-		if len(typed) >= 2 && strings.HasPrefix(c, typed) {
-			d = min(d, 1)
-		}
-		if d < bestD || d == bestD && c < best {
-			best, bestD = c, d
-		}
-	}
+	best := config.Closest(typed, candidates)
 	if best == "" {
 		return ""
 	}
 	return fmt.Sprintf(", did you mean %q?", best)
-}
-
-// editDistance is Levenshtein's distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // flagError adds to pflag's "unknown flag: --adr" the closest flag the command has.

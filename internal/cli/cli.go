@@ -133,6 +133,9 @@ func Main(spec Spec, args []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log.Info("starting", "version", version.Version, "revision", version.Rev(), "go_version", version.GoVersion(), "pid", os.Getpid())
+	for _, u := range config.UnknownEnv(fs, os.Environ()) {
+		log.Warn("environment variable names no setting; ignored", "variable", u.Name, "did_you_mean", u.Suggestion)
+	}
 	if err := spec.Run(ctx, log); err != nil {
 		var cfgErr *config.Error
 		if errors.As(err, &cfgErr) {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -24,15 +25,28 @@ const EnvPrefix = "SLUICE"
 type Error struct {
 	Setting string
 	Value   string
-	Cause   error
+	// From says where a value not given as a flag came from: "environment", or the path
+	// of the --config file. Empty: the command line, or a check of the settings together.
+	From  string
+	Cause error
 }
 
 func (e *Error) Error() string {
-	if e.Value == "" {
-		return fmt.Sprintf("invalid setting --%s (%s): %v", e.Setting, EnvName(e.Setting), e.Cause)
+	from := ""
+	switch e.From {
+	case "":
+	case fromEnv:
+		from = " from the environment"
+	default:
+		from = " in config file " + e.From
 	}
-	return fmt.Sprintf("invalid setting --%s (%s) %q: %v", e.Setting, EnvName(e.Setting), e.Value, e.Cause)
+	if e.Value == "" {
+		return fmt.Sprintf("invalid setting --%s (%s)%s: %v", e.Setting, EnvName(e.Setting), from, e.Cause)
+	}
+	return fmt.Sprintf("invalid setting --%s (%s) %q%s: %v", e.Setting, EnvName(e.Setting), e.Value, from, e.Cause)
 }
+
+const fromEnv = "environment"
 
 func (e *Error) Unwrap() error { return e.Cause }
 
@@ -57,6 +71,11 @@ func Load(fs *pflag.FlagSet, args []string, lookupEnv func(string) (string, bool
 		if errors.Is(err, pflag.ErrHelp) {
 			return ErrHelp
 		}
+		if name, ok := strings.CutPrefix(err.Error(), "unknown flag: --"); ok {
+			if s := Closest(name, flagNames(fs)); s != "" {
+				return fmt.Errorf("%w (did you mean --%s? see --help)", err, s)
+			}
+		}
 		return fmt.Errorf("%w (see --help)", err)
 	}
 	if fs.NArg() > 0 {
@@ -80,7 +99,11 @@ func Load(fs *pflag.FlagSet, args []string, lookupEnv func(string) (string, bool
 			}
 			for _, key := range v.AllKeys() {
 				if fs.Lookup(key) == nil {
-					return &Error{Setting: "config", Value: path, Cause: fmt.Errorf("unknown setting %q in file", key)}
+					hint := ""
+					if s := Closest(key, flagNames(fs)); s != "" {
+						hint = fmt.Sprintf(" (did you mean %q?)", s)
+					}
+					return &Error{Setting: "config", Value: path, Cause: fmt.Errorf("unknown setting %q in file%s", key, hint)}
 				}
 			}
 		}
@@ -90,19 +113,96 @@ func Load(fs *pflag.FlagSet, args []string, lookupEnv func(string) (string, bool
 		if firstErr != nil || f.Changed || f.Name == "config" {
 			return
 		}
-		var value string
+		var value, from string
 		if env, ok := lookupEnv(EnvName(f.Name)); ok {
-			value = env
+			value, from = env, fromEnv
 		} else if v.IsSet(f.Name) {
-			value = stringify(v.Get(f.Name))
+			value, from = stringify(v.Get(f.Name)), v.ConfigFileUsed()
 		} else {
 			return
 		}
 		if err := fs.Set(f.Name, value); err != nil {
-			firstErr = &Error{Setting: f.Name, Value: value, Cause: unwrapFlagErr(err)}
+			firstErr = &Error{Setting: f.Name, Value: value, From: from, Cause: unwrapFlagErr(err)}
 		}
 	})
 	return firstErr
+}
+
+// UnknownVar is a SLUICE_* environment variable that names no setting of the process.
+type UnknownVar struct {
+	Name string
+	// Suggestion is the closest variable the process reads; empty when none is near.
+	Suggestion string
+}
+
+// UnknownEnv lists the SLUICE_* variables of environ (os.Environ's form) that name no setting
+// of fs, by name. Such a variable is ignored, not refused: one environment may serve several
+// Sluice processes, and a setting of one is not another's; the process logs them so that a
+// typo does not pass unseen.
+func UnknownEnv(fs *pflag.FlagSet, environ []string) []UnknownVar {
+	known := map[string]bool{}
+	var envs []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		known[EnvName(f.Name)] = true
+		envs = append(envs, EnvName(f.Name))
+	})
+	var out []UnknownVar
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, EnvPrefix+"_") && !known[name] {
+			out = append(out, UnknownVar{Name: name, Suggestion: Closest(name, envs)})
+		}
+	}
+	slices.SortFunc(out, func(a, b UnknownVar) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func flagNames(fs *pflag.FlagSet) []string {
+	var out []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden {
+			out = append(out, f.Name)
+		}
+	})
+	return out
+}
+
+// Closest is the candidate nearest to typed (case aside) within two edits, or a candidate
+// typed is a prefix of; "" when none is near. Ties go to the smallest name, so that the
+// suggestion is the same every time.
+func Closest(typed string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		d := editDistance(strings.ToLower(typed), strings.ToLower(c))
+		if len(typed) >= 2 && strings.HasPrefix(c, typed) {
+			d = min(d, 1)
+		}
+		if d < bestD || d == bestD && c < best {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is Levenshtein's distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // stringify turns a config-file value into what the flag parser expects.

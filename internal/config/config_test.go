@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,10 +61,12 @@ func TestBadValuesNameTheSetting(t *testing.T) {
 		file string
 		want string
 	}{
-		{env: map[string]string{"SLUICE_SYNC_TIMEOUT": "soon"}, want: `invalid setting --sync-timeout (SLUICE_SYNC_TIMEOUT) "soon"`},
-		{file: "sync-timeout: later\n", want: `invalid setting --sync-timeout (SLUICE_SYNC_TIMEOUT) "later"`},
+		{env: map[string]string{"SLUICE_SYNC_TIMEOUT": "soon"}, want: `invalid setting --sync-timeout (SLUICE_SYNC_TIMEOUT) "soon" from the environment: `},
+		{file: "sync-timeout: later\n", want: `invalid setting --sync-timeout (SLUICE_SYNC_TIMEOUT) "later" in config file /`},
 		{file: "no-such-setting: 1\n", want: `unknown setting "no-such-setting" in file`},
+		{file: "sync-timout: 1s\n", want: `unknown setting "sync-timout" in file (did you mean "sync-timeout"?)`},
 		{args: []string{"--nope"}, want: "unknown flag: --nope"},
+		{args: []string{"--lsten", "x"}, want: "unknown flag: --lsten (did you mean --listen? see --help)"},
 		{args: []string{"extra"}, want: `unexpected argument "extra"`},
 	}
 	for _, c := range cases {
@@ -100,5 +103,16 @@ func TestChecks(t *testing.T) {
 	}
 	if CheckReadable("tls-cert", "/nonexistent/file") == nil {
 		t.Error("CheckReadable accepted a missing file")
+	}
+}
+
+// A SLUICE_* variable that names no setting is listed with the closest one (docs/operations.md,
+// "Settings"): ignored, since one environment may serve several processes, but never unseen.
+func TestUnknownEnvironmentVariablesAreNamed(t *testing.T) {
+	var s settings
+	got := UnknownEnv(flags(&s), []string{"PATH=/bin", "SLUICE_LISTEN=127.0.0.1:1", "SLUICE_SYNC_TIMOUT=3s", "SLUICE_WATCHER_ADDR=x", "SLUICELIKE=1"})
+	want := []UnknownVar{{Name: "SLUICE_SYNC_TIMOUT", Suggestion: "SLUICE_SYNC_TIMEOUT"}, {Name: "SLUICE_WATCHER_ADDR"}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("UnknownEnv = %+v, want %+v", got, want)
 	}
 }

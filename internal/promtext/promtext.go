@@ -5,9 +5,12 @@ package promtext
 import (
 	"fmt"
 	"net/http"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -100,4 +103,119 @@ func ParseSample(sample string) (string, map[string]string, error) {
 		labels[k] = v[1 : len(v)-1]
 	}
 	return name, labels, nil
+}
+
+// Recorder is a Registry that remembers the name of every metric registered with it, so
+// that a test can tell which of them /metrics does not show yet (a vector none of whose
+// label sets was created).
+type Recorder struct {
+	*prometheus.Registry
+	names []string
+}
+
+// NewRecorder returns an empty Recorder.
+func NewRecorder() *Recorder { return &Recorder{Registry: prometheus.NewRegistry()} }
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// Register records c's metric names and registers it.
+func (r *Recorder) Register(c prometheus.Collector) error {
+	ch := make(chan *prometheus.Desc)
+	go func() { c.Describe(ch); close(ch) }()
+	for d := range ch {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			r.names = append(r.names, m[1])
+		}
+	}
+	return r.Registry.Register(c)
+}
+
+// MustRegister registers cs, panicking on an error as prometheus.Registry does.
+func (r *Recorder) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// Absent lists, sorted, the metrics registered that Gather does not show.
+func (r *Recorder) Absent() ([]string, error) {
+	mfs, err := r.Gather()
+	if err != nil {
+		return nil, err
+	}
+	shown := map[string]bool{}
+	for _, mf := range mfs {
+		shown[mf.GetName()] = true
+	}
+	var out []string
+	for _, n := range r.names {
+		if !shown[n] {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// CheckExported compares what rec exports before any event with the metrics table of doc
+// (docs/operations.md): each metric in late is absent and its row says when it appears
+// ("appears" or "absent"); every other registered metric is exported; each label value of
+// fixed (metric to values) is exported and named in the metric's row. It returns the
+// problems found.
+func CheckExported(rec *Recorder, doc string, fixed map[string][]string, late []string) []string {
+	var problems []string
+	row := func(name string) string {
+		for _, l := range strings.Split(doc, "\n") {
+			if strings.HasPrefix(l, "| `"+name+"`") || strings.HasPrefix(l, "| `"+name+"{") || strings.Contains(l, ", `"+name) {
+				return l
+			}
+		}
+		problems = append(problems, fmt.Sprintf("%s has no row in the metrics table", name))
+		return ""
+	}
+	absent, err := rec.Absent()
+	if err != nil {
+		return []string{err.Error()}
+	}
+	for _, n := range absent {
+		if !slices.Contains(late, n) {
+			problems = append(problems, fmt.Sprintf("%s is not exported until its first event", n))
+		}
+	}
+	mfs, err := rec.Gather()
+	if err != nil {
+		return append(problems, err.Error())
+	}
+	for _, n := range late {
+		if slices.ContainsFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == n }) {
+			problems = append(problems, fmt.Sprintf("%s is said to appear later but is exported from the start", n))
+		}
+		if r := row(n); r != "" && !strings.Contains(r, "appear") && !strings.Contains(r, "absent") {
+			problems = append(problems, fmt.Sprintf("the row of %s does not say when it appears", n))
+		}
+	}
+	for name, values := range fixed {
+		r := row(name)
+		for _, v := range values {
+			found := false
+			for _, mf := range mfs {
+				if mf.GetName() == name || mf.GetName() == name+"_bucket" {
+					for _, m := range mf.GetMetric() {
+						for _, l := range m.GetLabel() {
+							found = found || l.GetValue() == v
+						}
+					}
+				}
+			}
+			if !found {
+				problems = append(problems, fmt.Sprintf("%s{%s} is not exported from the start", name, v))
+			}
+			if r != "" && !strings.Contains(r, v) {
+				problems = append(problems, fmt.Sprintf("the row of %s does not name %s", name, v))
+			}
+		}
+	}
+	return problems
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-io/sluice/pusher/gate"
 )
 
 // metrics are the pusher's Prometheus metrics.
@@ -35,6 +37,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		// A timestamp, not an age: `time() - sluice_pusher_last_apply_timestamp_seconds` is the
 		// age, and an absent series (not -1) means "never applied".
 		lastApply: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_pusher_last_apply_timestamp_seconds", Help: "Unix time of the last successful apply; absent before the first."}),
+	}
+	// The drop reasons exist from the start, at zero (docs/operations.md, "Metrics").
+	for _, r := range gate.DropReasons {
+		m.dropped.WithLabelValues(r)
 	}
 	reg.MustRegister(m.received, m.dropped, m.applied, m.rejected, m.held, m.latency, m.version)
 	m.reg = reg

@@ -186,6 +186,10 @@ func (a *admission) delta(d *configv1.ConfigDelta) decision {
 	return decision{act: actNone, config: c}
 }
 
+// DropReasons are every reason the gate drops a config for (Metrics.Dropped), so that the
+// metric can show each at zero before the first drop.
+var DropReasons = []string{"before-marker", "other-epoch", "older-than-marker", "older-than-applied", "out-of-order", "broken-chain"}
+
 // admit returns why the gate drops c, or "" when c is of the open epoch, at or after the
 // marker's version and not older than what the data plane runs.
 func (a *admission) admit(c *configv1.Config) string {

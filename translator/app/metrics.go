@@ -3,6 +3,8 @@ package app
 import (
 	"time"
 
+	"github.com/sluice-io/sluice/translator/engine"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -47,6 +49,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		statusReports:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_translator_status_reports_total", Help: "Status reports sent to the watcher, by kind (full or delta)."}, []string{"kind"}),
 		statusEntries:   prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_translator_status_entries_total", Help: "Ingress statuses (and removals) sent to the watcher."}),
 		statusConnected: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_translator_status_connected", Help: "1 while a status stream to the watcher is accepted."}),
+	}
+	// Series of fixed label sets exist from the start, at zero, so that a rate or an alert over
+	// them does not wait for the first event (docs/operations.md, "Metrics").
+	for _, r := range engine.RestartReasons {
+		m.restarts.WithLabelValues(r)
+	}
+	for _, p := range []string{"true", "false"} {
+		m.builds.WithLabelValues(p)
+	}
+	for _, k := range []string{"full", "delta"} {
+		m.statusReports.WithLabelValues(k)
 	}
 	reg.MustRegister(m.statusReports, m.statusEntries, m.statusConnected)
 	reg.MustRegister(m.restarts, m.builds, m.objects, m.version, m.pushers, m.acks, m.nacks, m.applied, m.published, m.sentBytes, m.slow, m.tooLarge, m.quarantined)

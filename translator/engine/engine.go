@@ -192,6 +192,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	return nil
 }
 
+// RestartReasons are every reason restartReason gives, so that the metric can show each at
+// zero before the first restart.
+var RestartReasons = []string{"disconnected", "gap", "epoch-changed", "inventory-mismatch", "protocol", "dropped-slow"}
+
 func restartReason(err error) string {
 	switch {
 	case errors.Is(err, watchstream.ErrInventory):

@@ -1,6 +1,11 @@
 package app
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sluice-io/sluice/watcher/status"
+)
 
 // metrics are the watcher's Prometheus metrics; they implement the controller's and the
 // server's Metrics interfaces.
@@ -37,6 +42,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		events:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_watcher_events_total", Help: "Kubernetes Events written for findings, by type and result (sent, failed)."}, []string{"type", "result"}),
 		leader:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_watcher_leader", Help: "1 while this replica holds the lease and writes statuses."}),
 		leaderTerms: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_watcher_leader_terms_total", Help: "Times this replica acquired the lease."}),
+	}
+	// Series of fixed label sets exist from the start, at zero (docs/operations.md, "Metrics").
+	for _, r := range status.WriteResults {
+		m.statusWrites.WithLabelValues(r)
+	}
+	for _, typ := range []string{corev1.EventTypeWarning, corev1.EventTypeNormal} {
+		for _, r := range []string{"sent", "failed"} {
+			m.events.WithLabelValues(typ, r)
+		}
 	}
 	reg.MustRegister(m.statusPending, m.statusWrites, m.events, m.leader, m.leaderTerms)
 	reg.MustRegister(m.objects, m.revision, m.streams, m.syncSeconds, m.syncFailures, m.dropped, m.synced, m.sentBytes)

@@ -48,11 +48,17 @@ type Source interface {
 // Metrics receives the Writer's measurements.
 type Metrics interface {
 	SetStatusPending(n int)
-	// StatusWrite counts one outcome: done, conflict, failed, skipped or gone.
+	// StatusWrite counts one outcome, one of WriteResults.
 	StatusWrite(result string)
 	// Event counts one Event: its type, and whether it was sent or failed.
 	Event(typ, result string)
 }
+
+// WriteResults are every outcome Metrics.StatusWrite is given, so that the metric can show
+// each at zero before the first write: done, conflict (decided again on a fresh read),
+// failed (retried with backoff), skipped (already right), gone (object deleted), refused (a
+// report the reporter may not act on).
+var WriteResults = []string{"done", "conflict", "failed", "skipped", "gone", "refused"}
 
 // Config configures a Writer.
 type Config struct {
@@ -68,6 +74,10 @@ type Config struct {
 	// report from a checked origin is acted on only for Ingresses that name its class or
 	// no class at all.
 	IngressClass *watchv1.GroupVersionKind
+	// ControllerName is the translators' Ingress controller name (their --controller-name):
+	// a checked origin may act on Ingresses of any IngressClass with it (contract.MayReport).
+	// Empty: only its own class and the classes of that class's controller.
+	ControllerName string
 	// Dynamic writes the statuses of Gateway API objects, through the same rate limiter as
 	// Client. Required with GatewayControllerName.
 	Dynamic dynamic.Interface
@@ -341,7 +351,7 @@ func (w *Writer) checkClasses(src string, sts []*watchv1.IngressStatus) {
 	for _, st := range sts {
 		k := key{st.GetKey().GetNamespace(), st.GetKey().GetName()}
 		ing := w.actual[k]
-		if ing == nil || mayAct(w.origins[src], ing, w.classes) || w.refused[src][k] {
+		if ing == nil || mayAct(w.origins[src], ing, w.cfg.ControllerName, w.classes) || w.refused[src][k] {
 			continue
 		}
 		if w.refused[src] == nil {
@@ -404,7 +414,7 @@ func (w *Writer) release(k key, st *watchv1.IngressStatus) {
 
 // input is what decides an Ingress now (decideIngress).
 func (w *Writer) input(k key) ingressInput {
-	in := ingressInput{obj: w.actual[k], classes: w.classes, released: w.released[k], told: w.said[k]}
+	in := ingressInput{obj: w.actual[k], classes: w.classes, controller: w.cfg.ControllerName, released: w.released[k], told: w.said[k]}
 	for src, m := range w.sources {
 		if st, ok := m[k]; ok {
 			if in.reports == nil {
