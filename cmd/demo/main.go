@@ -200,6 +200,8 @@ func run(ctx context.Context, binDir, examples, gatewayCRDs string, once bool) i
 		{"https", "secure.sluice.local", "/", ""},
 		{"http", "unknown.example.com", "/", ""},
 		{"http", "broken.sluice.local", "/", ""},
+		// ingress-nginx's use-regex and rewrite-target, served unchanged.
+		{"http", "legacy.sluice.local", "/shop/cart/items", ""},
 		// The HTTPRoute of examples/50-gateway.yaml.
 		{"http", "store.gw.sluice.local", "/", ""},
 		{"http", "store.gw.sluice.local", "/", "x-canary: true"},

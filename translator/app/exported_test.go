@@ -1,8 +1,6 @@
 package app
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/sluice-io/sluice/internal/harness/testenv"
@@ -10,27 +8,13 @@ import (
 	"github.com/sluice-io/sluice/translator/engine"
 )
 
-// operationsDoc is docs/operations.md.
-func operationsDoc(t *testing.T) string {
-	t.Helper()
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // Every translator metric is on /metrics from the start, each restart reason, build outcome
 // and status report kind at zero, as docs/operations.md ("Metrics") lists them; the
 // per-pusher series appear with their pusher.
 func TestMetricsAreExportedFromTheStart(t *testing.T) {
 	rec := promtext.NewRecorder()
 	newMetrics(rec)
-	for _, p := range promtext.CheckExported(rec, operationsDoc(t),
+	for _, p := range promtext.CheckExported(rec, testenv.Doc(t, "operations.md"),
 		map[string][]string{"sluice_translator_watch_restarts_total": engine.RestartReasons,
 			"sluice_translator_build_seconds":        {"true", "false"},
 			"sluice_translator_status_reports_total": {"full", "delta"}},

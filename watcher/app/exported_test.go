@@ -1,8 +1,6 @@
 package app
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/sluice-io/sluice/internal/harness/testenv"
@@ -10,27 +8,13 @@ import (
 	"github.com/sluice-io/sluice/watcher/status"
 )
 
-// operationsDoc is docs/operations.md.
-func operationsDoc(t *testing.T) string {
-	t.Helper()
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // Every watcher metric is on /metrics from the start, each status write result and Event
 // outcome at zero, as docs/operations.md ("Metrics") lists them; the per-kind series appear
 // with their kind's first sync or failure.
 func TestMetricsAreExportedFromTheStart(t *testing.T) {
 	rec := promtext.NewRecorder()
 	newMetrics(rec)
-	for _, p := range promtext.CheckExported(rec, operationsDoc(t),
+	for _, p := range promtext.CheckExported(rec, testenv.Doc(t, "operations.md"),
 		map[string][]string{"sluice_watcher_status_writes_total": status.WriteResults,
 			"sluice_watcher_events_total": {"Warning", "Normal", "sent", "failed"}},
 		[]string{"sluice_watcher_objects", "sluice_watcher_sync_failures_total"}) {

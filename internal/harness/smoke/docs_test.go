@@ -20,10 +20,7 @@ func TestOperationsDocListsEveryFlagAndMetric(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := testenv.Doc(t, "operations.md")
 	flagRE := regexp.MustCompile(`(?m)^\s+(--[a-z0-9-]+)`)
 	for _, bin := range []string{"watcher", "translator", "pusher"} {
 		path, err := testenv.Binary(bin)
@@ -45,7 +42,7 @@ func TestOperationsDocListsEveryFlagAndMetric(t *testing.T) {
 			t.Fatalf("%s --help lists %d flags:\n%s", bin, len(flags), p.Logs())
 		}
 		for _, f := range flags {
-			if !strings.Contains(string(doc), "`"+f[1]+"`") {
+			if !strings.Contains(doc, "`"+f[1]+"`") {
 				t.Errorf("docs/operations.md does not document %s %s", bin, f[1])
 			}
 		}
@@ -62,7 +59,7 @@ func TestOperationsDocListsEveryFlagAndMetric(t *testing.T) {
 		}
 		for _, m := range metricRE.FindAllStringSubmatch(string(src), -1) {
 			n++
-			if !strings.Contains(string(doc), "`"+m[1]) {
+			if !strings.Contains(doc, "`"+m[1]) {
 				t.Errorf("docs/operations.md does not document the metric %s (%s)", m[1], path)
 			}
 		}

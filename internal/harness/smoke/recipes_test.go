@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -43,20 +41,13 @@ var neighbourReasons = map[string]bool{"ServiceNotFound": true, "BackendNotFound
 // the apiserver stores them translate without a finding other than those of the neighbours
 // the recipe leaves out (docs/design.md, "Bad input").
 func TestGuideRecipesAreAcceptedByTheAPIServerAndTranslate(t *testing.T) {
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := testenv.SharedCluster(t)
 	testenv.InstallGatewayAPICRDs(t, c)
 	dyn := c.Dynamic()
 	block := regexp.MustCompile("(?s)```yaml\n(.*?)```")
 	n := 0
 	for _, guide := range []string{"migrating-from-ingress-nginx.md", "translation.md", "operations.md"} {
-		doc, err := os.ReadFile(filepath.Join(root, "docs", guide))
-		if err != nil {
-			t.Fatal(err)
-		}
+		doc := []byte(testenv.Doc(t, guide))
 		for _, m := range block.FindAllSubmatchIndex(doc, -1) {
 			line := 1 + bytes.Count(doc[:m[0]], []byte("\n"))
 			recipe := doc[m[2]:m[3]]
@@ -87,6 +78,7 @@ func TestGuideRecipesAreAcceptedByTheAPIServerAndTranslate(t *testing.T) {
 					}
 					res := dyn.Resource(gvr)
 					var got *unstructured.Unstructured
+					var err error
 					if u.GetKind() == "GatewayClass" || u.GetKind() == "IngressClass" {
 						got, err = res.Create(ctx, &u, metav1.CreateOptions{})
 						if errors.IsAlreadyExists(err) {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 )
 
 // ToolPath returns the path of a pinned tool (kube-apiserver, kubectl, etcd, caddy), or an
@@ -139,4 +140,19 @@ func registerCleanup(f func()) {
 	cleanupMu.Lock()
 	cleanups = append(cleanups, f)
 	cleanupMu.Unlock()
+}
+
+// Doc reads docs/name of the module, failing t when it cannot: the tests that hold the
+// documentation to the code read it this way.
+func Doc(t testing.TB, name string) string {
+	t.Helper()
+	root, err := ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "docs", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
