@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
@@ -126,6 +127,32 @@ func authRequestHeader(req Request, uri, originalURL string) http.Header {
 		h.Set("X-Forwarded-For", req.Client.String())
 	}
 	return h
+}
+
+// AuthDenialMaxBody bounds the body of a denied answer passed to the client.
+const AuthDenialMaxBody = 64 << 10
+
+// AuthDenialHeaders are the headers of the service's answer that a denied request's answer
+// carries: in the Gateway API's style, all of them but the connection's and the framing's
+// (the service's answer is the client's, as Envoy's ext_authz passes its denied response,
+// body included); in nginx's, only WWW-Authenticate on a 401 (auth_request answers with
+// its own page).
+func AuthDenialHeaders(a *configv1.ExternalAuth, status int, answer http.Header) http.Header {
+	out := http.Header{}
+	if !gatewayAPIAuth(a) {
+		if v := answer.Values("WWW-Authenticate"); status == http.StatusUnauthorized && len(v) > 0 {
+			out["Www-Authenticate"] = slices.Clone(v)
+		}
+		return out
+	}
+	for k, v := range answer {
+		switch http.CanonicalHeaderKey(k) {
+		case "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Te", "Trailer", "Content-Length":
+			continue
+		}
+		out[http.CanonicalHeaderKey(k)] = slices.Clone(v)
+	}
+	return out
 }
 
 // AuthDecision is what the proxy does with a request whose authentication service answered

@@ -24,19 +24,32 @@ func (t *Table) authorizeInto(w http.ResponseWriter, r *http.Request, rt *route,
 	if ea == nil {
 		return false, nil
 	}
-	pass, code, location, challenge := t.authorize(r, req, ea)
+	pass, d := t.authorize(r, req, ea)
 	if pass {
 		return false, nil
 	}
-	if location != "" {
-		w.Header().Set("Location", location)
-		w.WriteHeader(code)
+	if d.location != "" {
+		w.Header().Set("Location", d.location)
+		w.WriteHeader(d.code)
 		return true, nil
 	}
-	if challenge != "" {
-		w.Header().Set("WWW-Authenticate", challenge)
+	for k, v := range d.header {
+		w.Header()[k] = v
 	}
-	return true, plain(w, code, http.StatusText(code)+"\n")
+	if d.body != nil {
+		w.WriteHeader(d.code)
+		_, err := w.Write(d.body)
+		return true, err
+	}
+	return true, plain(w, d.code, http.StatusText(d.code)+"\n")
+}
+
+// authDenial is the answer to a request its authentication service did not let through.
+type authDenial struct {
+	code     int
+	location string // a redirect to the sign-in URL
+	header   http.Header
+	body     []byte // the service's own body (Gateway API style); nil: a plain status page
 }
 
 // authClients ask authentication services: in cleartext, or over TLS without verifying the
@@ -54,12 +67,14 @@ var authClients = func() map[string]*http.Client {
 }()
 
 // authorize asks a's service about req (r as the client sent it): pass, or the answer the
-// client gets (contract.AuthDecision), with the service's WWW-Authenticate for a 401. On
-// pass, a's ResponseHeaders are set on r from the service's answer.
-func (t *Table) authorize(r *http.Request, req contract.Request, a *configv1.ExternalAuth) (pass bool, code int, location, challenge string) {
+// client gets (contract.AuthDecision), with the service's headers (contract.AuthDenialHeaders)
+// and, in the Gateway API's style, its body. On pass, a's ResponseHeaders are set on r from
+// the service's answer.
+func (t *Table) authorize(r *http.Request, req contract.Request, a *configv1.ExternalAuth) (pass bool, d authDenial) {
+	failed := authDenial{code: http.StatusInternalServerError}
 	b, _ := t.backends.get(a.GetBackend())
 	if b == nil || len(b.upstreams) == 0 {
-		return false, http.StatusInternalServerError, "", ""
+		return false, failed
 	}
 	client := authClients[b.protocol]
 	scheme := "http"
@@ -67,7 +82,7 @@ func (t *Table) authorize(r *http.Request, req contract.Request, a *configv1.Ext
 		scheme = "https"
 	}
 	if client == nil { // h2c: the translator never names such a service
-		return false, http.StatusInternalServerError, "", ""
+		return false, failed
 	}
 	method, path, header, original := contract.AuthRequest(a, req)
 	ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
@@ -76,24 +91,31 @@ func (t *Table) authorize(r *http.Request, req contract.Request, a *configv1.Ext
 	areq, err := http.NewRequestWithContext(ctx, method, scheme+"://"+u.Dial+path, nil)
 	status := 0
 	var resp *http.Response
+	var body []byte
 	if err == nil {
 		areq.Host, areq.Header = a.GetHost(), header
 		if areq.Host == "" {
 			areq.Host = req.Host // the Gateway API style sends the request's Host
 		}
 		if resp, err = client.Do(areq); err == nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			body, err = io.ReadAll(io.LimitReader(resp.Body, contract.AuthDenialMaxBody))
 			resp.Body.Close()
 			status = resp.StatusCode
+			if err != nil {
+				status = 0 // a body cut short is no answer
+			}
 		}
 	}
-	code, location = contract.AuthDecision(a, status, original)
-	if code == 0 {
+	d.code, d.location = contract.AuthDecision(a, status, original)
+	if d.code == 0 {
 		contract.CopyHeaders(r.Header, resp.Header, contract.AuthPassHeaders(a, resp.Header))
-		return true, 0, "", ""
+		return true, d
 	}
-	if code == http.StatusUnauthorized && resp != nil {
-		challenge = resp.Header.Get("WWW-Authenticate")
+	if resp != nil && status != 0 && d.code == status {
+		d.header = contract.AuthDenialHeaders(a, status, resp.Header)
+		if a.GetStyle() == configv1.ExternalAuthStyle_EXTERNAL_AUTH_STYLE_GATEWAY_API {
+			d.body = body
+		}
 	}
-	return false, code, location, challenge
+	return false, d
 }

@@ -2,10 +2,12 @@ package caddymod
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,13 +145,19 @@ func inFlight(client string) uint32 {
 
 // Route.external_auth in the module: the service is asked with the request's header and
 // who asked for what; a request that passes carries the answer's ResponseHeaders (and no
-// other of its headers); a 401 carries the service's WWW-Authenticate.
+// other of its headers); a 401 carries the service's WWW-Authenticate and nothing else of
+// its answer (nginx's style); in the Gateway API's style a denial is the service's answer,
+// its headers (not the framing ones) and body.
 func TestExternalAuthAsksAndCopiesHeaders(t *testing.T) {
 	savedStore, savedAuth := store, authClients
 	t.Cleanup(func() { store, authClients = savedStore, savedAuth })
 	var asked *http.Request
 	fake := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		asked = r
+		if r.Host == "g.example.com" { // the Gateway API style sends the request's Host
+			return &http.Response{StatusCode: http.StatusForbidden, Request: r, Body: io.NopCloser(strings.NewReader("denied by policy\n")),
+				Header: http.Header{"X-Reason": {"policy"}, "Content-Type": {"text/x-policy"}, "Connection": {"close"}, "Content-Length": {"17"}}}, nil
+		}
 		h := http.Header{"X-Auth-User": {"ann"}, "X-Other": {"no"}, "Www-Authenticate": {`Basic realm="x"`}}
 		code := http.StatusOK
 		if r.Header.Get("Authorization") == "" {
@@ -162,7 +170,11 @@ func TestExternalAuthAsksAndCopiesHeaders(t *testing.T) {
 		VirtualHosts: []*configv1.VirtualHost{{Hostname: "a.example.com", Routes: []*configv1.Route{{Name: "r",
 			Path:         &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: "/"},
 			ExternalAuth: &configv1.ExternalAuth{Backend: "auth", Host: "auth.app.svc", Path: "/check?x=1", ResponseHeaders: []string{"X-Auth-User"}},
-			Backends:     []*configv1.WeightedBackend{{Backend: "b", Weight: 1}}}}}},
+			Backends:     []*configv1.WeightedBackend{{Backend: "b", Weight: 1}}}}},
+			{Hostname: "g.example.com", Routes: []*configv1.Route{{Name: "g",
+				Path:         &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: "/"},
+				ExternalAuth: &configv1.ExternalAuth{Backend: "auth", Path: "/", Style: configv1.ExternalAuthStyle_EXTERNAL_AUTH_STYLE_GATEWAY_API},
+				Backends:     []*configv1.WeightedBackend{{Backend: "b", Weight: 1}}}}}},
 		Backends: []*configv1.Backend{
 			{Name: "b", Endpoints: []*configv1.Endpoint{{Address: "10.0.0.1", Port: 80, Ready: true}}},
 			{Name: "auth", Endpoints: []*configv1.Endpoint{{Address: "10.0.0.9", Port: 8080, Ready: true}}}}}
@@ -170,8 +182,12 @@ func TestExternalAuthAsksAndCopiesHeaders(t *testing.T) {
 	if err := store.Replace(&configv1.Config{Epoch: "e", Version: 1, Hash: translate.Hash(res), Resources: res}); err != nil {
 		t.Fatal(err)
 	}
-	serve := func(authz string) (*httptest.ResponseRecorder, http.Header) {
-		r := httptest.NewRequest(http.MethodPost, "http://a.example.com/cart?id=1", nil)
+	serve := func(authz string, host ...string) (*httptest.ResponseRecorder, http.Header) {
+		h := "a.example.com"
+		if len(host) > 0 {
+			h = host[0]
+		}
+		r := httptest.NewRequest(http.MethodPost, "http://"+h+"/cart?id=1", nil)
 		r.RemoteAddr = "192.0.2.9:5000"
 		if authz != "" {
 			r.Header.Set("Authorization", authz)
@@ -199,7 +215,12 @@ func TestExternalAuthAsksAndCopiesHeaders(t *testing.T) {
 		t.Errorf("asked %s %s Host %s %v", asked.Method, asked.URL, asked.Host, asked.Header)
 	}
 	w, fwd = serve("")
-	if w.Code != http.StatusUnauthorized || w.Header().Get("WWW-Authenticate") != `Basic realm="x"` || fwd != nil {
-		t.Errorf("refused: %d %v, forwarded %v; want 401 with the challenge, nothing forwarded", w.Code, w.Header(), fwd)
+	if w.Code != http.StatusUnauthorized || w.Header().Get("WWW-Authenticate") != `Basic realm="x"` || w.Header().Get("X-Other") != "" || fwd != nil {
+		t.Errorf("refused: %d %v, forwarded %v; want 401 with the challenge alone, nothing forwarded", w.Code, w.Header(), fwd)
+	}
+	w, fwd = serve("Bearer x", "g.example.com")
+	if w.Code != http.StatusForbidden || w.Header().Get("X-Reason") != "policy" || w.Header().Get("Content-Type") != "text/x-policy" ||
+		w.Header().Get("Connection") != "" || w.Body.String() != "denied by policy\n" || fwd != nil {
+		t.Errorf("refused in the Gateway API style: %d %v %q, forwarded %v; want the service's 403, its headers and body", w.Code, w.Header(), w.Body.String(), fwd)
 	}
 }
