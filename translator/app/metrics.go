@@ -3,9 +3,9 @@ package app
 import (
 	"time"
 
-	"github.com/sluice-io/sluice/translator/engine"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-io/sluice/translator/engine"
 )
 
 // metrics are the translator's Prometheus metrics.
