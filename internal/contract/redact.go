@@ -21,14 +21,28 @@ func RedactCertificate(c *configv1.Certificate) *configv1.Certificate {
 	return out
 }
 
+// RedactBackend returns b without the private key it presents to its endpoints (b itself
+// when it has none).
+func RedactBackend(b *configv1.Backend) *configv1.Backend {
+	if len(b.GetTls().GetClientKeyPem()) == 0 {
+		return b
+	}
+	out := proto.Clone(b).(*configv1.Backend)
+	out.Tls.ClientKeyPem = RedactedKey
+	return out
+}
+
 // RedactResources returns r without private keys; r is not changed (resources are shared).
 func RedactResources(r *configv1.Resources) *configv1.Resources {
 	if r == nil {
 		return nil
 	}
-	out := &configv1.Resources{VirtualHosts: r.GetVirtualHosts(), Backends: r.GetBackends(), Findings: r.GetFindings()}
+	out := &configv1.Resources{VirtualHosts: r.GetVirtualHosts(), Findings: r.GetFindings()}
 	for _, c := range r.GetCertificates() {
 		out.Certificates = append(out.Certificates, RedactCertificate(c))
+	}
+	for _, b := range r.GetBackends() {
+		out.Backends = append(out.Backends, RedactBackend(b))
 	}
 	return out
 }
@@ -67,13 +81,20 @@ func (r *Redactor) Delta(d *configv1.ConfigDelta) (*configv1.ConfigDelta, error)
 	for _, c := range d.GetCertificates() {
 		out.Certificates = append(out.Certificates, RedactCertificate(c))
 	}
+	out.Backends = nil
+	for _, b := range d.GetBackends() {
+		out.Backends = append(out.Backends, RedactBackend(b))
+	}
 	for _, ch := range changes {
 		if ch.Msg == nil {
 			r.st.Remove(ch.Type, ch.Key)
 			continue
 		}
-		if c, ok := ch.Msg.(*configv1.Certificate); ok {
-			ch.Msg = RedactCertificate(c)
+		switch m := ch.Msg.(type) {
+		case *configv1.Certificate:
+			ch.Msg = RedactCertificate(m)
+		case *configv1.Backend:
+			ch.Msg = RedactBackend(m)
 		}
 		r.st.Put(ch.Type, ch.Key, ch.Msg)
 	}

@@ -7,13 +7,15 @@ import (
 )
 
 // Refusal names one resource of a config a data plane refused, as the config names it: a
-// route (Route, on the virtual host Host, "" for the catch-all) or a certificate
-// (Certificate). The Sluice Caddy module sends them as JSON beside its error (RefusedHeader); the pusher
+// route (Route, on the virtual host Host, "" for the catch-all), a certificate
+// (Certificate) or a backend (Backend, whose TLS settings the translator checks with the
+// same rule, contract.BackendTLSConfig, so that it names no source: it is never expected). The Sluice Caddy module sends them as JSON beside its error (RefusedHeader); the pusher
 // traces them to their source objects (SourcesOf) for the NACK.
 type Refusal struct {
 	Host        string `json:"host,omitempty"`
 	Route       string `json:"route,omitempty"`
 	Certificate string `json:"certificate,omitempty"`
+	Backend     string `json:"backend,omitempty"`
 }
 
 // RefusedHeader is the response header in which the Sluice Caddy module's 422 answer names

@@ -3411,7 +3411,11 @@ type Backend struct {
 	Endpoints   []*Endpoint `protobuf:"bytes,4,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
 	// Protocol is how the proxy speaks to the endpoints: from the Service port's appProtocol,
 	// whichever API refers to the port.
-	Protocol      BackendProtocol `protobuf:"varint,5,opt,name=protocol,proto3,enum=sluice.config.v1.BackendProtocol" json:"protocol,omitempty"`
+	Protocol BackendProtocol `protobuf:"varint,5,opt,name=protocol,proto3,enum=sluice.config.v1.BackendProtocol" json:"protocol,omitempty"`
+	// TLS, set only on a backend of protocol BACKEND_PROTOCOL_TLS, says how the proxy checks
+	// the endpoints' certificates and what it presents to them. Unset, the endpoints are not
+	// authenticated (BACKEND_PROTOCOL_TLS's default).
+	Tls           *BackendTLS `protobuf:"bytes,6,opt,name=tls,proto3" json:"tls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3481,6 +3485,116 @@ func (x *Backend) GetProtocol() BackendProtocol {
 	return BackendProtocol_BACKEND_PROTOCOL_UNSPECIFIED
 }
 
+func (x *Backend) GetTls() *BackendTLS {
+	if x != nil {
+		return x.Tls
+	}
+	return nil
+}
+
+// BackendTLS is how the proxy speaks TLS to a backend's endpoints (contract.BackendTLSConfig
+// is the one reading of it): ingress-nginx's proxy-ssl-* annotations.
+type BackendTLS struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Verify makes the proxy refuse an endpoint whose certificate chain does not lead to one
+	// of CaPem's certificates, or that is not valid for VerifyName.
+	Verify bool `protobuf:"varint,1,opt,name=verify,proto3" json:"verify,omitempty"`
+	// CaPem are the trusted certificates (PEM); empty with Verify: the system's roots.
+	CaPem []byte `protobuf:"bytes,2,opt,name=ca_pem,json=caPem,proto3" json:"ca_pem,omitempty"`
+	// VerifyName is the DNS name the endpoint's certificate must be valid for.
+	VerifyName string `protobuf:"bytes,3,opt,name=verify_name,json=verifyName,proto3" json:"verify_name,omitempty"`
+	// ServerName, when not empty, is sent in the handshake (SNI); empty: none is sent.
+	ServerName string `protobuf:"bytes,4,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	// MaxDepth, when not zero, bounds the verified chain: at most MaxDepth certificates above
+	// the endpoint's own, the trusted one included (nginx's proxy_ssl_verify_depth).
+	MaxDepth uint32 `protobuf:"varint,5,opt,name=max_depth,json=maxDepth,proto3" json:"max_depth,omitempty"`
+	// ClientCertificatePem and ClientKeyPem, when set, are the certificate chain and key the
+	// proxy presents to the endpoints.
+	ClientCertificatePem []byte `protobuf:"bytes,6,opt,name=client_certificate_pem,json=clientCertificatePem,proto3" json:"client_certificate_pem,omitempty"`
+	ClientKeyPem         []byte `protobuf:"bytes,7,opt,name=client_key_pem,json=clientKeyPem,proto3" json:"client_key_pem,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *BackendTLS) Reset() {
+	*x = BackendTLS{}
+	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackendTLS) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackendTLS) ProtoMessage() {}
+
+func (x *BackendTLS) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackendTLS.ProtoReflect.Descriptor instead.
+func (*BackendTLS) Descriptor() ([]byte, []int) {
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *BackendTLS) GetVerify() bool {
+	if x != nil {
+		return x.Verify
+	}
+	return false
+}
+
+func (x *BackendTLS) GetCaPem() []byte {
+	if x != nil {
+		return x.CaPem
+	}
+	return nil
+}
+
+func (x *BackendTLS) GetVerifyName() string {
+	if x != nil {
+		return x.VerifyName
+	}
+	return ""
+}
+
+func (x *BackendTLS) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *BackendTLS) GetMaxDepth() uint32 {
+	if x != nil {
+		return x.MaxDepth
+	}
+	return 0
+}
+
+func (x *BackendTLS) GetClientCertificatePem() []byte {
+	if x != nil {
+		return x.ClientCertificatePem
+	}
+	return nil
+}
+
+func (x *BackendTLS) GetClientKeyPem() []byte {
+	if x != nil {
+		return x.ClientKeyPem
+	}
+	return nil
+}
+
 // Endpoint is one address of a backend, with its readiness as EndpointSlices report it.
 type Endpoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3496,7 +3610,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3508,7 +3622,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[36]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3521,7 +3635,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{36}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Endpoint) GetAddress() string {
@@ -3575,7 +3689,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[37]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3587,7 +3701,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[37]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3600,7 +3714,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{37}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Certificate) GetName() string {
@@ -3662,7 +3776,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[38]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3674,7 +3788,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[38]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3687,7 +3801,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{38}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Finding) GetObject() *ObjectRef {
@@ -3740,7 +3854,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[39]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3752,7 +3866,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[39]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3765,7 +3879,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{39}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ObjectRef) GetGroup() string {
@@ -3821,7 +3935,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[40]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3833,7 +3947,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[40]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3846,7 +3960,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{40}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetStatusRequest) GetIncludeResources() bool {
@@ -3870,7 +3984,7 @@ type GetStatusResponse struct {
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[41]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3882,7 +3996,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[41]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3895,7 +4009,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{41}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetStatusResponse) GetCurrent() *Config {
@@ -3939,7 +4053,7 @@ type PusherStatus struct {
 
 func (x *PusherStatus) Reset() {
 	*x = PusherStatus{}
-	mi := &file_sluice_config_v1_config_proto_msgTypes[42]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3951,7 +4065,7 @@ func (x *PusherStatus) String() string {
 func (*PusherStatus) ProtoMessage() {}
 
 func (x *PusherStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_config_v1_config_proto_msgTypes[42]
+	mi := &file_sluice_config_v1_config_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3964,7 +4078,7 @@ func (x *PusherStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PusherStatus.ProtoReflect.Descriptor instead.
 func (*PusherStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{42}
+	return file_sluice_config_v1_config_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PusherStatus) GetPusherId() string {
@@ -4245,13 +4359,25 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\x0fWeightedBackend\x12\x18\n" +
 	"\abackend\x18\x01 \x01(\tR\abackend\x12\x16\n" +
 	"\x06weight\x18\x02 \x01(\rR\x06weight\x12I\n" +
-	"\x0frequest_headers\x18\x03 \x01(\v2 .sluice.config.v1.HeaderModifierR\x0erequestHeaders\"\xf0\x01\n" +
+	"\x0frequest_headers\x18\x03 \x01(\v2 .sluice.config.v1.HeaderModifierR\x0erequestHeaders\"\xa0\x02\n" +
 	"\aBackend\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
 	"\aservice\x18\x02 \x01(\v2\x1b.sluice.config.v1.ObjectRefR\aservice\x12!\n" +
 	"\fservice_port\x18\x03 \x01(\x05R\vservicePort\x128\n" +
 	"\tendpoints\x18\x04 \x03(\v2\x1a.sluice.config.v1.EndpointR\tendpoints\x12=\n" +
-	"\bprotocol\x18\x05 \x01(\x0e2!.sluice.config.v1.BackendProtocolR\bprotocol\"\x8a\x01\n" +
+	"\bprotocol\x18\x05 \x01(\x0e2!.sluice.config.v1.BackendProtocolR\bprotocol\x12.\n" +
+	"\x03tls\x18\x06 \x01(\v2\x1c.sluice.config.v1.BackendTLSR\x03tls\"\xf6\x01\n" +
+	"\n" +
+	"BackendTLS\x12\x16\n" +
+	"\x06verify\x18\x01 \x01(\bR\x06verify\x12\x15\n" +
+	"\x06ca_pem\x18\x02 \x01(\fR\x05caPem\x12\x1f\n" +
+	"\vverify_name\x18\x03 \x01(\tR\n" +
+	"verifyName\x12\x1f\n" +
+	"\vserver_name\x18\x04 \x01(\tR\n" +
+	"serverName\x12\x1b\n" +
+	"\tmax_depth\x18\x05 \x01(\rR\bmaxDepth\x124\n" +
+	"\x16client_certificate_pem\x18\x06 \x01(\fR\x14clientCertificatePem\x12$\n" +
+	"\x0eclient_key_pem\x18\a \x01(\fR\fclientKeyPem\"\x8a\x01\n" +
 	"\bEndpoint\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x14\n" +
@@ -4352,7 +4478,7 @@ func file_sluice_config_v1_config_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_config_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_sluice_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_sluice_config_v1_config_proto_goTypes = []any{
 	(DataPlaneKind)(0),            // 0: sluice.config.v1.DataPlaneKind
 	(ExternalAuthStyle)(0),        // 1: sluice.config.v1.ExternalAuthStyle
@@ -4399,15 +4525,16 @@ var file_sluice_config_v1_config_proto_goTypes = []any{
 	(*HeaderMatch)(nil),           // 42: sluice.config.v1.HeaderMatch
 	(*WeightedBackend)(nil),       // 43: sluice.config.v1.WeightedBackend
 	(*Backend)(nil),               // 44: sluice.config.v1.Backend
-	(*Endpoint)(nil),              // 45: sluice.config.v1.Endpoint
-	(*Certificate)(nil),           // 46: sluice.config.v1.Certificate
-	(*Finding)(nil),               // 47: sluice.config.v1.Finding
-	(*ObjectRef)(nil),             // 48: sluice.config.v1.ObjectRef
-	(*GetStatusRequest)(nil),      // 49: sluice.config.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),     // 50: sluice.config.v1.GetStatusResponse
-	(*PusherStatus)(nil),          // 51: sluice.config.v1.PusherStatus
-	(*timestamppb.Timestamp)(nil), // 52: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 53: google.protobuf.Duration
+	(*BackendTLS)(nil),            // 45: sluice.config.v1.BackendTLS
+	(*Endpoint)(nil),              // 46: sluice.config.v1.Endpoint
+	(*Certificate)(nil),           // 47: sluice.config.v1.Certificate
+	(*Finding)(nil),               // 48: sluice.config.v1.Finding
+	(*ObjectRef)(nil),             // 49: sluice.config.v1.ObjectRef
+	(*GetStatusRequest)(nil),      // 50: sluice.config.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),     // 51: sluice.config.v1.GetStatusResponse
+	(*PusherStatus)(nil),          // 52: sluice.config.v1.PusherStatus
+	(*timestamppb.Timestamp)(nil), // 53: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 54: google.protobuf.Duration
 }
 var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	10, // 0: sluice.config.v1.StreamConfigRequest.hello:type_name -> sluice.config.v1.Hello
@@ -4417,7 +4544,7 @@ var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	0,  // 4: sluice.config.v1.Hello.data_plane:type_name -> sluice.config.v1.DataPlaneKind
 	14, // 5: sluice.config.v1.Ack.config:type_name -> sluice.config.v1.ConfigRef
 	14, // 6: sluice.config.v1.Nack.config:type_name -> sluice.config.v1.ConfigRef
-	48, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
+	49, // 7: sluice.config.v1.Nack.objects_at_fault:type_name -> sluice.config.v1.ObjectRef
 	14, // 8: sluice.config.v1.Resync.have:type_name -> sluice.config.v1.ConfigRef
 	21, // 9: sluice.config.v1.StreamConfigResponse.config:type_name -> sluice.config.v1.Config
 	19, // 10: sluice.config.v1.StreamConfigResponse.initial_sync_complete:type_name -> sluice.config.v1.InitialSyncComplete
@@ -4427,25 +4554,25 @@ var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	17, // 14: sluice.config.v1.StreamConfigResponse.config_chunk:type_name -> sluice.config.v1.ConfigChunk
 	18, // 15: sluice.config.v1.StreamConfigResponse.config_end:type_name -> sluice.config.v1.ConfigEnd
 	24, // 16: sluice.config.v1.ConfigChunk.resources:type_name -> sluice.config.v1.Resources
-	52, // 17: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	53, // 17: sluice.config.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
 	24, // 18: sluice.config.v1.Config.resources:type_name -> sluice.config.v1.Resources
 	25, // 19: sluice.config.v1.ConfigDelta.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
 	44, // 20: sluice.config.v1.ConfigDelta.backends:type_name -> sluice.config.v1.Backend
-	46, // 21: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
+	47, // 21: sluice.config.v1.ConfigDelta.certificates:type_name -> sluice.config.v1.Certificate
 	23, // 22: sluice.config.v1.ConfigDelta.findings:type_name -> sluice.config.v1.ObjectFindings
-	48, // 23: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
-	48, // 24: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
-	47, // 25: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
+	49, // 23: sluice.config.v1.ConfigDelta.removed_findings:type_name -> sluice.config.v1.ObjectRef
+	49, // 24: sluice.config.v1.ObjectFindings.object:type_name -> sluice.config.v1.ObjectRef
+	48, // 25: sluice.config.v1.ObjectFindings.findings:type_name -> sluice.config.v1.Finding
 	25, // 26: sluice.config.v1.Resources.virtual_hosts:type_name -> sluice.config.v1.VirtualHost
 	44, // 27: sluice.config.v1.Resources.backends:type_name -> sluice.config.v1.Backend
-	46, // 28: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
-	47, // 29: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
+	47, // 28: sluice.config.v1.Resources.certificates:type_name -> sluice.config.v1.Certificate
+	48, // 29: sluice.config.v1.Resources.findings:type_name -> sluice.config.v1.Finding
 	26, // 30: sluice.config.v1.VirtualHost.routes:type_name -> sluice.config.v1.Route
 	41, // 31: sluice.config.v1.Route.path:type_name -> sluice.config.v1.PathMatch
 	42, // 32: sluice.config.v1.Route.headers:type_name -> sluice.config.v1.HeaderMatch
 	43, // 33: sluice.config.v1.Route.backends:type_name -> sluice.config.v1.WeightedBackend
-	53, // 34: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
-	48, // 35: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
+	54, // 34: sluice.config.v1.Route.timeout:type_name -> google.protobuf.Duration
+	49, // 35: sluice.config.v1.Route.source:type_name -> sluice.config.v1.ObjectRef
 	35, // 36: sluice.config.v1.Route.query:type_name -> sluice.config.v1.QueryMatch
 	37, // 37: sluice.config.v1.Route.request_headers:type_name -> sluice.config.v1.HeaderModifier
 	37, // 38: sluice.config.v1.Route.response_headers:type_name -> sluice.config.v1.HeaderModifier
@@ -4461,10 +4588,10 @@ var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	28, // 48: sluice.config.v1.Route.backend_timeouts:type_name -> sluice.config.v1.BackendTimeouts
 	27, // 49: sluice.config.v1.Route.external_auth:type_name -> sluice.config.v1.ExternalAuth
 	1,  // 50: sluice.config.v1.ExternalAuth.style:type_name -> sluice.config.v1.ExternalAuthStyle
-	53, // 51: sluice.config.v1.BackendTimeouts.connect:type_name -> google.protobuf.Duration
-	53, // 52: sluice.config.v1.BackendTimeouts.read:type_name -> google.protobuf.Duration
-	53, // 53: sluice.config.v1.BackendTimeouts.write:type_name -> google.protobuf.Duration
-	53, // 54: sluice.config.v1.Retry.backoff:type_name -> google.protobuf.Duration
+	54, // 51: sluice.config.v1.BackendTimeouts.connect:type_name -> google.protobuf.Duration
+	54, // 52: sluice.config.v1.BackendTimeouts.read:type_name -> google.protobuf.Duration
+	54, // 53: sluice.config.v1.BackendTimeouts.write:type_name -> google.protobuf.Duration
+	54, // 54: sluice.config.v1.Retry.backoff:type_name -> google.protobuf.Duration
 	3,  // 55: sluice.config.v1.QueryMatch.type:type_name -> sluice.config.v1.QueryMatchType
 	36, // 56: sluice.config.v1.HeaderModifier.set:type_name -> sluice.config.v1.HeaderValue
 	36, // 57: sluice.config.v1.HeaderModifier.add:type_name -> sluice.config.v1.HeaderValue
@@ -4474,29 +4601,30 @@ var file_sluice_config_v1_config_proto_depIdxs = []int32{
 	5,  // 61: sluice.config.v1.PathMatch.type:type_name -> sluice.config.v1.PathMatchType
 	6,  // 62: sluice.config.v1.HeaderMatch.type:type_name -> sluice.config.v1.HeaderMatchType
 	37, // 63: sluice.config.v1.WeightedBackend.request_headers:type_name -> sluice.config.v1.HeaderModifier
-	48, // 64: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
-	45, // 65: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
+	49, // 64: sluice.config.v1.Backend.service:type_name -> sluice.config.v1.ObjectRef
+	46, // 65: sluice.config.v1.Backend.endpoints:type_name -> sluice.config.v1.Endpoint
 	7,  // 66: sluice.config.v1.Backend.protocol:type_name -> sluice.config.v1.BackendProtocol
-	48, // 67: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
-	52, // 68: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	48, // 69: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
-	8,  // 70: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
-	21, // 71: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
-	51, // 72: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
-	0,  // 73: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
-	14, // 74: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
-	52, // 75: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
-	14, // 76: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
-	52, // 77: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
-	9,  // 78: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
-	49, // 79: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
-	15, // 80: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
-	50, // 81: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
-	80, // [80:82] is the sub-list for method output_type
-	78, // [78:80] is the sub-list for method input_type
-	78, // [78:78] is the sub-list for extension type_name
-	78, // [78:78] is the sub-list for extension extendee
-	0,  // [0:78] is the sub-list for field type_name
+	45, // 67: sluice.config.v1.Backend.tls:type_name -> sluice.config.v1.BackendTLS
+	49, // 68: sluice.config.v1.Certificate.source:type_name -> sluice.config.v1.ObjectRef
+	53, // 69: sluice.config.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	49, // 70: sluice.config.v1.Finding.object:type_name -> sluice.config.v1.ObjectRef
+	8,  // 71: sluice.config.v1.Finding.severity:type_name -> sluice.config.v1.FindingSeverity
+	21, // 72: sluice.config.v1.GetStatusResponse.current:type_name -> sluice.config.v1.Config
+	52, // 73: sluice.config.v1.GetStatusResponse.pushers:type_name -> sluice.config.v1.PusherStatus
+	0,  // 74: sluice.config.v1.PusherStatus.data_plane:type_name -> sluice.config.v1.DataPlaneKind
+	14, // 75: sluice.config.v1.PusherStatus.applied:type_name -> sluice.config.v1.ConfigRef
+	53, // 76: sluice.config.v1.PusherStatus.applied_at:type_name -> google.protobuf.Timestamp
+	14, // 77: sluice.config.v1.PusherStatus.rejected:type_name -> sluice.config.v1.ConfigRef
+	53, // 78: sluice.config.v1.PusherStatus.rejected_at:type_name -> google.protobuf.Timestamp
+	9,  // 79: sluice.config.v1.ConfigService.StreamConfig:input_type -> sluice.config.v1.StreamConfigRequest
+	50, // 80: sluice.config.v1.ConfigService.GetStatus:input_type -> sluice.config.v1.GetStatusRequest
+	15, // 81: sluice.config.v1.ConfigService.StreamConfig:output_type -> sluice.config.v1.StreamConfigResponse
+	51, // 82: sluice.config.v1.ConfigService.GetStatus:output_type -> sluice.config.v1.GetStatusResponse
+	81, // [81:83] is the sub-list for method output_type
+	79, // [79:81] is the sub-list for method input_type
+	79, // [79:79] is the sub-list for extension type_name
+	79, // [79:79] is the sub-list for extension extendee
+	0,  // [0:79] is the sub-list for field type_name
 }
 
 func init() { file_sluice_config_v1_config_proto_init() }
@@ -4525,7 +4653,7 @@ func file_sluice_config_v1_config_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_config_v1_config_proto_rawDesc), len(file_sluice_config_v1_config_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   43,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
