@@ -64,7 +64,10 @@ type Translator struct {
 	// What was built.
 	local    map[nsName]*ingressOut
 	backends map[string]*backendOut
-	certs    map[nsName]*certOut
+	// backendTLS are the TLS settings of the backends an Ingress's proxy-ssl-* annotations
+	// make (verifiedSep), set by that Ingress (index) while it refers to them.
+	backendTLS map[string]*configv1.BackendTLS
+	certs      map[nsName]*certOut
 	// readAhead are certificates of changed Secrets read on every core at the start of a
 	// Build (readCertificates), each taken once by certificate.
 	readAhead    map[nsName]*certOut
@@ -130,7 +133,12 @@ type claim struct {
 	variants       *routeVariants // the route as other Ingresses of its host may make it (nginxVariant); nil when it is final
 }
 
-type backendRef struct{ name, field string }
+// backendRef is one backend an object names; tls, for a backend of an Ingress's
+// proxy-ssl-* annotations (verifiedSep), is its Backend.tls.
+type backendRef struct {
+	name, field string
+	tls         *configv1.BackendTLS
+}
 
 type backendOut struct {
 	be    *configv1.Backend
@@ -161,6 +169,7 @@ func New(opts Options) *Translator {
 		secretUsers: newIndex[nsName, nsName](), hostUsers: newIndex[string, nsName](),
 		backendUsers: newIndex[string, string](), svcBackends: newIndex[nsName, string](),
 		local: map[nsName]*ingressOut{}, backends: map[string]*backendOut{}, certs: map[nsName]*certOut{},
+		backendTLS:   map[string]*configv1.BackendTLS{},
 		hostFindings: map[string]map[string][]*configv1.Finding{}, hostUses: map[string]hostUse{},
 		backendRefs: map[string]int{}, certRefs: map[string]int{},
 		dirtyIngresses: set[nsName]{}, dirtySecrets: set[nsName]{}, dirtyServices: set[nsName]{},
@@ -445,6 +454,9 @@ func (t *Translator) index(k nsName, lo *ingressOut) {
 		t.dirtyHosts.add(h)
 	}
 	for _, r := range lo.refs {
+		if r.tls != nil {
+			t.backendTLS[r.name] = r.tls // the one Ingress of such a name sets it before it is built
+		}
 		if !t.backendUsers.has(r.name) {
 			t.rebuildBackend(r.name)
 		}
@@ -519,6 +531,9 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 	ngx := readNginx(ing, add)
 	lo.nginx = ngx
 	if ngx.auth != nil && !t.resolveAuth(lo, ngx.auth) {
+		ngx.refused = true
+	}
+	if ngx.proxySSL != nil && !t.resolveProxySSL(lo, ngx.proxySSL) {
 		ngx.refused = true
 	}
 	if ngx.refused {
@@ -786,13 +801,17 @@ func (t *Translator) resolveBackend(lo *ingressOut, b networkingv1.IngressBacken
 		return ""
 	}
 	name := backendName(svc.Namespace, svc.Name, port.Port)
+	var bt *configv1.BackendTLS
 	switch {
 	case lo.nginx.tls:
 		name += tlsSuffix
+		if bt = lo.nginx.proxySSL.backendTLS(sk); bt != nil {
+			name += verifiedSep + ing.Name
+		}
 	case lo.nginx.h2c && backendProtocol(port.AppProtocol) != configv1.BackendProtocol_BACKEND_PROTOCOL_H2C:
 		name += h2cSuffix
 	}
-	lo.refs = append(lo.refs, backendRef{name: name, field: field + ".service"})
+	lo.refs = append(lo.refs, backendRef{name: name, field: field + ".service", tls: bt})
 	return name
 }
 
@@ -821,18 +840,24 @@ const h2cSuffix = "+h2c"
 // makes speak TLS to its Service port (BACKEND_PROTOCOL_TLS): a backend of its own, as h2c.
 const tlsSuffix = "+tls"
 
-// protocolSuffix is the suffix a backend name ends with that says its protocol, "" for none.
+// verifiedSep joins tlsSuffix and the name of the Ingress whose proxy-ssl-* annotations make
+// the backend's TLS settings (Backend.tls): a backend of its own per Ingress, since another
+// Ingress may speak to the same port with other settings, or unverified.
+const verifiedSep = "@"
+
+// protocolSuffix is the suffix that says a backend name's protocol (h2cSuffix, tlsSuffix),
+// "" for none. Names of Services and namespaces have no "+", so the first one starts it.
 func protocolSuffix(name string) string {
-	for _, s := range []string{h2cSuffix, tlsSuffix} {
-		if strings.HasSuffix(name, s) {
-			return s
-		}
+	i := strings.IndexByte(name, '+')
+	if i < 0 {
+		return ""
 	}
-	return ""
+	suffix, _, _ := strings.Cut(name[i:], verifiedSep)
+	return suffix
 }
 
 func parseBackendName(name string) (nsName, int32) {
-	name = strings.TrimSuffix(name, protocolSuffix(name))
+	name, _, _ = strings.Cut(name, "+")
 	ns, rest, _ := strings.Cut(name, "/")
 	svc, port, _ := strings.Cut(rest, ":")
 	p, _ := strconv.Atoi(port)
@@ -867,7 +892,7 @@ func (t *Translator) rebuildBackend(name string) {
 		}
 	case tlsSuffix:
 		if nb.be.GetName() != "" {
-			nb.be.Name, nb.be.Protocol = name, configv1.BackendProtocol_BACKEND_PROTOCOL_TLS
+			nb.be.Name, nb.be.Protocol, nb.be.Tls = name, configv1.BackendProtocol_BACKEND_PROTOCOL_TLS, t.backendTLS[name]
 		}
 	}
 	t.backends[name] = nb
@@ -883,6 +908,7 @@ func (t *Translator) rebuildBackend(name string) {
 func (t *Translator) dropBackend(name string) {
 	sk, _ := parseBackendName(name)
 	delete(t.backends, name)
+	delete(t.backendTLS, name)
 	delete(t.rebuilt, name) // a backend dropped and needed again within one Build is built again
 	t.svcBackends.remove(sk, name)
 	t.dirtyBackends.add(name)
@@ -1022,12 +1048,12 @@ func readCertificate(k nsName, s *corev1.Secret, now time.Time) *certOut {
 		return &certOut{reason: reason, why: fmt.Sprintf("TLS Secret %s %s; its hosts are not served over HTTPS", name, why)}
 	}
 	if s == nil {
-		// The watcher lists only kubernetes.io/tls Secrets, so an Opaque Secret holding tls.crt
-		// and tls.key (which ingress-nginx reads) is absent here; the cause says so.
-		return fail("SecretNotFound", "not found among Secrets of type kubernetes.io/tls (a Secret of another type, such as Opaque, is not read: recreate it with type kubernetes.io/tls)")
+		return fail("SecretNotFound", "not found among Secrets of type kubernetes.io/tls")
 	}
 	if s.Type != corev1.SecretTypeTLS {
-		return fail("SecretNotFound", fmt.Sprintf("is of type %q, not kubernetes.io/tls", s.Type))
+		// The watcher keeps only the certificates of an Opaque Secret (ingress-nginx reads
+		// tls.crt and tls.key from one): its key never leaves the watcher.
+		return fail("SecretNotFound", fmt.Sprintf("is of type %q, not kubernetes.io/tls: its private key is not read (recreate it with type kubernetes.io/tls)", s.Type))
 	}
 	// The chain is checked whole and only its certificates are emitted: junk beside the
 	// leaf never reaches a data plane.

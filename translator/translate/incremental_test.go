@@ -94,6 +94,18 @@ func (u *universe) ingress() *networkingv1.Ingress {
 		}
 		ing.Annotations[AnnotationRequestTimeout] = []string{"5s", "bad"}[u.r.IntN(2)]
 	}
+	if u.r.IntN(5) == 0 {
+		// Upstream TLS: a backend of the Ingress's own, built from a Secret it names.
+		if ing.Annotations == nil {
+			ing.Annotations = map[string]string{}
+		}
+		ing.Annotations[NginxAnnotationPrefix+"backend-protocol"] = "HTTPS"
+		ing.Annotations[NginxAnnotationPrefix+"proxy-ssl-secret"] = u.pick(uSecrets)
+		ing.Annotations[NginxAnnotationPrefix+"proxy-ssl-verify"] = []string{"on", "off"}[u.r.IntN(2)]
+		if u.r.IntN(2) == 0 {
+			ing.Annotations[NginxAnnotationPrefix+"proxy-ssl-name"] = "foo.example.com"
+		}
+	}
 	types := []networkingv1.PathType{networkingv1.PathTypePrefix, networkingv1.PathTypeExact, networkingv1.PathTypeImplementationSpecific}
 	for range u.r.IntN(3) {
 		rule := networkingv1.IngressRule{Host: u.pick(uHosts)}
@@ -165,6 +177,9 @@ func (u *universe) secret() *corev1.Secret {
 		s.Type = corev1.SecretTypeOpaque
 	case 1:
 		s.Data[corev1.TLSCertKey] = []byte("not a certificate")
+	}
+	if u.r.IntN(2) == 0 {
+		s.Data[SecretKeyCA] = u.certs[2*u.r.IntN(len(u.certs)/2)] // upstream TLS's trusted certificates
 	}
 	return s
 }

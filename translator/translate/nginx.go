@@ -49,9 +49,10 @@ type nginxIngress struct {
 	rewrite          *configv1.Rewrite        // upstream-vhost
 	requestHeaders   *configv1.HeaderModifier // x-forwarded-prefix
 	cors             *configv1.Cors
-	h2c              bool // backend-protocol GRPC or H2C: the endpoints speak HTTP/2 over cleartext
-	tls              bool // backend-protocol HTTPS or GRPCS: TLS to the endpoints, unverified
-	refused          bool // an annotation the Ingress must not be served without
+	h2c              bool      // backend-protocol GRPC or H2C: the endpoints speak HTTP/2 over cleartext
+	tls              bool      // backend-protocol HTTPS or GRPCS: TLS to the endpoints
+	proxySSL         *proxySSL // proxy-ssl-*: how the TLS endpoints are verified; nil: not at all
+	refused          bool      // an annotation the Ingress must not be served without
 	// canary: the Ingress is a canary (canary.go): its paths join the main Ingress's.
 	canary *canary
 	// clients: allowlist- and denylist-source-range; maxBody: proxy-body-size (0: none).
@@ -178,16 +179,11 @@ var nginxRules = map[string]nginxRule{
 	"proxy-redirect-to":                        {alt: "Location is passed on as the backend sent it"},
 	"proxy-request-buffering":                  {served: isValue("off"), alt: "not configurable: Caddy's reverse proxy streams request bodies without buffering them"},
 	"proxy-ssl-ciphers":                        {alt: "the cipher suites to the endpoints are Go's defaults"},
-	"proxy-ssl-name":                           {alt: "no server name (SNI) is sent to the endpoints, as with ingress-nginx's default proxy-ssl-server-name: off"},
 	"proxy-ssl-protocols":                      {alt: "TLS 1.2 and 1.3 to the endpoints, Go's defaults"},
-	"proxy-ssl-secret":                         {error: true, alt: "no client certificate is presented to the endpoints, and their certificates are not verified"},
-	"proxy-ssl-server-name":                    {served: isValue("off"), alt: "no server name (SNI) is sent to the endpoints"},
 	"proxy-ssl-session-reuse":                  {served: anyValue, alt: altNotNeeded},
-	"proxy-ssl-verify":                         {closed: true, served: isValue("off"), alt: "Sluice does not verify the endpoints' certificates, and serving the Ingress without the check would trust any endpoint"},
-	"proxy-ssl-verify-depth":                   {served: anyValue, alt: altNotNeeded},
 	"relative-redirects":                       {served: isValue("false"), alt: "Location headers of redirects are absolute"},
 	"satisfy":                                  {closed: true, alt: altAuth},
-	"secure-verify-ca-secret":                  {closed: true, alt: "Sluice does not verify the endpoints' certificates, and serving the Ingress without the check would trust any endpoint"},
+	"secure-verify-ca-secret":                  {closed: true, alt: "it is ingress-nginx's older name of the check: use proxy-ssl-secret with proxy-ssl-verify: on; the Ingress is not served rather than served trusting any endpoint"},
 	"server-snippet":                           {alt: altSnippet},
 	"service-upstream":                         {served: isValue("false"), alt: "requests go to the Service's endpoints, never to its cluster IP"},
 	"session-cookie-change-on-failure":         {alt: "a client whose endpoint is no longer ready is sent elsewhere and gets a new cookie; one whose endpoint fails is not moved"},
@@ -212,6 +208,7 @@ var nginxServed = map[string]bool{
 	"from-to-www-redirect": true, "server-alias": true,
 	"auth-method": true, "auth-response-headers": true, "auth-signin": true, "auth-url": true,
 	"proxy-connect-timeout": true, "proxy-read-timeout": true, "proxy-send-timeout": true,
+	"proxy-ssl-name": true, "proxy-ssl-secret": true, "proxy-ssl-server-name": true, "proxy-ssl-verify": true, "proxy-ssl-verify-depth": true,
 	"limit-allowlist": true, "limit-burst-multiplier": true, "limit-connections": true, "limit-rpm": true, "limit-rps": true, "limit-whitelist": true,
 	"canary": true, "canary-by-cookie": true, "canary-by-header": true, "canary-by-header-pattern": true, "canary-by-header-value": true,
 	"canary-weight": true, "canary-weight-total": true, "cors-allow-credentials": true, "cors-allow-headers": true, "cors-allow-methods": true,
@@ -396,7 +393,7 @@ func readNginx(ing *networkingv1.Ingress, add func(field string, sev configv1.Fi
 			n.h2c = true
 		case "HTTPS", "GRPCS":
 			// nginx's proxy_pass https:// and grpcs://: TLS, the certificate unverified unless
-			// proxy-ssl-verify (which keeps the Ingress out), HTTP/2 for gRPC by ALPN.
+			// proxy-ssl-verify (readProxySSL), HTTP/2 for gRPC by ALPN.
 			n.tls = true
 		case "AJP", "FCGI":
 			add(field("backend-protocol"), sevError, "UnsupportedAnnotation", fmt.Sprintf("%sbackend-protocol: %q is not supported (AJP and FCGI upstreams are not): the endpoints are spoken to in HTTP/1.1, so the routes cannot reach them as meant", NginxAnnotationPrefix, v))
@@ -404,6 +401,7 @@ func readNginx(ing *networkingv1.Ingress, add func(field string, sev configv1.Fi
 			add(field("backend-protocol"), sevError, "InvalidAnnotation", fmt.Sprintf("%q is not a backend protocol (HTTP, HTTPS, GRPC, GRPCS, H2C, AJP or FCGI); the endpoints are spoken to in HTTP/1.1", v))
 		}
 	}
+	n.proxySSL = readProxySSL(ing, n.tls, get, field, add, &n.refused)
 	n.cors = readCORS(ing, get, field, add)
 	n.clients = readSourceRanges(get, field, add, &n.refused)
 	n.rateLimit = readRateLimit(ing, get, field, add)
