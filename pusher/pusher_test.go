@@ -632,10 +632,13 @@ func TestCaddyRoutesEveryGoldenCaseLikeTheReference(t *testing.T) {
 func replayGoldens(t *testing.T, stock bool) {
 	n := testenv.SharedNet(t)
 	backends := map[string]*testenv.Backend{}
-	for _, name := range []string{"web", "api", "v6", "empty", "tls"} {
+	for _, name := range []string{"web", "api", "v6", "empty", "tls", "mtls"} {
 		start := n.StartBackend
-		if name == "tls" {
+		switch name {
+		case "tls":
 			start = n.StartTLSBackend // Services named tls speak TLS (backend-protocol HTTPS)
+		case "mtls":
+			start = n.StartMTLSBackend // and those named mtls require a client certificate
 		}
 		b, err := start(name)
 		if err != nil {

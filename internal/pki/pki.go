@@ -56,6 +56,42 @@ func NewCAValid(name string, validity time.Duration) (*CA, error) {
 	return &CA{Cert: cert, Key: key, CertPEM: pemBlock("CERTIFICATE", der)}, nil
 }
 
+// LoadCA returns the CA of a certificate and its private key, both PEM (PKCS #8 or EC).
+func LoadCA(certPEM, keyPEM []byte) (*CA, error) {
+	cb, _ := pem.Decode(certPEM)
+	if cb == nil || cb.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("load CA: no certificate")
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("load CA: %w", err)
+	}
+	kb, _ := pem.Decode(keyPEM)
+	if kb == nil {
+		return nil, fmt.Errorf("load CA: no key")
+	}
+	var key any
+	if key, err = x509.ParsePKCS8PrivateKey(kb.Bytes); err != nil {
+		if key, err = x509.ParseECPrivateKey(kb.Bytes); err != nil {
+			return nil, fmt.Errorf("load CA: key: %w", err)
+		}
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("load CA: key of type %T cannot sign", key)
+	}
+	return &CA{Cert: cert, Key: signer, CertPEM: pemBlock("CERTIFICATE", cb.Bytes)}, nil
+}
+
+// KeyPEM returns the CA's private key, PEM (PKCS #8).
+func (ca *CA) KeyPEM() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(ca.Key)
+	if err != nil {
+		return nil, err
+	}
+	return pemBlock("PRIVATE KEY", der), nil
+}
+
 // CertOptions describes a leaf certificate.
 type CertOptions struct {
 	CommonName   string

@@ -12,8 +12,10 @@ package caddy
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -403,12 +405,16 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 	var weights []int
 	distinct := map[uint32]bool{}
 	protocols := map[configv1.BackendProtocol]bool{}
+	var backendTLS []*configv1.BackendTLS // of each TLS backend
 	for _, wb := range rt.GetBackends() {
 		b, ok := backends[wb.GetBackend()]
 		if !ok {
 			return nil, fmt.Errorf("backend %q is not in the config", wb.GetBackend())
 		}
 		protocols[b.GetProtocol()] = true
+		if b.GetProtocol() == configv1.BackendProtocol_BACKEND_PROTOCOL_TLS {
+			backendTLS = append(backendTLS, b.GetTls())
+		}
 		for _, ep := range b.GetEndpoints() {
 			if !ep.GetReady() {
 				continue
@@ -471,10 +477,14 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 		transport["versions"] = []string{"h2c"}
 	}
 	if protocols[configv1.BackendProtocol_BACKEND_PROTOCOL_TLS] {
-		// TLS, the endpoint's certificate unverified (BACKEND_PROTOCOL_TLS). Caddy's TLS
+		// TLS (BACKEND_PROTOCOL_TLS), as the backends' TLS settings say. Caddy's TLS
 		// transport sends the endpoint's address as Host; the request's (or the rewrite's)
 		// is kept, as ingress-nginx keeps it.
-		transport["tls"] = obj{"insecure_skip_verify": true}
+		tlsCfg, err := transportTLS(backendTLS)
+		if err != nil {
+			return nil, err
+		}
+		transport["tls"] = tlsCfg
 		host := "{http.request.hostport}"
 		if h := rt.GetRewrite().GetHostname(); h != "" {
 			host = literal(h)
@@ -495,6 +505,47 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 	}
 	r["handle"] = append(changes, proxy)
 	return r, nil
+}
+
+// transportTLS is the TLS of the transport of a route whose TLS backends have settings bts
+// (Backend.tls; nil: unverified). One reverse_proxy has one transport, so they must all be
+// the same. Stock Caddy verifies an endpoint for the name it sends (server_name), so a
+// verified backend's name is sent even where the module sends none; it bounds no chain's
+// depth; and it reads a client certificate only from files, so a backend that presents one
+// is refused (docs/translation.md, "Upstream TLS").
+func transportTLS(bts []*configv1.BackendTLS) (obj, error) {
+	for _, bt := range bts[1:] {
+		if !proto.Equal(bt, bts[0]) {
+			return nil, fmt.Errorf("its TLS backends are spoken to with different TLS settings: stock Caddy's reverse_proxy has one transport")
+		}
+	}
+	bt := bts[0]
+	if err := contract.CheckBackendTLS(bt); err != nil {
+		return nil, fmt.Errorf("its backends' TLS settings: %w", err)
+	}
+	if len(bt.GetClientCertificatePem()) > 0 {
+		return nil, fmt.Errorf("its backends are presented a client certificate, which stock Caddy reads only from files: the Sluice module presents it")
+	}
+	if !bt.GetVerify() {
+		out := obj{"insecure_skip_verify": true}
+		if n := bt.GetServerName(); n != "" {
+			out["server_name"] = n
+		}
+		return out, nil
+	}
+	out := obj{"server_name": bt.GetVerifyName()}
+	if len(bt.GetCaPem()) > 0 {
+		var ders []string
+		for rest := bt.GetCaPem(); ; {
+			var b *pem.Block
+			if b, rest = pem.Decode(rest); b == nil {
+				break
+			}
+			ders = append(ders, base64.StdEncoding.EncodeToString(b.Bytes))
+		}
+		out["ca"] = obj{"provider": "inline", "trusted_ca_certs": ders}
+	}
+	return out, nil
 }
 
 // guards are the handlers of rt's limits, before anything else of it (contract.OutcomeOf):

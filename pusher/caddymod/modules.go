@@ -316,6 +316,9 @@ func forward(rt *route, req contract.Request, b *backend, wb *configv1.WeightedB
 	if b.protocol == protocolTLS {
 		caddyhttp.SetVar(r.Context(), hostVar, r.Host)
 	}
+	if b.tls != nil {
+		caddyhttp.SetVar(r.Context(), tlsVar, b.tls)
+	}
 	if rt.dial != (timeouts{}) {
 		caddyhttp.SetVar(r.Context(), timeoutsVar, rt.dial)
 	}

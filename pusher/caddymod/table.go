@@ -109,6 +109,9 @@ type backend struct {
 	upstreams []*reverseproxy.Upstream // ready endpoints only
 	// protocol is how reverse_proxy speaks to them: the router tells it through protocolVar.
 	protocol string
+	// tls, for a backend with TLS settings (Backend.tls), is how the transport verifies the
+	// endpoints and what it presents: the router hands it over through tlsVar.
+	tls *tlsProfile
 }
 
 // ErrNotAtBase means a delta is not onto the version held (or nothing is held): the sender
@@ -153,7 +156,7 @@ func (s *Store) Replace(cfg *configv1.Config) error {
 		rf.merge(&compiled[i].rf)
 	}
 	for _, b := range res.GetBackends() {
-		backends.set(b.GetName(), buildBackend(b))
+		backends.set(b.GetName(), buildBackend(b, &rf))
 	}
 	for i, c := range cs {
 		if parsed[i].tc != nil {
@@ -194,6 +197,10 @@ func (s *Store) ApplyDelta(d *configv1.ConfigDelta) error {
 	for _, c := range d.GetCertificates() {
 		certs[c.GetName()] = parseCert(c, &rf)
 	}
+	backends := make([]*backend, len(d.GetBackends()))
+	for i, b := range d.GetBackends() {
+		backends[i] = buildBackend(b, &rf)
+	}
 	if err := rf.err(); err != nil {
 		return err
 	}
@@ -204,8 +211,8 @@ func (s *Store) ApplyDelta(d *configv1.ConfigDelta) error {
 	for _, name := range d.GetRemovedVirtualHosts() {
 		he.del(name)
 	}
-	for _, b := range d.GetBackends() {
-		be.set(b.GetName(), buildBackend(b))
+	for _, b := range backends {
+		be.set(b.name, b)
 	}
 	for _, name := range d.GetRemovedBackends() {
 		be.del(name)
@@ -344,13 +351,22 @@ func compileRoute(rt *configv1.Route) (*route, error) {
 	return r, nil
 }
 
-func buildBackend(b *configv1.Backend) *backend {
+// buildBackend builds b; TLS settings that do not compile (contract.BackendTLSConfig, which
+// the translator checked them with) are recorded in rf.
+func buildBackend(b *configv1.Backend, rf *refusals) *backend {
 	out := &backend{name: b.GetName()}
 	switch b.GetProtocol() {
 	case configv1.BackendProtocol_BACKEND_PROTOCOL_H2C:
 		out.protocol = protocolH2C
 	case configv1.BackendProtocol_BACKEND_PROTOCOL_TLS:
 		out.protocol = protocolTLS
+		if bt := b.GetTls(); bt != nil {
+			p, err := compileTLSProfile(bt)
+			if err != nil {
+				rf.add(contract.Refusal{Backend: b.GetName()}, fmt.Sprintf("backend %s: %v", b.GetName(), err))
+			}
+			out.tls = p
+		}
 	}
 	for _, ep := range b.GetEndpoints() {
 		if ep.GetReady() {

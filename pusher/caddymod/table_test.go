@@ -154,6 +154,15 @@ func TestTableMatchesLikeTheReference(t *testing.T) {
 	}
 }
 
+// upstreamKey names a backend by what the router hands reverse_proxy of it.
+func upstreamKey(protocol string, p *tlsProfile, dial string) string {
+	key := protocol + " " + dial
+	if p != nil {
+		key += " " + fmt.Sprintf("%x", p.key)
+	}
+	return key
+}
+
 // The router does to every probe what the reference says (contract.OutcomeOf): 404, the
 // redirect (status and Location), a CORS preflight answered by the proxy with the reference's
 // header, 500 (the route's invalid share), 503, or the request handed on to a backend of the route
@@ -177,10 +186,12 @@ func TestRouterDoesWhatTheReferenceSays(t *testing.T) {
 				t.Fatal(err)
 			}
 			res := cfg.GetResources()
-			upstreams := map[string]string{} // protocol and first upstream's dial address -> backend name (two backends may share endpoints: one h2c)
+			// protocol, TLS settings and first upstream's dial address -> backend name (backends
+			// may share endpoints: one h2c, one verified for each of two Ingresses)
+			upstreams := map[string]string{}
 			for _, b := range res.GetBackends() {
 				if bk, _ := store.Current().backends.get(b.GetName()); bk != nil && len(bk.upstreams) > 0 {
-					upstreams[bk.protocol+" "+bk.upstreams[0].Dial] = b.GetName()
+					upstreams[upstreamKey(bk.protocol, bk.tls, bk.upstreams[0].Dial)] = b.GetName()
 				}
 			}
 			for _, req := range schemes(res) {
@@ -297,7 +308,8 @@ func routeThrough(t *testing.T, req contract.Request, upstreams map[string]strin
 		ups, _ := caddyhttp.GetVar(r.Context(), upstreamsVar).([]*reverseproxy.Upstream)
 		if len(ups) > 0 {
 			protocol, _ := caddyhttp.GetVar(r.Context(), protocolVar).(string)
-			got.backend, got.dial = upstreams[protocol+" "+ups[0].Dial], ups[0].Dial
+			p, _ := caddyhttp.GetVar(r.Context(), tlsVar).(*tlsProfile)
+			got.backend, got.dial = upstreams[upstreamKey(protocol, p, ups[0].Dial)], ups[0].Dial
 		}
 		got.host, got.path, got.header = r.Host, r.URL.Path, r.Header.Clone()
 		for k, v := range backendHeader(got.backend) {

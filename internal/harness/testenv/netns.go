@@ -7,6 +7,8 @@ import (
 
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	_ "embed" // the upstream CA
 	"errors"
 	"fmt"
 	"net"
@@ -157,10 +159,35 @@ type BackendAnswer = backend.Answer
 // StartBackend starts an HTTP backend named name on a new address, port 8080.
 func (n *Net) StartBackend(name string) (*Backend, error) { return n.startBackend(name, false) }
 
-// StartTLSBackend starts an HTTPS backend (self-signed) named name on a new address, port 8443.
-func (n *Net) StartTLSBackend(name string) (*Backend, error) { return n.startBackend(name, true) }
+// StartTLSBackend starts an HTTPS backend named name on a new address, port 8443. Its
+// certificate is issued by UpstreamCA for its address and the names UpstreamNames; a client
+// certificate is checked against UpstreamCA when one is presented.
+func (n *Net) StartTLSBackend(name string) (*Backend, error) {
+	return n.startBackend(name, true, tls.VerifyClientCertIfGiven)
+}
 
-func (n *Net) startBackend(name string, useTLS bool) (*Backend, error) {
+// StartMTLSBackend starts an HTTPS backend as StartTLSBackend does that refuses a client
+// without a certificate UpstreamCA issued.
+func (n *Net) StartMTLSBackend(name string) (*Backend, error) {
+	return n.startBackend(name, true, tls.RequireAndVerifyClientCert)
+}
+
+// UpstreamCA is the test CA that issues the TLS backends' certificates (StartTLSBackend):
+// fixed, so that golden files can trust it (a Secret's ca.crt) and hold a client certificate
+// it issued. Its key is test material only.
+func UpstreamCA() (*pki.CA, error) { return pki.LoadCA(upstreamCACert, upstreamCAKey) }
+
+//go:embed testdata/upstream-ca.crt
+var upstreamCACert []byte
+
+//go:embed testdata/upstream-ca.key
+var upstreamCAKey []byte
+
+// UpstreamNames are the DNS names of a TLS backend's certificate: NAME.backend.test, and
+// the DNS name of a Service named as the backend in the namespace app (the goldens').
+func UpstreamNames(name string) []string { return []string{name + ".backend.test", name + ".app.svc"} }
+
+func (n *Net) startBackend(name string, useTLS bool, clientAuth ...tls.ClientAuthType) (*Backend, error) {
 	addr, err := n.NewAddress()
 	if err != nil {
 		return nil, err
@@ -182,23 +209,38 @@ func (n *Net) startBackend(name string, useTLS bool) (*Backend, error) {
 	b.srv.Protocols.SetHTTP2(true)
 	b.srv.Protocols.SetUnencryptedHTTP2(true)
 	if useTLS {
-		certPEM, keyPEM, err := pki.SelfSigned(name, addr)
+		cfg, err := upstreamServerTLS(name, addr, clientAuth[0])
 		if err != nil {
 			lis.Close()
 			return nil, err
 		}
-		cert, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			lis.Close()
-			return nil, err
-		}
-		lis = tls.NewListener(lis, &tls.Config{Certificates: []tls.Certificate{cert}})
+		lis = tls.NewListener(lis, cfg)
 	}
 	go func() { _ = b.srv.Serve(lis) }()
 	n.mu.Lock()
 	n.srvs = append(n.srvs, b)
 	n.mu.Unlock()
 	return b, nil
+}
+
+// upstreamServerTLS is a TLS backend's server config: a certificate UpstreamCA issues for
+// addr and UpstreamNames(name), client certificates checked as auth says.
+func upstreamServerTLS(name, addr string, auth tls.ClientAuthType) (*tls.Config, error) {
+	ca, err := UpstreamCA()
+	if err != nil {
+		return nil, err
+	}
+	certPEM, keyPEM, err := ca.Issue(pki.CertOptions{CommonName: name, DNSNames: UpstreamNames(name), IPs: []net.IP{net.ParseIP(addr)}, Server: true})
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: auth, ClientCAs: pool}, nil
 }
 
 // URL is the backend's base URL, reachable from the host.
