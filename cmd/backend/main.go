@@ -8,10 +8,16 @@
 // workload does. Two switches exist for tests of the things that run it: /exit/N ends the
 // process with code N when --allow-exit (or $ALLOW_EXIT) is set, and --ignore-sigterm (or
 // $IGNORE_SIGTERM) makes it ignore SIGTERM, so that only SIGKILL ends it.
+//
+// With $TLS_CERT and $TLS_KEY (PEM, as a Pod's env can hold them) it also serves HTTPS on
+// $TLS_PORT (8443), for tests of a proxy that speaks TLS to its endpoints; with $CLIENT_CA it
+// asks for a client certificate that CA issued, and refuses a client that presents another.
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -63,6 +69,10 @@ func run(args []string) error {
 		})
 	}
 	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	tlsSrv, err := tlsServer(mux)
+	if err != nil {
+		return err
+	}
 	signals := []os.Signal{syscall.SIGTERM, os.Interrupt}
 	if *ignoreTerm {
 		// Notify would take SIGTERM back from Ignore: ask only for SIGINT.
@@ -71,9 +81,13 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), signals...)
 	defer stop()
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.ListenAndServe() }()
 	fmt.Printf("backend: %s (pod %q) listening on %s\n", *name, pod, *listen)
+	if tlsSrv != nil {
+		go func() { errc <- tlsSrv.ListenAndServeTLS("", "") }()
+		fmt.Printf("backend: serving HTTPS on %s\n", tlsSrv.Addr)
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -82,8 +96,32 @@ func run(args []string) error {
 	fmt.Println("backend: signalled, draining")
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if tlsSrv != nil {
+		_ = tlsSrv.Shutdown(shutdown)
+	}
 	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// tlsServer is the HTTPS server $TLS_CERT and $TLS_KEY ask for, nil without them.
+func tlsServer(h http.Handler) (*http.Server, error) {
+	certPEM, keyPEM := os.Getenv("TLS_CERT"), os.Getenv("TLS_KEY")
+	if certPEM == "" && keyPEM == "" {
+		return nil, nil
+	}
+	pair, err := tls.X509KeyPair([]byte(certPEM), []byte(keyPEM))
+	if err != nil {
+		return nil, fmt.Errorf("$TLS_CERT and $TLS_KEY: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	if ca := os.Getenv("CLIENT_CA"); ca != "" {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(ca)) {
+			return nil, errors.New("$CLIENT_CA holds no certificate")
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	}
+	return &http.Server{Addr: ":" + env("TLS_PORT", "8443"), Handler: h, TLSConfig: cfg, ReadHeaderTimeout: 10 * time.Second}, nil
 }

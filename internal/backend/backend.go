@@ -19,6 +19,8 @@ type Answer struct {
 	Host string `json:"host"`
 	Path string `json:"path"`
 	TLS  bool   `json:"tls"`
+	// Client is the Common Name of the client certificate the caller presented, if any.
+	Client string `json:"client,omitempty"`
 	// Method and Header are the request's, so that tests see what a proxy forwarded.
 	Method string      `json:"method,omitempty"`
 	Header http.Header `json:"header,omitempty"`
@@ -61,6 +63,10 @@ func Handler(name, pod string, count func()) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Sluice-Backend", name)
 		w.WriteHeader(code)
-		_ = json.NewEncoder(w).Encode(Answer{Backend: name, Pod: pod, Host: r.Host, Path: r.URL.Path, TLS: r.TLS != nil, Method: r.Method, Header: r.Header})
+		a := Answer{Backend: name, Pod: pod, Host: r.Host, Path: r.URL.Path, TLS: r.TLS != nil, Method: r.Method, Header: r.Header}
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+			a.Client = r.TLS.PeerCertificates[0].Subject.CommonName
+		}
+		_ = json.NewEncoder(w).Encode(a)
 	})
 }

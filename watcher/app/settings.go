@@ -101,7 +101,7 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.HTTPListen, "http-listen", "127.0.0.1:18001", "address of /healthz, /readyz and /metrics")
 	fs.StringSliceVar(&s.Namespaces, "namespaces", nil, "namespaces to watch, comma-separated (empty: all)")
 	fs.DurationVar(&s.SyncTimeout, "sync-timeout", 2*time.Minute, "how long the initial sync may take before the watcher gives up and exits non-zero")
-	fs.StringSliceVar(&s.Kinds, "kinds", kinds.DefaultRequired, "required kinds, as group/version/resource[?fieldSelector] (v1/resource for the core group)")
+	fs.StringSliceVar(&s.Kinds, "kinds", kinds.DefaultRequired, "required kinds, as group/version/resource[?fieldSelector] (v1/resource for the core group; field=value alternatives of one field separated by |, each watched on its own)")
 	fs.StringSliceVar(&s.OptionalKinds, "optional-kinds", nil, "optional kinds: watched while discovery serves them, skipped (and logged) otherwise; a change starts a new epoch")
 	fs.StringVar(&s.GatewayAPI, "gateway-api", string(kinds.GatewayAPIAuto), "Gateway API kinds (GatewayClass, Gateway, HTTPRoute, ReferenceGrant): auto (watched while their CRDs are served), on (required: no marker without them), off (never watched)")
 	fs.DurationVar(&s.DiscoveryInterval, "discovery-interval", 15*time.Second, "how often discovery is asked again whether optional kinds (and --gateway-api=auto's) appeared or disappeared; a change starts a new epoch")

@@ -98,7 +98,9 @@ func Probe(disco discovery.DiscoveryInterface, gvs []string) Served {
 }
 
 // Informers builds the informers of k: one per namespace of namespaces for a namespaced kind
-// (all namespaces when namespaces is empty), one for a cluster-scoped kind. Namespaces
+// (all namespaces when namespaces is empty), one for a cluster-scoped kind, each times the
+// spec's field selector alternatives (an object matches at most one: they name values of one
+// field). Namespaces
 // themselves, when namespaces is not empty, get one informer per namespace watched, each
 // reading that Namespace alone (a metadata.name field selector): routes come only from the
 // namespaces watched, so only their labels matter, and RBAC can grant exactly those
@@ -116,20 +118,22 @@ func (k *Kind) Informers(cs kubernetes.Interface, dyn dynamic.Interface, namespa
 	var out []cache.SharedIndexInformer
 	for _, ns := range scopes {
 		for _, name := range named {
-			inf, err := k.informer(cs, dyn, ns, name)
-			if err != nil {
-				return nil, err
+			for _, sel := range k.Selectors() {
+				inf, err := k.informer(cs, dyn, ns, name, sel)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, inf)
 			}
-			out = append(out, inf)
 		}
 	}
 	return out, nil
 }
 
-// informer builds one informer of k in namespace ns (all for ""), reading only the object
-// named name when name is not empty.
-func (k *Kind) informer(cs kubernetes.Interface, dyn dynamic.Interface, ns, name string) (cache.SharedIndexInformer, error) {
-	selector := k.FieldSelector
+// informer builds one informer of k in namespace ns (all for "") with field selector
+// selector (one of the spec's alternatives), reading only the object named name when name is
+// not empty.
+func (k *Kind) informer(cs kubernetes.Interface, dyn dynamic.Interface, ns, name, selector string) (cache.SharedIndexInformer, error) {
 	if name != "" {
 		byName := fields.OneTermEqualSelector("metadata.name", name).String()
 		if selector != "" {

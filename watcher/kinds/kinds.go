@@ -27,7 +27,9 @@ import (
 
 // Spec is one configured kind, as given in settings: "group/version/resource" ("v1/services"
 // for the core group), optionally followed by "?fieldSelector" (URL-style,
-// "v1/secrets?type=kubernetes.io/tls").
+// "v1/secrets?type=kubernetes.io/tls"); alternatives separated by "|" are each listed and
+// watched on their own ("v1/secrets?type=kubernetes.io/tls|type=Opaque"), since a field
+// selector cannot say "or".
 type Spec struct {
 	GVR           schema.GroupVersionResource
 	FieldSelector string
@@ -50,14 +52,20 @@ func (s Spec) String() string {
 	return name
 }
 
+// Selectors are the spec's field selector alternatives, each listed and watched on its own
+// ([""] for none).
+func (s Spec) Selectors() []string { return strings.Split(s.FieldSelector, "|") }
+
 // DefaultRequired are the kinds the translator needs: Ingress, IngressClass, Service,
-// EndpointSlice, and Secrets of type kubernetes.io/tls only.
+// EndpointSlice, and Secrets of type kubernetes.io/tls, and Opaque ones, of which only the
+// certificates are kept (Transform): ingress-nginx's proxy-ssl-secret is often an Opaque
+// Secret holding a CA.
 var DefaultRequired = []string{
 	"networking.k8s.io/v1/ingresses",
 	"networking.k8s.io/v1/ingressclasses",
 	"v1/services",
 	"discovery.k8s.io/v1/endpointslices",
-	"v1/secrets?type=kubernetes.io/tls",
+	"v1/secrets?type=kubernetes.io/tls|type=Opaque",
 }
 
 // ParseSpecs parses the settings' kind lists; a duplicate is an error.
@@ -102,8 +110,26 @@ func ParseSpec(s string) (Spec, error) {
 			return Spec{}, fmt.Errorf("kind %q: empty or malformed part", s)
 		}
 	}
-	if selector != "" && !strings.Contains(selector, "=") {
-		return Spec{}, fmt.Errorf("kind %q: field selector %q wants field=value", s, selector)
+	if selector != "" {
+		alts := strings.Split(selector, "|")
+		for _, alt := range alts {
+			if !strings.Contains(alt, "=") {
+				return Spec{}, fmt.Errorf("kind %q: field selector %q wants field=value (alternatives separated by |)", s, alt)
+			}
+		}
+		if len(alts) > 1 {
+			// Alternatives are watched apart, so no object may match two of them: each must be
+			// one field=value term, all of the same field, with distinct values.
+			field0, _, _ := strings.Cut(alts[0], "=")
+			seen := map[string]bool{}
+			for _, alt := range alts {
+				field, value, _ := strings.Cut(alt, "=")
+				if field != field0 || strings.ContainsAny(alt, ",!") || strings.Contains(value, "=") || seen[value] {
+					return Spec{}, fmt.Errorf("kind %q: field selector alternatives must each be one field=value term, all of one field, with distinct values", s)
+				}
+				seen[value] = true
+			}
+		}
 	}
 	spec.FieldSelector = selector
 	return spec, nil
@@ -175,8 +201,13 @@ func (k *Kind) Transform() func(any) (any, error) {
 			return nil, fmt.Errorf("transform %s: %T has no object metadata", gvk.Kind, obj)
 		}
 		Strip(acc)
-		if ns, ok := obj.(*corev1.Namespace); ok {
-			ro = labelsOnly(ns)
+		switch o := obj.(type) {
+		case *corev1.Namespace:
+			ro = labelsOnly(o)
+		case *corev1.Secret:
+			if o.Type != corev1.SecretTypeTLS {
+				ro = certificatesOnly(o)
+			}
 		}
 		// A transform error would stall the informer on this one object; an unreadable
 		// reference only withholds its Secrets instead.
@@ -218,6 +249,29 @@ func Strip(o metav1.Object) {
 func labelsOnly(ns *corev1.Namespace) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name, UID: ns.UID, ResourceVersion: ns.ResourceVersion,
 		Generation: ns.Generation, CreationTimestamp: ns.CreationTimestamp, Labels: ns.Labels}}
+}
+
+// Keys of a Secret that hold certificates, never keys: all the watcher keeps of a Secret
+// that is not of type kubernetes.io/tls.
+var certificateKeys = []string{"ca.crt", corev1.TLSCertKey}
+
+// certificatesOnly is what the translator reads of a Secret of another type than
+// kubernetes.io/tls (an Opaque one): its trusted certificates (ca.crt, for ingress-nginx's
+// proxy-ssl-secret) and a certificate beside them (tls.crt, so that the translator can say
+// its key is not read). Nothing secret is kept, and the rest of an application's Secrets
+// costs the watcher only their names.
+func certificatesOnly(s *corev1.Secret) *corev1.Secret {
+	out := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion,
+		Generation: s.Generation, CreationTimestamp: s.CreationTimestamp}, Type: s.Type}
+	for _, k := range certificateKeys {
+		if v, ok := s.Data[k]; ok {
+			if out.Data == nil {
+				out.Data = map[string][]byte{}
+			}
+			out.Data[k] = v
+		}
+	}
+	return out
 }
 
 func encode(obj runtime.Object, gvk schema.GroupVersionKind) ([]byte, string, error) {

@@ -2,6 +2,7 @@ package kinds
 
 import (
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -35,6 +36,12 @@ func TestParseSpecAcceptsGroupVersionResourceAndRefusesTheRest(t *testing.T) {
 		{in: "v1/ser vices", err: "empty or malformed part"},
 		{in: "v1/services,v1/secrets", err: "empty or malformed part"}, // a list given as one kind
 		{in: "v1/secrets?type", err: `field selector "type" wants field=value`},
+		// Alternatives, each watched on its own: never two an object could match both of.
+		{in: "v1/secrets?type=kubernetes.io/tls|type=Opaque", gvr: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, selector: "type=kubernetes.io/tls|type=Opaque"},
+		{in: "v1/secrets?type=Opaque|metadata.name=x", err: "all of one field"},
+		{in: "v1/secrets?type=Opaque|type=Opaque", err: "distinct values"},
+		{in: "v1/secrets?type=Opaque|type!=kubernetes.io/tls", err: "one field=value term"},
+		{in: "v1/secrets?type=Opaque,metadata.name=x|type=kubernetes.io/tls", err: "one field=value term"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.in, func(t *testing.T) {
@@ -331,6 +338,45 @@ func TestTransformKeepsOnlyANamespacesLabels(t *testing.T) {
 	if st.Name != "shop" || st.UID != "u-ns" || st.ResourceVersion != "7" {
 		t.Errorf("stored metadata %+v, want shop u-ns at 7", st.ObjectMeta)
 	}
+}
+
+// docs/design.md, "only the Secret types the translator needs are read": of a Secret of
+// another type than kubernetes.io/tls (an Opaque one), only its certificates are kept, never
+// a key or anything else it holds; a kubernetes.io/tls Secret is kept whole.
+func TestTransformKeepsOnlyTheCertificatesOfAnOpaqueSecret(t *testing.T) {
+	k := &Kind{Spec: Spec{GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}}, GVK: schema.GroupVersionKind{Version: "v1", Kind: "Secret"}}
+	data := map[string][]byte{"ca.crt": []byte("CA"), "tls.crt": []byte("CRT"), "tls.key": []byte("KEY"), "password": []byte("hunter2")}
+	for _, c := range []struct {
+		typ  corev1.SecretType
+		want map[string][]byte
+	}{
+		{corev1.SecretTypeOpaque, map[string][]byte{"ca.crt": []byte("CA"), "tls.crt": []byte("CRT")}},
+		{corev1.SecretTypeTLS, data},
+	} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "app", UID: "u", ResourceVersion: "3",
+			Annotations: map[string]string{"note": "x"}}, Type: c.typ, Data: data}
+		out, err := k.Transform()(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoded, err := watchstream.Decode(out.(*Stored).Wire)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := decoded.(*corev1.Secret)
+		if got.Type != c.typ || !equality.Semantic.DeepEqual(got.Data, c.want) || got.Name != "s" || got.ResourceVersion != "3" {
+			t.Errorf("%s: the wire carries %s %s/%s at %s with %v, want %v", c.typ, got.Type, got.Namespace, got.Name, got.ResourceVersion, keysOf(got.Data), keysOf(c.want))
+		}
+	}
+}
+
+func keysOf(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func TestTransformRefusesWhatIsNotAnObject(t *testing.T) {

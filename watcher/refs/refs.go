@@ -1,6 +1,6 @@
 // Package refs owns which TLS Secrets the watch stream may carry: exactly those a watched
-// route object references. An Ingress's spec.tls[].secretName names a Secret of its own
-// namespace; a Gateway's or a ListenerSet's listener's tls.certificateRefs names one of its
+// route object references. An Ingress's spec.tls[].secretName and its proxy-ssl-secret
+// annotation name Secrets of its own namespace; a Gateway's or a ListenerSet's listener's tls.certificateRefs names one of its
 // own namespace, or of another namespace while a ReferenceGrant there allows objects of its
 // kind and namespace to refer to it. No other Secret, and so no other private key, leaves the watcher.
 //
@@ -13,6 +13,7 @@ package refs
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -125,11 +126,26 @@ func into[T any](obj runtime.Object, out *T) error {
 	return nil
 }
 
+// ProxySSLSecretAnnotation is ingress-nginx's proxy-ssl-secret: "namespace/name" (or a name)
+// of the Secret whose ca.crt verifies the Ingress's TLS endpoints and whose tls.crt and
+// tls.key it presents to them. Only a Secret of the Ingress's own namespace is referenced,
+// as the translator uses no other.
+const ProxySSLSecretAnnotation = "nginx.ingress.kubernetes.io/proxy-ssl-secret"
+
 func ofIngress(ing *networkingv1.Ingress) *Refs {
 	r := &Refs{}
 	for _, t := range ing.Spec.TLS {
 		if t.SecretName != "" {
 			r.Secrets = append(r.Secrets, SecretKey{ing.Namespace, t.SecretName})
+		}
+	}
+	if v := strings.TrimSpace(ing.Annotations[ProxySSLSecretAnnotation]); v != "" {
+		ns, name, found := strings.Cut(v, "/")
+		if !found {
+			ns, name = ing.Namespace, v
+		}
+		if ns == ing.Namespace && name != "" && !strings.Contains(name, "/") {
+			r.Secrets = append(r.Secrets, SecretKey{ns, name})
 		}
 	}
 	r.Secrets = uniq(r.Secrets)

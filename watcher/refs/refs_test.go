@@ -310,6 +310,12 @@ func TestOfReadsEachKind(t *testing.T) {
 		{"typed Ingress: its Secrets, sorted, once each", "Ingress", ingress, &Refs{Secrets: []SecretKey{{"a", "y"}, {"a", "z"}}}},
 		{"unstructured Ingress reads the same", "Ingress", unstr(ingress), &Refs{Secrets: []SecretKey{{"a", "y"}, {"a", "z"}}}},
 		{"an Ingress without TLS references nothing", "Ingress", &networkingv1.Ingress{}, nil},
+		{"an Ingress's proxy-ssl-secret of its own namespace, with or without it", "Ingress", &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "up",
+			Annotations: map[string]string{ProxySSLSecretAnnotation: "a/upstream"}}}, &Refs{Secrets: []SecretKey{{"a", "upstream"}}}},
+		{"a bare name is of the Ingress's namespace", "Ingress", &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "up",
+			Annotations: map[string]string{ProxySSLSecretAnnotation: "upstream"}}}, &Refs{Secrets: []SecretKey{{"a", "upstream"}}}},
+		{"a proxy-ssl-secret of another namespace is not referenced", "Ingress", &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "up",
+			Annotations: map[string]string{ProxySSLSecretAnnotation: "b/upstream"}}}, nil},
 		{"Gateway: core Secrets only, defaulting to its namespace", "Gateway", unstr(gateway), &Refs{Secrets: []SecretKey{{"a", "own"}, {"b", "shared"}}}},
 		{"ReferenceGrant: its spec", "ReferenceGrant", unstr(rg), &Refs{Grant: &contract.Grant{
 			From: []contract.GrantFrom{{Group: contract.GatewayGroup, Kind: "Gateway", Namespace: "a"}},
