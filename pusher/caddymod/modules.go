@@ -194,11 +194,6 @@ func (h *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 			r.Body = body
 		}
 	}
-	ok, done := rt.zone.admit(req.Client)
-	if !ok {
-		return plain(w, http.StatusServiceUnavailable, "rate limit exceeded\n")
-	}
-	defer done()
 	err := h.serveRoute(w, r, next, t, rt, req)
 	if body != nil && body.over && err != nil {
 		return caddyhttp.Error(http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d bytes", rt.rt.GetMaxRequestBodyBytes()))
@@ -232,7 +227,8 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// serveRoute serves req by rt, a route that is not a stop route and whose limits admit it.
+// serveRoute serves req by rt, a route that is not a stop route and whose address and body
+// limits admit it.
 func (h *Router) serveRoute(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, t *Table, rt *route, req contract.Request) error {
 	if contract.IsPreflight(rt.rt, req) {
 		// The proxy answers a CORS preflight itself; the backend never sees it.
@@ -254,6 +250,14 @@ func (h *Router) serveRoute(w http.ResponseWriter, r *http.Request, next caddyht
 		w.WriteHeader(code)
 		return nil
 	}
+	// Rate and connection limits count what reaches nginx's preaccess phase: not a preflight
+	// or a redirect, which its rewrite phase answers before (docs/translation.md, "Routing
+	// order").
+	ok, done := rt.zone.admit(req.Client)
+	if !ok {
+		return plain(w, http.StatusServiceUnavailable, "rate limit exceeded\n")
+	}
+	defer done()
 	if !authFirst {
 		// After a preflight and a redirect are answered, as nginx's auth_request.
 		if done, err := t.authorizeInto(w, r, rt, req); done {

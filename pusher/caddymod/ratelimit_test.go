@@ -224,3 +224,58 @@ func TestExternalAuthAsksAndCopiesHeaders(t *testing.T) {
 		t.Errorf("refused in the Gateway API style: %d %v %q, forwarded %v; want the service's 403, its headers and body", w.Code, w.Header(), w.Body.String(), fwd)
 	}
 }
+
+// docs/translation.md, "Routing order": a rate limit counts what reaches nginx's preaccess
+// phase, so a redirect and a CORS preflight, which its rewrite phase answers, are answered
+// however many come and leave the client's allowance whole.
+func TestRateLimitDoesNotCountRedirectsOrPreflights(t *testing.T) {
+	savedStore, savedNow := store, now
+	t.Cleanup(func() { store, now = savedStore, savedNow })
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now = func() time.Time { return clock }
+	l := &configv1.RateLimit{Zone: "z", RequestsPerSecond: 1, BurstMultiplier: 1}
+	rt := func(path string) *configv1.Route {
+		return &configv1.Route{Name: path, Path: &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: path},
+			RateLimit: l, Backends: []*configv1.WeightedBackend{{Backend: "b", Weight: 1}},
+			Cors:      &configv1.Cors{AllowOrigins: []string{"*"}, AllowMethods: []string{"GET"}}}
+	}
+	moved := rt("/old")
+	moved.Backends, moved.Redirect = nil, &configv1.Redirect{Location: "https://example.org/new", StatusCode: 301}
+	res := &configv1.Resources{
+		VirtualHosts: []*configv1.VirtualHost{{Hostname: "a.example.com", Routes: []*configv1.Route{rt("/a"), moved}}},
+		Backends:     []*configv1.Backend{{Name: "b", Endpoints: []*configv1.Endpoint{{Address: "10.0.0.1", Port: 80, Ready: true}}}}}
+	store = &Store{}
+	if err := store.Replace(&configv1.Config{Epoch: "e", Version: 1, Hash: translate.Hash(res), Resources: res}); err != nil {
+		t.Fatal(err)
+	}
+	send := func(method, path string, preflight bool) int {
+		t.Helper()
+		r := httptest.NewRequest(method, "http://a.example.com"+path, nil)
+		r.RemoteAddr = "10.0.0.9:5000"
+		if preflight {
+			r.Header.Set("Origin", "https://app.example.org")
+			r.Header.Set("Access-Control-Request-Method", "GET")
+		}
+		r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{}))
+		w := httptest.NewRecorder()
+		next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error { w.WriteHeader(http.StatusOK); return nil })
+		if err := (&Router{}).ServeHTTP(w, r, next); err != nil {
+			t.Fatal(err)
+		}
+		return w.Code
+	}
+	for range 10 {
+		if got := send(http.MethodGet, "/old", false); got != http.StatusMovedPermanently {
+			t.Fatalf("redirect: %d, want 301", got)
+		}
+		if got := send(http.MethodOptions, "/a", true); got != http.StatusNoContent {
+			t.Fatalf("preflight: %d, want 204", got)
+		}
+	}
+	// Burst 1: two at once, then 503.
+	for i, want := range []int{http.StatusOK, http.StatusOK, http.StatusServiceUnavailable} {
+		if got := send(http.MethodGet, "/a", false); got != want {
+			t.Fatalf("request %d after the redirects and preflights: %d, want %d", i+1, got, want)
+		}
+	}
+}
