@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-io/sluice/internal/harness/testenv"
+	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+	"github.com/sluice-io/sluice/pusher/caddy"
 	"github.com/sluice-io/sluice/translator/translate"
 )
 
@@ -37,13 +39,25 @@ var neighbourReasons = map[string]bool{"ServiceNotFound": true, "BackendNotFound
 	"IngressClassNotFound": true}
 
 // Every YAML recipe of the user guides is accepted by the real apiserver as written (so its
-// validation has its say: a recipe it refuses is a defect of the guide), and the objects as
+// validation has its say: a recipe it refuses is a defect of the guide), the objects as
 // the apiserver stores them translate without a finding other than those of the neighbours
-// the recipe leaves out (docs/design.md, "Bad input").
+// the recipe leaves out (docs/design.md, "Bad input"), and a real Caddy with Sluice's module
+// takes the config they make, refusing nothing of it.
 func TestGuideRecipesAreAcceptedByTheAPIServerAndTranslate(t *testing.T) {
 	c := testenv.SharedCluster(t)
 	testenv.InstallGatewayAPICRDs(t, c)
 	dyn := c.Dynamic()
+	proxy, err := testenv.StartCaddy(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Kill)
+	module, err := caddy.NewModule(caddy.Config{Admin: proxy.AdminURL, Render: caddy.RenderOptions{
+		HTTPListen: fmt.Sprintf("127.0.0.1:%d", proxy.HTTPPort), HTTPSListen: fmt.Sprintf("127.0.0.1:%d", proxy.HTTPSPort)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := uint64(0)
 	block := regexp.MustCompile("(?s)```yaml\n(.*?)```")
 	n := 0
 	for _, guide := range []string{"migrating-from-ingress-nginx.md", "translation.md", "operations.md"} {
@@ -107,6 +121,10 @@ func TestGuideRecipesAreAcceptedByTheAPIServerAndTranslate(t *testing.T) {
 					if !neighbourReasons[f.GetReason()] {
 						t.Errorf("docs/%s:%d: %s %s/%s %s: %s (%s)", guide, line, f.GetObject().GetKind(), f.GetObject().GetNamespace(), f.GetObject().GetName(), f.GetField(), f.GetCause(), f.GetReason())
 					}
+				}
+				version++
+				if err := module.Apply(ctx, &configv1.Config{Epoch: "recipes", Version: version, Hash: translate.Hash(res), Resources: res}); err != nil {
+					t.Errorf("docs/%s:%d: Caddy's module refuses the config: %v", guide, line, err)
 				}
 			})
 		}
