@@ -6,6 +6,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
@@ -102,17 +104,25 @@ func BackendTLSConfig(bt *configv1.BackendTLS) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{pair}
 	}
 	if !bt.GetVerify() {
-		if len(bt.GetCaPem()) > 0 || bt.GetVerifyName() != "" || bt.GetMaxDepth() != 0 {
+		if len(bt.GetCaPem()) > 0 || bt.GetVerifyName() != "" || bt.GetMaxDepth() != 0 || len(bt.GetSubjectAltNames()) > 0 {
 			return nil, errors.New("trusted certificates, a name to verify or a depth without verification")
 		}
 		return cfg, nil
 	}
 	name := bt.GetVerifyName()
-	if name == "" {
-		return nil, errors.New("verification without a name to verify")
+	sans, err := parseSANs(bt.GetSubjectAltNames())
+	if err != nil {
+		return nil, err
 	}
-	if err := checkHostname(name); err != nil {
-		return nil, fmt.Errorf("name to verify %q: %w", name, err)
+	switch {
+	case len(sans) > 0:
+		name = "" // the names verified are the SANs
+	case name == "":
+		return nil, errors.New("verification without a name to verify")
+	default:
+		if err := checkHostname(name); err != nil {
+			return nil, fmt.Errorf("name to verify %q: %w", name, err)
+		}
 	}
 	var roots *x509.CertPool // nil: the system's
 	if len(bt.GetCaPem()) > 0 {
@@ -124,9 +134,63 @@ func BackendTLSConfig(bt *configv1.BackendTLS) (*tls.Config, error) {
 	}
 	depth := int(bt.GetMaxDepth())
 	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(sans) > 0 {
+			return verifySANs(cs.PeerCertificates, roots, sans, depth)
+		}
 		return VerifyEndpoint(cs.PeerCertificates, roots, name, depth)
 	}
 	return cfg, nil
+}
+
+// san is one subject alternative name an endpoint's certificate may carry.
+type san struct{ dns, uri string }
+
+// MaxSubjectAltNames bounds a backend's subject alternative names (the Gateway API allows 5).
+const MaxSubjectAltNames = 16
+
+func parseSANs(in []string) ([]san, error) {
+	if len(in) > MaxSubjectAltNames {
+		return nil, fmt.Errorf("%d subject alternative names (at most %d)", len(in), MaxSubjectAltNames)
+	}
+	var out []san
+	for _, s := range in {
+		switch {
+		case strings.HasPrefix(s, "dns:"):
+			if err := checkHostname(strings.TrimPrefix(s, "dns:")); err != nil {
+				return nil, fmt.Errorf("subject alternative name %q: %w", s, err)
+			}
+			out = append(out, san{dns: strings.TrimPrefix(s, "dns:")})
+		case strings.HasPrefix(s, "uri:"):
+			u, err := url.Parse(strings.TrimPrefix(s, "uri:"))
+			if err != nil || !u.IsAbs() || controlChar(s, false) >= 0 {
+				return nil, fmt.Errorf("subject alternative name %q is not an absolute URI", s)
+			}
+			out = append(out, san{uri: strings.TrimPrefix(s, "uri:")})
+		default:
+			return nil, fmt.Errorf("subject alternative name %q is neither dns:NAME nor uri:URI", s)
+		}
+	}
+	return out, nil
+}
+
+// verifySANs verifies an endpoint as VerifyEndpoint does, but for any of sans instead of one
+// name: a DNS name as VerifyEndpoint matches it, a URI exactly.
+func verifySANs(certs []*x509.Certificate, roots *x509.CertPool, sans []san, depth int) error {
+	if err := VerifyEndpoint(certs, roots, "", depth); err != nil {
+		return err
+	}
+	leaf := certs[0]
+	for _, s := range sans {
+		if s.dns != "" && leaf.VerifyHostname(s.dns) == nil {
+			return nil
+		}
+		for _, u := range leaf.URIs {
+			if s.uri != "" && u.String() == s.uri {
+				return nil
+			}
+		}
+	}
+	return errors.New("endpoint certificate: none of its subject alternative names is one the backend asks for")
 }
 
 // VerifyEndpoint verifies an endpoint's certificates (its own first, then the chain it

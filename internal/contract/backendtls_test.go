@@ -2,12 +2,14 @@ package contract
 
 import (
 	"crypto/ecdsa"
+	"crypto/tls"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +91,37 @@ func TestVerifyEndpointChecksChainNameAndDepth(t *testing.T) {
 	roots.AddCert(other[0])
 	if err := VerifyEndpoint(certs, roots, "app.internal", 1); err == nil {
 		t.Fatal("an endpoint of another CA was verified")
+	}
+}
+
+// The Gateway API's subjectAltNames: the endpoint's certificate must carry one of them, a
+// DNS name (wildcards as in a hostname check) or a URI exactly; the hostname then counts for
+// nothing.
+func TestSubjectAltNamesReplaceTheName(t *testing.T) {
+	certs, root := chainOf(t, 0, "app.internal")
+	uri, _ := url.Parse("spiffe://cluster.local/ns/app/sa/web")
+	certs[0].URIs = []*url.URL{uri} // read by the check as parsed; the signature is not re-checked for it
+	rootPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: root.Raw})
+	for _, c := range []struct {
+		sans []string
+		ok   bool
+	}{
+		{[]string{"dns:app.internal"}, true},
+		{[]string{"dns:other.internal", "uri:spiffe://cluster.local/ns/app/sa/web"}, true},
+		{[]string{"uri:spiffe://cluster.local/ns/app/sa/other"}, false},
+		{[]string{"dns:other.internal"}, false},
+	} {
+		cfg, err := BackendTLSConfig(&configv1.BackendTLS{Verify: true, CaPem: rootPEM, VerifyName: "app.internal", SubjectAltNames: c.sans})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cfg.VerifyConnection(tls.ConnectionState{PeerCertificates: certs})
+		if (err == nil) != c.ok {
+			t.Errorf("%v: %v, want verified %t", c.sans, err, c.ok)
+		}
+	}
+	if err := CheckBackendTLS(&configv1.BackendTLS{Verify: true, VerifyName: "a.internal", SubjectAltNames: []string{"ip:10.0.0.1"}}); err == nil {
+		t.Error("a subject alternative name of an unknown type was accepted")
 	}
 }
 

@@ -526,6 +526,9 @@ func transportTLS(bts []*configv1.BackendTLS) (obj, error) {
 	if len(bt.GetClientCertificatePem()) > 0 {
 		return nil, fmt.Errorf("its backends are presented a client certificate, which stock Caddy reads only from files: the Sluice module presents it")
 	}
+	if len(bt.GetSubjectAltNames()) > 0 {
+		return nil, fmt.Errorf("its backends are verified for subject alternative names, and stock Caddy verifies only the name it sends: the Sluice module verifies them")
+	}
 	if !bt.GetVerify() {
 		out := obj{"insecure_skip_verify": true}
 		if n := bt.GetServerName(); n != "" {

@@ -3493,7 +3493,8 @@ func (x *Backend) GetTls() *BackendTLS {
 }
 
 // BackendTLS is how the proxy speaks TLS to a backend's endpoints (contract.BackendTLSConfig
-// is the one reading of it): ingress-nginx's proxy-ssl-* annotations.
+// is the one reading of it): ingress-nginx's proxy-ssl-* annotations, or the Gateway API's
+// BackendTLSPolicy.
 type BackendTLS struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Verify makes the proxy refuse an endpoint whose certificate chain does not lead to one
@@ -3512,8 +3513,12 @@ type BackendTLS struct {
 	// proxy presents to the endpoints.
 	ClientCertificatePem []byte `protobuf:"bytes,6,opt,name=client_certificate_pem,json=clientCertificatePem,proto3" json:"client_certificate_pem,omitempty"`
 	ClientKeyPem         []byte `protobuf:"bytes,7,opt,name=client_key_pem,json=clientKeyPem,proto3" json:"client_key_pem,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// SubjectAltNames, when set, replace VerifyName: the endpoint's certificate must carry one
+	// of them, a DNS name ("dns:NAME", matched as VerifyName is) or a URI ("uri:URI", exactly),
+	// as the Gateway API's BackendTLSPolicy subjectAltNames say.
+	SubjectAltNames []string `protobuf:"bytes,8,rep,name=subject_alt_names,json=subjectAltNames,proto3" json:"subject_alt_names,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *BackendTLS) Reset() {
@@ -3591,6 +3596,13 @@ func (x *BackendTLS) GetClientCertificatePem() []byte {
 func (x *BackendTLS) GetClientKeyPem() []byte {
 	if x != nil {
 		return x.ClientKeyPem
+	}
+	return nil
+}
+
+func (x *BackendTLS) GetSubjectAltNames() []string {
+	if x != nil {
+		return x.SubjectAltNames
 	}
 	return nil
 }
@@ -4366,7 +4378,7 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\fservice_port\x18\x03 \x01(\x05R\vservicePort\x128\n" +
 	"\tendpoints\x18\x04 \x03(\v2\x1a.sluice.config.v1.EndpointR\tendpoints\x12=\n" +
 	"\bprotocol\x18\x05 \x01(\x0e2!.sluice.config.v1.BackendProtocolR\bprotocol\x12.\n" +
-	"\x03tls\x18\x06 \x01(\v2\x1c.sluice.config.v1.BackendTLSR\x03tls\"\xf6\x01\n" +
+	"\x03tls\x18\x06 \x01(\v2\x1c.sluice.config.v1.BackendTLSR\x03tls\"\xa2\x02\n" +
 	"\n" +
 	"BackendTLS\x12\x16\n" +
 	"\x06verify\x18\x01 \x01(\bR\x06verify\x12\x15\n" +
@@ -4377,7 +4389,8 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"serverName\x12\x1b\n" +
 	"\tmax_depth\x18\x05 \x01(\rR\bmaxDepth\x124\n" +
 	"\x16client_certificate_pem\x18\x06 \x01(\fR\x14clientCertificatePem\x12$\n" +
-	"\x0eclient_key_pem\x18\a \x01(\fR\fclientKeyPem\"\x8a\x01\n" +
+	"\x0eclient_key_pem\x18\a \x01(\fR\fclientKeyPem\x12*\n" +
+	"\x11subject_alt_names\x18\b \x03(\tR\x0fsubjectAltNames\"\x8a\x01\n" +
 	"\bEndpoint\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x14\n" +
