@@ -379,7 +379,7 @@ func installGatewayCRDs(t *testing.T, c *testenv.Cluster) {
 		t.Fatalf("go list -m sigs.k8s.io/gateway-api: %v", err)
 	}
 	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard")
-	for _, r := range []string{"gatewayclasses", "gateways", "httproutes", "referencegrants", "listenersets"} {
+	for _, r := range []string{"gatewayclasses", "gateways", "httproutes", "referencegrants", "listenersets", "backendtlspolicies"} {
 		b, err := os.ReadFile(filepath.Join(dir, "gateway.networking.k8s.io_"+r+".yaml"))
 		if err != nil {
 			t.Fatal(err)

@@ -307,6 +307,10 @@ func (c *Controller) applier(pending []int, remaining *int, timeout *<-chan time
 			}
 		case it.kind == c.secretKind:
 			c.secret(it.obj.Wire, it.deleted)
+		case it.obj.Withheld:
+			// Not streamed (a ConfigMap without ca.crt); one that lost what made it streamed
+			// leaves the store.
+			c.store.Delete(it.obj.Wire)
 		default:
 			c.object(it)
 		}

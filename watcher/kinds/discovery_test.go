@@ -177,8 +177,8 @@ func TestResolveRetriesAFailedDiscoveryUntilDecided(t *testing.T) {
 	if want := []string{"discovery of " + gvGatewayV1 + ": connection refused", "discovery of " + gvGatewayV1 + ": connection refused"}; !slices.Equal(whileFailing, want) {
 		t.Errorf("causes while discovery failed: %q, want %q", whileFailing, want)
 	}
-	if len(d.Watch) != 6 || len(d.Skipped) != 1 || d.Skipped[0].GVR.Resource != "listenersets" {
-		t.Errorf("watch %d kinds, skipped %v; want services, the four Gateway API kinds and Namespaces, and ListenerSets (not served here) skipped", len(d.Watch), d.Skipped)
+	if len(d.Watch) != 6 || len(d.Skipped) != 3 || d.Skipped[0].GVR.Resource != "listenersets" || d.Skipped[1].GVR.Resource != "backendtlspolicies" || d.Skipped[2].GVR != ConfigMapsGVR {
+		t.Errorf("watch %d kinds, skipped %v; want services, the four Gateway API kinds and Namespaces, and ListenerSets, BackendTLSPolicies (not served here) and so ConfigMaps skipped", len(d.Watch), d.Skipped)
 	}
 	for _, s := range WithGateway(GatewayAPIAuto, specs) {
 		if err := causes.Get(s.String()); err != nil {

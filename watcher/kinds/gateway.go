@@ -42,9 +42,10 @@ const GatewayGroup = "gateway.networking.k8s.io"
 var NamespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
 // GatewaySpecs are the kinds --gateway-api adds: the Gateway API kinds Sluice translates
-// (ListenerSets always optional), at the version preferred (a ReferenceGrant is read as v1beta1 where the installed CRDs do not
-// serve v1 yet; the translator accepts both), and Namespaces, whose labels select the
-// namespaces a listener admits routes from.
+// (ListenerSets and BackendTLSPolicies always optional), at the version preferred (a ReferenceGrant is read as v1beta1 where the installed CRDs do not
+// serve v1 yet; the translator accepts both), Namespaces, whose labels select the
+// namespaces a listener admits routes from, and ConfigMaps, which hold BackendTLSPolicies'
+// CA certificates (optional as the policies are).
 func GatewaySpecs(required bool) []Spec {
 	v1 := func(resource string, fallback ...string) Spec {
 		return Spec{GVR: schema.GroupVersionResource{Group: GatewayGroup, Version: "v1", Resource: resource}, Fallback: fallback, Required: required, Gateway: true}
@@ -53,9 +54,17 @@ func GatewaySpecs(required bool) []Spec {
 	// and a cluster with an older standard channel must still get its marker.
 	listenerSets := v1("listenersets")
 	listenerSets.Required = false
-	return []Spec{v1("gatewayclasses"), v1("gateways"), v1("httproutes"), v1("referencegrants", "v1beta1"), listenerSets,
-		{GVR: NamespacesGVR, Required: required, Gateway: true}}
+	// BackendTLSPolicies (GA in v1.4) are optional too, for the same reason, and so are the
+	// ConfigMaps they take their CA certificates from: without the policies nothing reads them.
+	policies := v1("backendtlspolicies")
+	policies.Required = false
+	return []Spec{v1("gatewayclasses"), v1("gateways"), v1("httproutes"), v1("referencegrants", "v1beta1"), listenerSets, policies,
+		{GVR: NamespacesGVR, Required: required, Gateway: true}, {GVR: ConfigMapsGVR, Gateway: true}}
 }
+
+// ConfigMapsGVR are core ConfigMaps: a BackendTLSPolicy's CA certificates (ca.crt). Only
+// those with a ca.crt are streamed, and only that key of them (Transform).
+var ConfigMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
 // CheckNoGatewayKinds refuses a Gateway API kind in a --kinds or --optional-kinds list:
 // --gateway-api alone decides them, so that the two cannot contradict each other.
@@ -158,6 +167,16 @@ func Decide(mode GatewayAPIMode, specs []Spec, served Served) Decision {
 	if mode == GatewayAPIAuto && !slices.ContainsFunc(d.Watch, func(k *Kind) bool { return k.Gateway && k.GVR.Group == GatewayGroup }) {
 		d.Watch = slices.DeleteFunc(d.Watch, func(k *Kind) bool {
 			if k.Gateway && k.GVR == NamespacesGVR {
+				d.Skipped = append(d.Skipped, k.Spec)
+				return true
+			}
+			return false
+		})
+	}
+	// ConfigMaps likewise only together with BackendTLSPolicies, whose CA certificates they hold.
+	if !slices.ContainsFunc(d.Watch, func(k *Kind) bool { return k.Gateway && k.GVR.Resource == "backendtlspolicies" }) {
+		d.Watch = slices.DeleteFunc(d.Watch, func(k *Kind) bool {
+			if k.Gateway && k.GVR == ConfigMapsGVR {
 				d.Skipped = append(d.Skipped, k.Spec)
 				return true
 			}

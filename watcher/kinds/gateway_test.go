@@ -31,7 +31,7 @@ func served(t *testing.T, gvs map[string][]string, failed ...string) Served {
 }
 
 var (
-	core     = map[string][]string{"v1": {"services:Service:ns", "secrets:Secret:ns", "namespaces:Namespace:cluster"}}
+	core     = map[string][]string{"v1": {"services:Service:ns", "secrets:Secret:ns", "namespaces:Namespace:cluster", "configmaps:ConfigMap:ns"}}
 	gwV1     = []string{"gatewayclasses:GatewayClass:cluster", "gateways:Gateway:ns", "httproutes:HTTPRoute:ns", "referencegrants:ReferenceGrant:ns"}
 	gwV1NoRG = []string{"gatewayclasses:GatewayClass:cluster", "gateways:Gateway:ns", "httproutes:HTTPRoute:ns"}
 )
@@ -67,31 +67,34 @@ func TestDecideWhichKindsToWatch(t *testing.T) {
 	}{
 		{name: "auto, no CRDs: gateway kinds skipped", mode: GatewayAPIAuto, served: served(t, core),
 			watch:   []string{"v1/services"},
-			skipped: []string{"widgets.example/v1/widgets", gw + "/gatewayclasses", gw + "/gateways", gw + "/httproutes", gw + "/referencegrants", gw + "/listenersets", "v1/namespaces"}},
+			skipped: []string{"widgets.example/v1/widgets", gw + "/gatewayclasses", gw + "/gateways", gw + "/httproutes", gw + "/referencegrants", gw + "/listenersets", gw + "/backendtlspolicies", "v1/namespaces", "v1/configmaps"}},
 		{name: "auto, CRDs served: all four watched, and Namespaces", mode: GatewayAPIAuto, served: served(t, with(core, gw, gwV1)),
 			watch:   []string{"v1/namespaces", gw + "/gatewayclasses", "v1/services", gw + "/referencegrants", gw + "/gateways", gw + "/httproutes"},
-			skipped: []string{"widgets.example/v1/widgets", gw + "/listenersets"}},
+			skipped: []string{"widgets.example/v1/widgets", gw + "/listenersets", gw + "/backendtlspolicies", "v1/configmaps"}},
 		{name: "auto, ReferenceGrant only at v1beta1", mode: GatewayAPIAuto,
 			served:  served(t, with(with(core, gw, gwV1NoRG), gwB, []string{"referencegrants:ReferenceGrant:ns"})),
 			watch:   []string{"v1/namespaces", gw + "/gatewayclasses", "v1/services", gwB + "/referencegrants", gw + "/gateways", gw + "/httproutes"},
-			skipped: []string{"widgets.example/v1/widgets", gw + "/listenersets"}},
+			skipped: []string{"widgets.example/v1/widgets", gw + "/listenersets", gw + "/backendtlspolicies", "v1/configmaps"}},
 		{name: "on, no CRDs: the four are pending, not served", mode: GatewayAPIOn, served: served(t, core),
 			watch:   []string{"v1/namespaces", "v1/services"},
-			skipped: []string{"widgets.example/v1/widgets", gw + "/listenersets"},
+			skipped: []string{"widgets.example/v1/widgets", gw + "/listenersets", gw + "/backendtlspolicies", "v1/configmaps"},
 			pending: []string{gw + "/gatewayclasses: not served by the apiserver: group version " + gw + " does not exist",
 				gw + "/gateways: not served", gw + "/httproutes: not served",
 				gw + "/referencegrants: not served by the apiserver: group version " + gw + " does not exist; group version " + gwB + " does not exist"}},
 		{name: "on, CRDs served", mode: GatewayAPIOn, served: served(t, with(core, gw, gwV1)),
 			watch:   []string{"v1/namespaces", gw + "/gatewayclasses", "v1/services", gw + "/referencegrants", gw + "/gateways", gw + "/httproutes"},
-			skipped: []string{"widgets.example/v1/widgets", gw + "/listenersets"}},
+			skipped: []string{"widgets.example/v1/widgets", gw + "/listenersets", gw + "/backendtlspolicies", "v1/configmaps"}},
 		{name: "off, CRDs served: never watched", mode: GatewayAPIOff, served: served(t, with(core, gw, gwV1)),
 			watch: []string{"v1/services"}, skipped: []string{"widgets.example/v1/widgets"}},
 		{name: "auto, discovery of the gateway group failed: pending, not skipped", mode: GatewayAPIAuto, served: served(t, core, gw),
-			watch: []string{"v1/services"}, skipped: []string{"widgets.example/v1/widgets", "v1/namespaces"},
-			pending: []string{gw + "/gatewayclasses: discovery of " + gw + ": connection refused", gw + "/gateways: discovery", gw + "/httproutes: discovery", gw + "/referencegrants: discovery", gw + "/listenersets: discovery"}},
+			watch: []string{"v1/services"}, skipped: []string{"widgets.example/v1/widgets", "v1/namespaces", "v1/configmaps"},
+			pending: []string{gw + "/gatewayclasses: discovery of " + gw + ": connection refused", gw + "/gateways: discovery", gw + "/httproutes: discovery", gw + "/referencegrants: discovery", gw + "/listenersets: discovery", gw + "/backendtlspolicies: discovery"}},
 		{name: "on, CRDs with ListenerSets served: they are watched too", mode: GatewayAPIOn, served: served(t, with(core, gw, append([]string{"listenersets:ListenerSet:ns"}, gwV1...))),
 			watch:   []string{"v1/namespaces", gw + "/gatewayclasses", "v1/services", gw + "/referencegrants", gw + "/gateways", gw + "/listenersets", gw + "/httproutes"},
-			skipped: []string{"widgets.example/v1/widgets"}},
+			skipped: []string{"widgets.example/v1/widgets", gw + "/backendtlspolicies", "v1/configmaps"}},
+		{name: "auto, BackendTLSPolicies served: they and ConfigMaps are watched", mode: GatewayAPIAuto, served: served(t, with(core, gw, append([]string{"backendtlspolicies:BackendTLSPolicy:ns"}, gwV1...))),
+			watch:   []string{"v1/configmaps", "v1/namespaces", gw + "/gatewayclasses", "v1/services", gw + "/referencegrants", gw + "/backendtlspolicies", gw + "/gateways", gw + "/httproutes"},
+			skipped: []string{"widgets.example/v1/widgets", gw + "/listenersets"}},
 		{name: "required core kind not served: pending", mode: GatewayAPIOff, served: served(t, map[string][]string{"v1": {"secrets:Secret:ns"}}),
 			skipped: []string{"widgets.example/v1/widgets"},
 			pending: []string{`v1/services: not served by the apiserver: group version v1 has no resource "services"`}},

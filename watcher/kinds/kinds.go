@@ -162,6 +162,9 @@ type Stored struct {
 	// RefsErr is why the references could not be read: the object then references nothing
 	// (its Secrets are withheld, never served by mistake) and the controller says so.
 	RefsErr error
+	// Withheld objects are held by the informer but never stored nor streamed: a ConfigMap
+	// without ca.crt, which nothing downstream reads.
+	Withheld bool
 }
 
 // GetObjectKind is part of runtime.Object; a Stored object carries its kind in Wire.
@@ -201,6 +204,7 @@ func (k *Kind) Transform() func(any) (any, error) {
 			return nil, fmt.Errorf("transform %s: %T has no object metadata", gvk.Kind, obj)
 		}
 		Strip(acc)
+		withheld := false
 		switch o := obj.(type) {
 		case *corev1.Namespace:
 			ro = labelsOnly(o)
@@ -208,6 +212,10 @@ func (k *Kind) Transform() func(any) (any, error) {
 			if o.Type != corev1.SecretTypeTLS {
 				ro = certificatesOnly(o)
 			}
+		case *corev1.ConfigMap:
+			var ok bool
+			ro, ok = caOnly(o)
+			withheld = !ok
 		}
 		// A transform error would stall the informer on this one object; an unreadable
 		// reference only withholds its Secrets instead.
@@ -222,7 +230,7 @@ func (k *Kind) Transform() func(any) (any, error) {
 				Kind: wireKind, Namespace: acc.GetNamespace(), Name: acc.GetName(), Uid: string(acc.GetUID()),
 				ResourceVersion: acc.GetResourceVersion(), ContentType: contentType, Raw: raw,
 			},
-			Refs: rs, RefsErr: refsErr,
+			Refs: rs, RefsErr: refsErr, Withheld: withheld,
 		}, nil
 	}
 }
@@ -274,6 +282,19 @@ func certificatesOnly(s *corev1.Secret) *corev1.Secret {
 	return out
 }
 
+// caOnly is what the translator reads of a ConfigMap: its ca.crt (a BackendTLSPolicy's CA
+// certificates), and false when it has none.
+func caOnly(cm *corev1.ConfigMap) (*corev1.ConfigMap, bool) {
+	out := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm.Name, Namespace: cm.Namespace, UID: cm.UID, ResourceVersion: cm.ResourceVersion,
+		Generation: cm.Generation, CreationTimestamp: cm.CreationTimestamp}}
+	ca, ok := cm.Data["ca.crt"]
+	if !ok {
+		return out, false
+	}
+	out.Data = map[string]string{"ca.crt": ca}
+	return out, true
+}
+
 func encode(obj runtime.Object, gvk schema.GroupVersionKind) ([]byte, string, error) {
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
 	if u, ok := obj.(*unstructured.Unstructured); ok {
@@ -301,7 +322,7 @@ func (k *Kind) Stage() int {
 	switch k.GVK.Kind {
 	case "Service", "EndpointSlice", "ReferenceGrant":
 		return 1
-	case "Gateway":
+	case "Gateway", "BackendTLSPolicy":
 		return 2
 	case "ListenerSet", "XListenerSet":
 		return 3

@@ -159,20 +159,28 @@ func TestWithGatewayAddsTheFourKindsAndNamespacesPerMode(t *testing.T) {
 		mode     GatewayAPIMode
 		n        int
 		required bool
-	}{{GatewayAPIOn, 7, true}, {GatewayAPIAuto, 7, false}, {GatewayAPIOff, 1, false}} {
+	}{{GatewayAPIOn, 9, true}, {GatewayAPIAuto, 9, false}, {GatewayAPIOff, 1, false}} {
 		out := WithGateway(tc.mode, specs)
 		if len(out) != tc.n {
 			t.Fatalf("%s: %d kinds, want %d", tc.mode, len(out), tc.n)
 		}
 		for _, s := range out[1:] {
+			if s.GVR == ConfigMapsGVR {
+				// A BackendTLSPolicy's CA certificates: optional as the policies are.
+				if !s.Gateway || s.Required {
+					t.Errorf("%s: %+v, want ConfigMaps added, optional", tc.mode, s)
+				}
+				continue
+			}
 			if s.GVR == NamespacesGVR {
 				if !s.Gateway || s.Required != tc.required {
 					t.Errorf("%s: %+v, want Namespaces added with required=%v", tc.mode, s, tc.required)
 				}
 				continue
 			}
-			// ListenerSets are optional under every mode (an older standard channel lacks them).
-			if !s.Gateway || s.Required != (tc.required && s.GVR.Resource != "listenersets") || s.GVR.Group != GatewayGroup || s.GVR.Version != "v1" {
+			// ListenerSets and BackendTLSPolicies are optional under every mode (an older
+			// standard channel lacks them).
+			if !s.Gateway || s.Required != (tc.required && s.GVR.Resource != "listenersets" && s.GVR.Resource != "backendtlspolicies") || s.GVR.Group != GatewayGroup || s.GVR.Version != "v1" {
 				t.Errorf("%s: %+v, want a v1 Gateway API kind with required=%v", tc.mode, s, tc.required)
 			}
 			if want := s.GVR.Resource == "referencegrants"; want != slices.Equal(s.Fallback, []string{"v1beta1"}) {
@@ -366,6 +374,33 @@ func TestTransformKeepsOnlyTheCertificatesOfAnOpaqueSecret(t *testing.T) {
 		got := decoded.(*corev1.Secret)
 		if got.Type != c.typ || !equality.Semantic.DeepEqual(got.Data, c.want) || got.Name != "s" || got.ResourceVersion != "3" {
 			t.Errorf("%s: the wire carries %s %s/%s at %s with %v, want %v", c.typ, got.Type, got.Namespace, got.Name, got.ResourceVersion, keysOf(got.Data), keysOf(c.want))
+		}
+	}
+}
+
+// A ConfigMap is read for a BackendTLSPolicy's CA certificates alone: of one with ca.crt only
+// that key is kept; one without is withheld (held by the informer, never stored or streamed).
+func TestTransformKeepsOnlyAConfigMapsCA(t *testing.T) {
+	k := &Kind{Spec: Spec{GVR: ConfigMapsGVR}, GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}}
+	for _, c := range []struct {
+		data     map[string]string
+		want     map[string]string
+		withheld bool
+	}{
+		{map[string]string{"ca.crt": "CA", "app.properties": "x=1"}, map[string]string{"ca.crt": "CA"}, false},
+		{map[string]string{"app.properties": "x=1"}, nil, true},
+	} {
+		out, err := k.Transform()(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "app", ResourceVersion: "2"}, Data: c.data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := out.(*Stored)
+		decoded, err := watchstream.Decode(st.Wire)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := decoded.(*corev1.ConfigMap).Data; st.Withheld != c.withheld || !equality.Semantic.DeepEqual(got, c.want) {
+			t.Errorf("%v: withheld %t with %v, want %t with %v", c.data, st.Withheld, got, c.withheld, c.want)
 		}
 	}
 }

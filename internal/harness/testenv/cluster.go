@@ -313,6 +313,9 @@ func (c *Cluster) InstallCRD(ctx context.Context, crdYAML []byte) error {
 	defer cancel()
 	for _, v := range versions {
 		name, _, _ := unstructured.NestedString(v.(map[string]any), "name")
+		if served, _, _ := unstructured.NestedBool(v.(map[string]any), "served"); !served {
+			continue // kept for storage only (BackendTLSPolicy's v1alpha3): discovery never lists it
+		}
 		gv := group + "/" + name
 		err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
 			list, err := c.Client.Discovery().ServerResourcesForGroupVersion(gv)
