@@ -32,7 +32,7 @@ func withoutGatewayAPI(t *testing.T, c *testenv.Cluster) {
 var gatewayKindKeys = []string{
 	"gateway.networking.k8s.io/v1/Gateway", "gateway.networking.k8s.io/v1/GatewayClass",
 	"gateway.networking.k8s.io/v1/HTTPRoute", "gateway.networking.k8s.io/v1/ReferenceGrant",
-	"gateway.networking.k8s.io/v1/ListenerSet", // optional, and in the standard channel installed
+	"gateway.networking.k8s.io/v1/ListenerSet",      // optional, and in the standard channel installed
 	"gateway.networking.k8s.io/v1/BackendTLSPolicy", // likewise
 	"/v1/Namespace", // watched with them: listeners select route namespaces by label
 	"/v1/ConfigMap", // watched with BackendTLSPolicies: their CA certificates
