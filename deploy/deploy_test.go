@@ -364,10 +364,11 @@ const (
 )
 
 var gatewayGVR = map[string]schema.GroupVersionResource{
-	"GatewayClass": {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"},
-	"Gateway":      {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"},
-	"HTTPRoute":    {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"},
-	"ListenerSet":  {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "listenersets"},
+	"GatewayClass":     {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"},
+	"Gateway":          {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"},
+	"HTTPRoute":        {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"},
+	"ListenerSet":      {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "listenersets"},
+	"BackendTLSPolicy": {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "backendtlspolicies"},
 }
 
 // installGatewayCRDs creates the CRDs of the Gateway API kinds the watcher watches, from the
@@ -407,6 +408,9 @@ func (r *rbacRun) gatewayStatuses(t *testing.T) []*watchv1.GatewayAPIStatus {
 		{"HTTPRoute", r.probe, map[string]any{"metadata": map[string]any{"name": "probe"}, "spec": map[string]any{"parentRefs": []any{map[string]any{"name": "probe"}}}}},
 		{"ListenerSet", r.probe, map[string]any{"metadata": map[string]any{"name": "probe"}, "spec": map[string]any{"parentRef": map[string]any{"name": "probe"},
 			"listeners": []any{map[string]any{"name": "a", "protocol": "HTTP", "port": int64(80), "hostname": "a.example.com"}}}}},
+		{"BackendTLSPolicy", r.probe, map[string]any{"metadata": map[string]any{"name": "probe"}, "spec": map[string]any{
+			"targetRefs": []any{map[string]any{"group": "", "kind": "Service", "name": "probe"}},
+			"validation": map[string]any{"wellKnownCACertificates": "System", "hostname": "probe.example.com"}}}},
 	}
 	accepted := []*watchv1.Condition{{Type: "Accepted", Status: "True", Reason: "Accepted", Message: "probe", ObservedGeneration: 1}}
 	var out []*watchv1.GatewayAPIStatus
@@ -427,6 +431,8 @@ func (r *rbacRun) gatewayStatuses(t *testing.T) []*watchv1.GatewayAPIStatus {
 		switch o.kind {
 		case "HTTPRoute":
 			st.Parents = []*watchv1.RouteParentStatus{{ParentRef: &watchv1.ParentReference{Name: "probe"}, Conditions: accepted}}
+		case "BackendTLSPolicy": // its ancestors
+			st.Parents = []*watchv1.RouteParentStatus{{ParentRef: &watchv1.ParentReference{Namespace: r.probe, Name: "probe"}, Conditions: accepted}}
 		case "Gateway":
 			st.Conditions, st.ManageAddresses = accepted, true
 			st.Addresses = []*watchv1.GatewayAddress{{Type: "IPAddress", Value: gatewayProbeAddr}}
@@ -462,6 +468,9 @@ func (r *rbacRun) waitGatewayStatus(t *testing.T, d time.Duration, enough func(w
 			case "HTTPRoute":
 				ps, _, _ := unstructured.NestedSlice(u.Object, "status", "parents")
 				ok = len(ps) == 1 && ps[0].(map[string]any)["controllerName"] == gatewayController
+			case "BackendTLSPolicy":
+				as, _, _ := unstructured.NestedSlice(u.Object, "status", "ancestors")
+				ok = len(as) == 1 && as[0].(map[string]any)["controllerName"] == gatewayController
 			case "Gateway":
 				as, _, _ := unstructured.NestedSlice(u.Object, "status", "addresses")
 				ok = len(as) == 1 && as[0].(map[string]any)["value"] == gatewayProbeAddr
@@ -756,7 +765,7 @@ func testWatcherRBAC(t *testing.T, c *testenv.Cluster, s rbacShape) {
 				if accepted || !named {
 					t.Fatalf("report accepted %v (want false: nobody leads), refusal logged %v:\n%s", accepted, named, r.w.LogTail(40))
 				}
-			case "gatewayclasses/status", "gateways/status", "httproutes/status", "listenersets/status":
+			case "gatewayclasses/status", "gateways/status", "httproutes/status", "listenersets/status", "backendtlspolicies/status":
 				// The other three are written (so the refused one had its turn), this one not.
 				var written map[string]bool
 				if accepted {

@@ -424,6 +424,15 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 			distinct[wb.GetWeight()] = true
 		}
 	}
+	// What stock Caddy cannot say of the TLS backends refuses the route whether or not they
+	// have ready endpoints, so that readiness never decides a refusal.
+	var tlsCfg obj
+	if protocols[configv1.BackendProtocol_BACKEND_PROTOCOL_TLS] {
+		var err error
+		if tlsCfg, err = transportTLS(backendTLS); err != nil {
+			return nil, err
+		}
+	}
 	// The invalid share (the Gateway API's invalid backendRefs) is answered 500 only when
 	// nothing valid is ready: Caddy has no weighted choice between a static response and an
 	// upstream, so a share beside ready backends goes to them (docs/translation.md).
@@ -480,10 +489,6 @@ func route(rt *configv1.Route, backends map[string]*configv1.Backend, scheme str
 		// TLS (BACKEND_PROTOCOL_TLS), as the backends' TLS settings say. Caddy's TLS
 		// transport sends the endpoint's address as Host; the request's (or the rewrite's)
 		// is kept, as ingress-nginx keeps it.
-		tlsCfg, err := transportTLS(backendTLS)
-		if err != nil {
-			return nil, err
-		}
 		transport["tls"] = tlsCfg
 		host := "{http.request.hostport}"
 		if h := rt.GetRewrite().GetHostname(); h != "" {

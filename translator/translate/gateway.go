@@ -59,6 +59,8 @@ type gatewayState struct {
 	listenerSets map[nsName]*gatewayv1.ListenerSet
 	// namespaces are the labels of the Namespaces watched (a Selector listener reads them).
 	namespaces map[string]map[string]string
+	// pol are the BackendTLSPolicies and their ConfigMaps (backendtlspolicy.go).
+	pol policyState
 
 	// What depends on what.
 	classUsers  index[string, nsName]        // GatewayClass -> Gateways naming it
@@ -97,7 +99,7 @@ func newGatewayState() gatewayState {
 		hostUsers: newIndex[string, string](), hostLost: map[string]map[string]string{},
 		listenerSets: map[nsName]*gatewayv1.ListenerSet{}, setsOf: newIndex[nsName, nsName](), setRoutes: newIndex[nsName, nsName](),
 		lhosts: map[proxyListener]map[string]int{}, lhBefore: map[lhKey]int{},
-		gwOut: map[nsName]*gatewayOut{}, routeOut: map[nsName]*routeOut{},
+		gwOut: map[nsName]*gatewayOut{}, routeOut: map[nsName]*routeOut{}, pol: newPolicyState(),
 		dirtyGateways: set[nsName]{}, dirtyRoutes: set[nsName]{}, statusDirty: set[string]{},
 	}
 }
@@ -276,6 +278,10 @@ func (t *Translator) setGateway(obj any) {
 		g.dirtyRoutes.add(k)
 	case *gatewayv1.ListenerSet:
 		t.setListenerSet(nsName{o.Namespace, o.Name}, o)
+	case *gatewayv1.BackendTLSPolicy:
+		t.setPolicy(nsName{o.Namespace, o.Name}, o)
+	case *corev1.ConfigMap:
+		t.setConfigMap(nsName{o.Namespace, o.Name}, o)
 	case *gatewayv1.ReferenceGrant:
 		if g.grants[o.Namespace] == nil {
 			g.grants[o.Namespace] = map[string]contract.Grant{}
@@ -305,6 +311,10 @@ func (t *Translator) removeGateway(obj any) {
 		g.dirtyRoutes.add(k)
 	case *gatewayv1.ListenerSet:
 		t.setListenerSet(nsName{o.Namespace, o.Name}, nil)
+	case *gatewayv1.BackendTLSPolicy:
+		t.setPolicy(nsName{o.Namespace, o.Name}, nil)
+	case *corev1.ConfigMap:
+		t.setConfigMap(nsName{o.Namespace, o.Name}, nil)
 	case *gatewayv1.ReferenceGrant:
 		delete(g.grants[o.Namespace], o.Name)
 		if len(g.grants[o.Namespace]) == 0 {
@@ -549,6 +559,7 @@ func (t *Translator) retranslateRoute(k nsName) {
 	for _, s := range out.services {
 		g.svcUsers.add(s, k)
 	}
+	t.routeServicesChanged(out.services)
 	for _, ns := range out.grantNs {
 		g.grantRoutes.add(ns, k)
 	}
@@ -560,6 +571,7 @@ func (t *Translator) retranslateRoute(k nsName) {
 		t.dirtyHosts.add(h)
 	}
 	for _, r := range out.refs {
+		t.setBackendTLS(r.name, r.tls)
 		if !t.backendUsers.has(r.name) {
 			t.rebuildBackend(r.name)
 		}
@@ -581,6 +593,7 @@ func (t *Translator) unindexRoute(k nsName, out *routeOut) {
 	for _, s := range out.services {
 		g.svcUsers.remove(s, k)
 	}
+	t.routeServicesChanged(out.services)
 	for _, ns := range out.grantNs {
 		g.grantRoutes.remove(ns, k)
 	}
@@ -1040,7 +1053,7 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 	// resolve leaves the rule answering 500, never serving it unasked.
 	authFailed := false
 	if authRef != nil {
-		if name := t.routeBackend(out, gatewayv1.BackendRef{BackendObjectReference: authRef.BackendRef}, authField, unresolved); name != "" {
+		if name := t.routeBackend(out, gatewayv1.BackendRef{BackendObjectReference: authRef.BackendRef}, authField, unresolved, false); name != "" {
 			authCfg.Backend, tmpl.ExternalAuth = name, authCfg
 		} else {
 			authFailed = true
@@ -1062,7 +1075,7 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 			if err := contract.CheckRoute(&configv1.Route{RequestHeaders: reqHeaders}); err != nil {
 				return drop("UnsupportedValue", fmt.Sprintf("backendRefs[%d].filters: %v", bi, err))
 			}
-			name := t.routeBackend(out, br.BackendRef, bfield, unresolved)
+			name := t.routeBackend(out, br.BackendRef, bfield, unresolved, true)
 			weight := int32(1)
 			if br.Weight != nil {
 				weight = *br.Weight
@@ -1088,7 +1101,7 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 		// the rule is served without it.
 		for _, m := range mirrorRefs {
 			mfield := fmt.Sprintf("%s.filters[%d].requestMirror.backendRef", field, m.fi)
-			if name := t.routeBackend(out, gatewayv1.BackendRef{BackendObjectReference: m.ref}, mfield, unresolved); name != "" {
+			if name := t.routeBackend(out, gatewayv1.BackendRef{BackendObjectReference: m.ref}, mfield, unresolved, false); name != "" {
 				tmpl.Mirrors = append(tmpl.Mirrors, &configv1.Mirror{Backend: name, Numerator: m.share.Numerator, Denominator: m.share.Denominator})
 			}
 		}
@@ -1243,8 +1256,11 @@ func pathModifier(p *gatewayv1.HTTPPathModifier) (*configv1.PathModifier, bool, 
 }
 
 // routeBackend resolves a backendRef to a backend name ("" when refused: the reference is
-// reported through unresolved and gets no traffic).
-func (t *Translator) routeBackend(out *routeOut, br gatewayv1.BackendRef, field string, unresolved func(field, reason, msg string)) string {
+// reported through unresolved and gets no traffic). With policies, a BackendTLSPolicy that
+// governs the Service port makes the backend its own (policyBackend); one that cannot be used
+// makes it "" without a route condition: the policy's status says why, and the share is
+// answered 500, as the Gateway API asks.
+func (t *Translator) routeBackend(out *routeOut, br gatewayv1.BackendRef, field string, unresolved func(field, reason, msg string), policies bool) string {
 	rt := out.rt
 	group, kind := "", "Service"
 	if br.Group != nil {
@@ -1283,19 +1299,29 @@ func (t *Translator) routeBackend(out *routeOut, br gatewayv1.BackendRef, field 
 		unresolved(field+".port", "BackendNotFound", fmt.Sprintf("backendRef to Service %s/%s has no port", ns, sk.name))
 		return ""
 	}
-	found := false
-	for _, p := range svc.Spec.Ports {
-		if p.Port == *br.Port {
-			found = true
+	var port *corev1.ServicePort
+	for i := range svc.Spec.Ports {
+		if svc.Spec.Ports[i].Port == *br.Port {
+			port = &svc.Spec.Ports[i]
 			break
 		}
 	}
-	if !found {
+	if port == nil {
 		unresolved(field+".port", "BackendNotFound", fmt.Sprintf("Service %s/%s has no port %d", ns, sk.name, *br.Port))
 		return ""
 	}
 	name := backendName(ns, sk.name, *br.Port)
-	out.refs = append(out.refs, backendRef{name: name, field: field})
+	var bt *configv1.BackendTLS
+	if policies {
+		pname, pbt, ok := t.policyBackend(sk, *port)
+		if !ok {
+			return ""
+		}
+		if pname != "" {
+			name, bt = pname, pbt
+		}
+	}
+	out.refs = append(out.refs, backendRef{name: name, field: field, tls: bt})
 	return name
 }
 

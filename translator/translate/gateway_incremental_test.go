@@ -43,10 +43,51 @@ func (u *universe) gatewayObject(k int) any {
 	case 2:
 		return u.httpRoute()
 	}
-	if u.r.IntN(2) == 0 {
+	switch u.r.IntN(4) {
+	case 0:
 		return u.listenerSet()
+	case 1:
+		return u.backendTLSPolicy()
+	case 2:
+		return u.caConfigMap()
 	}
 	return u.grant()
+}
+
+// uPolicies and uCAs are the BackendTLSPolicies' and their ConfigMaps' names.
+var (
+	uPolicies = []string{"p0", "p1"}
+	uCAs      = []string{"ca0", "ca1"}
+)
+
+// backendTLSPolicy returns a policy on a Service of the pool (the whole Service or one port),
+// trusting ConfigMaps of the pool or the system's certificates.
+func (u *universe) backendTLSPolicy() *gatewayv1.BackendTLSPolicy {
+	p := &gatewayv1.BackendTLSPolicy{ObjectMeta: u.meta(u.pick(uNamespaces), u.pick(uPolicies))}
+	p.Generation = int64(1 + u.r.IntN(3))
+	ref := gatewayv1.LocalPolicyTargetReferenceWithSectionName{LocalPolicyTargetReference: gatewayv1.LocalPolicyTargetReference{Kind: "Service", Name: gatewayv1.ObjectName(u.pick(uServices))}}
+	if u.r.IntN(2) == 0 {
+		ref.SectionName = ptr.To(gatewayv1.SectionName(u.pick([]string{"http", "grpc"})))
+	}
+	p.Spec.TargetRefs = []gatewayv1.LocalPolicyTargetReferenceWithSectionName{ref}
+	p.Spec.Validation.Hostname = "backend.internal"
+	if u.r.IntN(4) == 0 {
+		p.Spec.Validation.WellKnownCACertificates = ptr.To(gatewayv1.WellKnownCACertificatesSystem)
+	} else {
+		for range 1 + u.r.IntN(2) {
+			p.Spec.Validation.CACertificateRefs = append(p.Spec.Validation.CACertificateRefs, gatewayv1.LocalObjectReference{Kind: "ConfigMap", Name: gatewayv1.ObjectName(u.pick(uCAs))})
+		}
+	}
+	return p
+}
+
+// caConfigMap returns a ConfigMap of the pool whose ca.crt is a certificate, or not one.
+func (u *universe) caConfigMap() *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{ObjectMeta: u.meta(u.pick(uNamespaces), u.pick(uCAs)), Data: map[string]string{"ca.crt": string(u.certs[0])}}
+	if u.r.IntN(4) == 0 {
+		cm.Data["ca.crt"] = "not a certificate"
+	}
+	return cm
 }
 
 // uListenerSets are the ListenerSets' names: a route may name one that is not there.

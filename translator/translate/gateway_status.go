@@ -28,7 +28,7 @@ func GatewayStatuses(in Input, opts Options) []*watchv1.GatewayAPIStatus {
 	return out
 }
 
-var kindRank = map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3}
+var kindRank = map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3, "BackendTLSPolicy": 4}
 
 // LessObjectKey orders Gateway API object keys: GatewayClasses, Gateways, HTTPRoutes, each by
 // namespace and name.
@@ -74,6 +74,11 @@ func (t *Translator) GatewayStatusKeys() []*watchv1.ObjectKey {
 			out = append(out, &watchv1.ObjectKey{Kind: "HTTPRoute", Namespace: k.ns, Name: k.name})
 		}
 	}
+	for k := range t.gw.pol.policies {
+		if _, ancestors := t.policyStatus(k); len(ancestors) > 0 {
+			out = append(out, &watchv1.ObjectKey{Kind: "BackendTLSPolicy", Namespace: k.ns, Name: k.name})
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return LessObjectKey(out[i], out[j]) })
 	return out
 }
@@ -104,7 +109,7 @@ var SupportedFeatures = []string{
 	"HTTPRoutePathRedirect", "HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
 	"HTTPRouteRequestMirror", "HTTPRouteRequestMultipleMirrors", "HTTPRouteRequestPercentageMirror",
 	"HTTPRouteRequestTimeout", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
-	"ListenerSet", "ReferenceGrant",
+	"ListenerSet", "ReferenceGrant", "BackendTLSPolicy", "BackendTLSPolicySANValidation",
 }
 
 // Features are the Gateway API features a translator with opts declares, sorted: the
@@ -215,6 +220,12 @@ func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBal
 			}
 			st.Parents = append(st.Parents, &watchv1.RouteParentStatus{ParentRef: ref, Conditions: t.crossAPIConditions(httpRouteKey(k), p, o.rt.Generation)})
 		}
+	case "BackendTLSPolicy":
+		p, ancestors := t.policyStatus(k)
+		if len(ancestors) == 0 {
+			return nil
+		}
+		st.Uid, st.Parents = string(p.UID), ancestors
 	default:
 		return nil
 	}

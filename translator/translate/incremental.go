@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"google.golang.org/protobuf/proto"
 	"iter"
 	"net"
 	"sort"
@@ -454,9 +455,7 @@ func (t *Translator) index(k nsName, lo *ingressOut) {
 		t.dirtyHosts.add(h)
 	}
 	for _, r := range lo.refs {
-		if r.tls != nil {
-			t.backendTLS[r.name] = r.tls // the one Ingress of such a name sets it before it is built
-		}
+		t.setBackendTLS(r.name, r.tls)
 		if !t.backendUsers.has(r.name) {
 			t.rebuildBackend(r.name)
 		}
@@ -903,6 +902,23 @@ func (t *Translator) rebuildBackend(name string) {
 		}
 	}
 	t.dirtyBackends.add(name)
+}
+
+// setBackendTLS records bt (nil: none) as the TLS settings of backend name, which every
+// object referring to the name gives alike (they come from the name's Ingress or policy);
+// a backend built already is built again when they changed.
+func (t *Translator) setBackendTLS(name string, bt *configv1.BackendTLS) {
+	if bt == nil {
+		return
+	}
+	if old, ok := t.backendTLS[name]; ok && proto.Equal(old, bt) {
+		return
+	}
+	t.backendTLS[name] = bt
+	if t.backendUsers.has(name) {
+		delete(t.rebuilt, name)
+		t.rebuildBackend(name)
+	}
 }
 
 func (t *Translator) dropBackend(name string) {

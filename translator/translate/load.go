@@ -69,6 +69,10 @@ func (in *Input) add(obj any) string {
 		in.ReferenceGrants = append(in.ReferenceGrants, o)
 	case *gatewayv1.ListenerSet:
 		in.ListenerSets = append(in.ListenerSets, o)
+	case *gatewayv1.BackendTLSPolicy:
+		in.BackendTLSPolicies = append(in.BackendTLSPolicies, o)
+	case *corev1.ConfigMap:
+		in.ConfigMaps = append(in.ConfigMaps, o)
 	case *gatewayv1beta1.ReferenceGrant:
 		in.ReferenceGrants = append(in.ReferenceGrants, (*gatewayv1.ReferenceGrant)(o))
 	case *corev1.Namespace:
@@ -102,7 +106,8 @@ func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReade
 // objects returns every object of the input.
 func (in *Input) objects() []any {
 	out := make([]any, 0, len(in.Ingresses)+len(in.IngressClasses)+len(in.Services)+len(in.EndpointSlices)+len(in.Secrets)+
-		len(in.GatewayClasses)+len(in.Gateways)+len(in.HTTPRoutes)+len(in.ReferenceGrants)+len(in.ListenerSets)+len(in.Namespaces))
+		len(in.GatewayClasses)+len(in.Gateways)+len(in.HTTPRoutes)+len(in.ReferenceGrants)+len(in.ListenerSets)+len(in.Namespaces)+
+		len(in.BackendTLSPolicies)+len(in.ConfigMaps))
 	for _, o := range in.Namespaces {
 		out = append(out, o)
 	}
@@ -116,6 +121,12 @@ func (in *Input) objects() []any {
 		out = append(out, o)
 	}
 	for _, o := range in.Secrets {
+		out = append(out, o)
+	}
+	for _, o := range in.ConfigMaps {
+		out = append(out, o)
+	}
+	for _, o := range in.BackendTLSPolicies {
 		out = append(out, o)
 	}
 	for _, o := range in.Ingresses {

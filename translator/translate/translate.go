@@ -126,6 +126,10 @@ type Input struct {
 	// Namespaces are read for their labels only: a Gateway listener may admit routes from
 	// the namespaces its selector matches.
 	Namespaces []*corev1.Namespace
+	// BackendTLSPolicies make HTTPRoutes speak TLS to the Services they target, trusting the
+	// ca.crt of ConfigMaps.
+	BackendTLSPolicies []*gatewayv1.BackendTLSPolicy
+	ConfigMaps         []*corev1.ConfigMap
 }
 
 // Translate builds the config for in.

@@ -20,11 +20,13 @@ const (
 	KindGateway      = "Gateway"
 	KindHTTPRoute    = "HTTPRoute"
 	KindListenerSet  = "ListenerSet"
+	// KindBackendTLSPolicy's status is its ancestors: one per Gateway (PolicyAncestorStatus).
+	KindBackendTLSPolicy = "BackendTLSPolicy"
 )
 
 // gatewayResources are the resources of the kinds above, for the status subresource's URL.
 var gatewayResources = map[string]string{KindGatewayClass: "gatewayclasses", KindGateway: "gateways", KindHTTPRoute: "httproutes",
-	KindListenerSet: "listenersets"}
+	KindListenerSet: "listenersets", KindBackendTLSPolicy: "backendtlspolicies"}
 
 // objKey names an object on the work queue: kind is empty for an Ingress, else a Gateway API
 // kind (namespace empty for a GatewayClass).
@@ -56,6 +58,7 @@ type gatewayObject struct {
 	gw      *gwv1.Gateway
 	route   *gwv1.HTTPRoute
 	ls      *gwv1.ListenerSet
+	policy  *gwv1.BackendTLSPolicy
 }
 
 func (o *gatewayObject) gvr(kind string) schema.GroupVersionResource {
@@ -87,6 +90,10 @@ func decodeGateway(kind, version string, contentType string, raw []byte) (*gatew
 		o.ls = &gwv1.ListenerSet{}
 		err = json.Unmarshal(raw, o.ls)
 		o.meta = &o.ls.ObjectMeta
+	case KindBackendTLSPolicy:
+		o.policy = &gwv1.BackendTLSPolicy{}
+		err = json.Unmarshal(raw, o.policy)
+		o.meta = &o.policy.ObjectMeta
 	default:
 		return nil, fmt.Errorf("kind %q is not one whose status is written", kind)
 	}
@@ -199,6 +206,8 @@ func chooseGatewayReport(reports map[string]gatewaySourceReport, translatorClass
 //   - HTTPRoute: status.parents entries whose controllerName is ours are replaced by the
 //     reported ones (controllerName ours), after every other controller's, which are kept as
 //     they are. Released (no source reports it any more): ours are removed.
+//   - BackendTLSPolicy: the same with status.ancestors (the reported parents are its
+//     ancestors, the Gateways of ours whose routes it governs).
 //   - Released GatewayClass or Gateway: the status is left as it is (as Contour and Envoy
 //     Gateway do): another controller may own it by now, or nobody will keep it current.
 //   - A condition keeps the object's lastTransitionTime for its type when its status did not
@@ -225,6 +234,14 @@ func decideGatewayReport(in gatewayInput, r *watchv1.GatewayAPIStatus, refused b
 				return gatewayDecision{why: whyEqual}
 			}
 			return gatewayDecision{write: true, status: map[string]any{"parents": nonNilParents(next)}}
+		}
+		if in.released && in.kind == KindBackendTLSPolicy {
+			cur := in.obj.policy.Status.Ancestors
+			next := othersAncestors(cur, in.controller)
+			if len(next) == len(cur) {
+				return gatewayDecision{why: whyEqual}
+			}
+			return gatewayDecision{write: true, status: map[string]any{"ancestors": nonNilAncestors(next)}}
 		}
 		if in.released {
 			return gatewayDecision{why: whyLeftAsIs}
@@ -318,8 +335,53 @@ func decideGatewayReport(in gatewayInput, r *watchv1.GatewayAPIStatus, refused b
 			return gatewayDecision{why: whyEqual}
 		}
 		return gatewayDecision{write: true, status: map[string]any{"parents": nonNilParents(next)}}
+	case KindBackendTLSPolicy:
+		cur := in.obj.policy.Status.Ancestors
+		next := othersAncestors(cur, in.controller)
+		for _, p := range r.GetParents() {
+			ref := parentRefOf(p.GetParentRef())
+			var old []metav1.Condition
+			for _, c := range cur {
+				if string(c.ControllerName) == in.controller && equality.Semantic.DeepEqual(c.AncestorRef, ref) {
+					old = c.Conditions
+					break
+				}
+			}
+			next = append(next, gwv1.PolicyAncestorStatus{AncestorRef: ref, ControllerName: gwv1.GatewayController(in.controller),
+				Conditions: conditionsOf(p.GetConditions(), old, in.now)})
+		}
+		if len(next) > maxPolicyAncestors {
+			// The API keeps at most 16; ours come after every other controller's, so ours are cut.
+			next = next[:maxPolicyAncestors]
+		}
+		if equality.Semantic.DeepEqual(emptyNil(next), emptyNil(cur)) {
+			return gatewayDecision{why: whyEqual}
+		}
+		return gatewayDecision{write: true, status: map[string]any{"ancestors": nonNilAncestors(next)}}
 	}
 	return gatewayDecision{why: fmt.Sprintf("kind %q", in.kind)}
+}
+
+// maxPolicyAncestors is the most entries a policy's status.ancestors holds (the CRD's bound).
+const maxPolicyAncestors = 16
+
+// othersAncestors are the entries of ancestors that another controller owns, in their order.
+func othersAncestors(ancestors []gwv1.PolicyAncestorStatus, controller string) []gwv1.PolicyAncestorStatus {
+	var out []gwv1.PolicyAncestorStatus
+	for _, a := range ancestors {
+		if string(a.ControllerName) != controller {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// nonNilAncestors: status.ancestors is required, so an empty list is written as [].
+func nonNilAncestors(a []gwv1.PolicyAncestorStatus) []gwv1.PolicyAncestorStatus {
+	if a == nil {
+		return []gwv1.PolicyAncestorStatus{}
+	}
+	return a
 }
 
 // othersParents are the entries of parents that another controller owns, in their order.

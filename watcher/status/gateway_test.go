@@ -96,6 +96,15 @@ func parent(controller, gw, section string, conds ...metav1.Condition) gwv1.Rout
 	return gwv1.RouteParentStatus{ParentRef: ref, ControllerName: gwv1.GatewayController(controller), Conditions: conds}
 }
 
+// policy is a BackendTLSPolicy of namespace ns showing ancestors (the parents' fields).
+func policy(ancestors ...gwv1.RouteParentStatus) *gwv1.BackendTLSPolicy {
+	p := &gwv1.BackendTLSPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u-p", ResourceVersion: "1"}}
+	for _, a := range ancestors {
+		p.Status.Ancestors = append(p.Status.Ancestors, gwv1.PolicyAncestorStatus{AncestorRef: a.ParentRef, ControllerName: a.ControllerName, Conditions: a.Conditions})
+	}
+	return p
+}
+
 func report(kind, ns, name, uid string) *watchv1.GatewayAPIStatus {
 	return &watchv1.GatewayAPIStatus{Key: &watchv1.ObjectKey{Kind: kind, Namespace: ns, Name: name}, Uid: uid, ControllerName: ours}
 }
@@ -117,6 +126,12 @@ func TestDecideGatewayStatus(t *testing.T) {
 		r := report(KindHTTPRoute, "ns", "r", "u-r")
 		r.Parents = []*watchv1.RouteParentStatus{{ParentRef: &watchv1.ParentReference{Name: "gw", SectionName: "http"},
 			Conditions: []*watchv1.Condition{wcond("Accepted", status, "Accepted", 2), wcond("ResolvedRefs", "True", "ResolvedRefs", 2)}}}
+		return r
+	}
+	policyReport := func() *watchv1.GatewayAPIStatus {
+		r := report(KindBackendTLSPolicy, "ns", "p", "u-p")
+		r.Parents = []*watchv1.RouteParentStatus{{ParentRef: &watchv1.ParentReference{Group: GatewayGroup, Kind: "Gateway", Namespace: "ns", Name: "gw"},
+			Conditions: []*watchv1.Condition{wcond("Accepted", "True", "Accepted", 1), wcond("ResolvedRefs", "True", "ResolvedRefs", 1)}}}
 		return r
 	}
 	gwReport := func(manage bool) *watchv1.GatewayAPIStatus {
@@ -239,6 +254,21 @@ func TestDecideGatewayStatus(t *testing.T) {
 	}, {
 		name: "ReleasedRouteOfOursAloneGetsAnEmptyList", kind: KindHTTPRoute, released: true,
 		obj: route(parent(ours, "gw", "", cond("Accepted", "True", "Accepted", 2, then))), wantStatus: `{"parents":[]}`,
+	}, {
+		// A BackendTLSPolicy's ancestors are decided as a route's parents.
+		name: "PolicyAncestorsOfAnotherControllerKept", kind: KindBackendTLSPolicy, obj: policy(theirParent), report: policyReport(),
+		wantStatus: `{"ancestors":[{"ancestorRef":{"group":"gateway.networking.k8s.io","kind":"Gateway","name":"other-gw"},"controllerName":"example.com/other-controller",` +
+			`"conditions":[{"type":"Accepted","status":"True","observedGeneration":7,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Accepted","message":"Accepted"}]},` +
+			`{"ancestorRef":{"group":"gateway.networking.k8s.io","kind":"Gateway","namespace":"ns","name":"gw"},"controllerName":"sluice.io/gateway-controller",` +
+			`"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"Accepted","message":"Accepted"},` +
+			`{"type":"ResolvedRefs","status":"True","observedGeneration":1,"lastTransitionTime":"2030-06-07T08:09:10Z","reason":"ResolvedRefs","message":"ResolvedRefs"}]}]}`,
+	}, {
+		name: "ReleasedPolicyLosesOurAncestorsOnly", kind: KindBackendTLSPolicy, released: true,
+		obj: policy(parent(ours, "gw", "", cond("Accepted", "True", "Accepted", 1, then)), theirParent),
+		wantStatus: `{"ancestors":[{"ancestorRef":{"group":"gateway.networking.k8s.io","kind":"Gateway","name":"other-gw"},"controllerName":"example.com/other-controller",` +
+			`"conditions":[{"type":"Accepted","status":"True","observedGeneration":7,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Accepted","message":"Accepted"}]}]}`,
+	}, {
+		name: "ReleasedPolicyWithoutOursIsEqual", kind: KindBackendTLSPolicy, released: true, obj: policy(theirParent), wantWhy: whyEqual,
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
