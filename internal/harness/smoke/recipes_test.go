@@ -4,9 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 
 	"k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -132,4 +138,94 @@ func TestGuideRecipesAreAcceptedByTheAPIServerAndTranslate(t *testing.T) {
 	if n < 5 {
 		t.Fatalf("found %d YAML recipes in the guides; the pattern no longer matches them", n)
 	}
+}
+
+// goldenResources maps the kinds of the translator's golden cases to their resources.
+var goldenResources = map[string]schema.GroupVersionResource{
+	"Secret":           {Version: "v1", Resource: "secrets"},
+	"ConfigMap":        {Version: "v1", Resource: "configmaps"},
+	"Namespace":        {Version: "v1", Resource: "namespaces"},
+	"EndpointSlice":    {Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"},
+	"ReferenceGrant":   {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "referencegrants"},
+	"ListenerSet":      {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "listenersets"},
+	"BackendTLSPolicy": {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "backendtlspolicies"},
+}
+
+// refusedMark starts a comment in a golden case's document whose object the apiserver refuses
+// on purpose: it shows the translator handling what validation would stop (an older CRD, an
+// experimental field), and the comment says what.
+const refusedMark = "# refused by the apiserver:"
+
+// docs/translation.md's examples are the translator's golden cases (each rule names its
+// golden): every object of every case is one the real apiserver accepts as written, checked
+// by a server-side dry run (so its validation, the Gateway API CRDs' schemas and rules
+// included, has its say without the cases' objects ever meeting), in the namespaces the
+// cases name; a document marked refusedMark must be refused, so that the mark cannot go
+// stale. What the goldens translate is replayed through both Caddy targets by pusher's
+// TestCaddyRoutesEveryGoldenCaseLikeTheReference.
+func TestGoldenCasesAreAcceptedByTheAPIServer(t *testing.T) {
+	c := testenv.SharedCluster(t)
+	testenv.InstallGatewayAPICRDs(t, c)
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := filepath.Glob(filepath.Join(root, "translator", "translate", "testdata", "*.yaml"))
+	if err != nil || len(cases) < 20 {
+		t.Fatalf("golden cases: %v (%d found)", err, len(cases))
+	}
+	dyn := c.Dynamic()
+	ctx := context.Background()
+	namespaces := map[string]bool{}
+	separator := regexp.MustCompile(`(?m)^---\s*$`)
+	accepted, refused := 0, 0
+	for _, path := range cases {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, doc := range separator.Split(string(data), -1) {
+			var u unstructured.Unstructured
+			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+				t.Fatalf("%s: document %d does not decode: %v", filepath.Base(path), i+1, err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			what := fmt.Sprintf("%s: document %d, %s %s/%s", filepath.Base(path), i+1, u.GetKind(), u.GetNamespace(), u.GetName())
+			gvr, ok := recipeResources[u.GetKind()]
+			if !ok {
+				if gvr, ok = goldenResources[u.GetKind()]; !ok {
+					t.Fatalf("%s: kind %s is not one the test knows", what, u.GetKind())
+				}
+			}
+			gvr.Version = u.GroupVersionKind().Version // a ReferenceGrant may be v1beta1
+			var ri dynamic.ResourceInterface = dyn.Resource(gvr)
+			if ns := u.GetNamespace(); ns != "" {
+				if !namespaces[ns] {
+					_, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+					if err != nil && !errors.IsAlreadyExists(err) {
+						t.Fatal(err)
+					}
+					namespaces[ns] = true
+				}
+				ri = dyn.Resource(gvr).Namespace(ns)
+			}
+			_, err := ri.Create(ctx, &u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if errors.IsAlreadyExists(err) {
+				err = nil // a Namespace of the case that the test created: valid
+			}
+			switch marked := strings.Contains(doc, refusedMark); {
+			case marked && err == nil:
+				t.Errorf("%s: marked refused by the apiserver, but it is accepted: remove the mark", what)
+			case marked:
+				refused++
+			case err != nil:
+				t.Errorf("%s: the apiserver refuses it: %v", what, err)
+			default:
+				accepted++
+			}
+		}
+	}
+	t.Logf("%d objects of %d golden cases accepted, %d refused as marked", accepted, len(cases), refused)
 }
