@@ -237,7 +237,7 @@ func TestRateLimitDoesNotCountRedirectsOrPreflights(t *testing.T) {
 	rt := func(path string) *configv1.Route {
 		return &configv1.Route{Name: path, Path: &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: path},
 			RateLimit: l, Backends: []*configv1.WeightedBackend{{Backend: "b", Weight: 1}},
-			Cors:      &configv1.Cors{AllowOrigins: []string{"*"}, AllowMethods: []string{"GET"}}}
+			Cors: &configv1.Cors{AllowOrigins: []string{"*"}, AllowMethods: []string{"GET"}}}
 	}
 	moved := rt("/old")
 	moved.Backends, moved.Redirect = nil, &configv1.Redirect{Location: "https://example.org/new", StatusCode: 301}
