@@ -1,9 +1,11 @@
 package translate
 
 import (
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -192,6 +194,66 @@ func TestMigrationGuideListsEveryAnnotation(t *testing.T) {
 			t.Errorf("the migration guide's table does not list %s", name)
 		}
 	}
+	// Each row names what proves it: golden cases that use one of its annotations, and
+	// tests that exist.
+	tests := testNames(t, "../..")
+	rows := regexp.MustCompile("(?m)^\\| `.*\\|$").FindAllString(string(doc), -1)
+	if len(rows) < 30 {
+		t.Fatalf("found %d rows in the migration guide's table", len(rows))
+	}
+	for _, row := range rows {
+		cells := strings.Split(strings.Trim(row, "| "), " | ")
+		annotations := regexp.MustCompile("`([a-z0-9-]+)`").FindAllStringSubmatch(cells[0], -1)
+		proof := cells[len(cells)-1]
+		goldens := regexp.MustCompile("golden `([a-z0-9-]+)`").FindAllStringSubmatch(proof, -1)
+		named := regexp.MustCompile("`(Test[A-Za-z0-9]+)`").FindAllStringSubmatch(proof, -1)
+		if len(goldens)+len(named) == 0 {
+			t.Errorf("row %q names no golden case nor test that proves it", cells[0])
+		}
+		for _, g := range goldens {
+			data, err := os.ReadFile(filepath.Join("testdata", g[1]+".yaml"))
+			if err != nil {
+				t.Errorf("row %q: golden %s: %v", cells[0], g[1], err)
+				continue
+			}
+			uses := false
+			for _, a := range annotations {
+				uses = uses || strings.Contains(string(data), NginxAnnotationPrefix+a[1]+":")
+			}
+			if !uses {
+				t.Errorf("row %q: golden %s uses none of its annotations", cells[0], g[1])
+			}
+		}
+		for _, n := range named {
+			if !tests[n[1]] {
+				t.Errorf("row %q: no test %s", cells[0], n[1])
+			}
+		}
+	}
+}
+
+// testNames are the names of the test functions under root.
+func testNames(t *testing.T, root string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	re := regexp.MustCompile(`(?m)^func (Test[A-Za-z0-9_]+)\(`)
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			out[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // docs/translation.md, "TLS": --default-certificate's Secret is the catch-all's certificate
