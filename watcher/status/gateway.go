@@ -229,19 +229,17 @@ func decideGatewayReport(in gatewayInput, r *watchv1.GatewayAPIStatus, refused b
 	if r == nil {
 		if in.released && in.kind == KindHTTPRoute {
 			cur := in.obj.route.Status.Parents
-			next := othersParents(cur, in.controller)
-			if len(next) == len(cur) {
-				return gatewayDecision{why: whyEqual}
+			if next := mergeOurs(cur, nil, in.controller, in.now, routeParent); len(next) != len(cur) {
+				return gatewayDecision{write: true, status: map[string]any{"parents": nonNil(next)}}
 			}
-			return gatewayDecision{write: true, status: map[string]any{"parents": nonNilParents(next)}}
+			return gatewayDecision{why: whyEqual}
 		}
 		if in.released && in.kind == KindBackendTLSPolicy {
 			cur := in.obj.policy.Status.Ancestors
-			next := othersAncestors(cur, in.controller)
-			if len(next) == len(cur) {
-				return gatewayDecision{why: whyEqual}
+			if next := mergeOurs(cur, nil, in.controller, in.now, policyAncestor); len(next) != len(cur) {
+				return gatewayDecision{write: true, status: map[string]any{"ancestors": nonNil(next)}}
 			}
-			return gatewayDecision{write: true, status: map[string]any{"ancestors": nonNilAncestors(next)}}
+			return gatewayDecision{why: whyEqual}
 		}
 		if in.released {
 			return gatewayDecision{why: whyLeftAsIs}
@@ -318,38 +316,14 @@ func decideGatewayReport(in gatewayInput, r *watchv1.GatewayAPIStatus, refused b
 		return gatewayDecision{write: true, status: map[string]any{"conditions": nilIfEmpty(conds), "listeners": nilIfEmpty(listeners)}}
 	case KindHTTPRoute:
 		cur := in.obj.route.Status.Parents
-		next := othersParents(cur, in.controller)
-		for _, p := range r.GetParents() {
-			ref := parentRefOf(p.GetParentRef())
-			var old []metav1.Condition
-			for _, c := range cur {
-				if string(c.ControllerName) == in.controller && equality.Semantic.DeepEqual(c.ParentRef, ref) {
-					old = c.Conditions
-					break
-				}
-			}
-			next = append(next, gwv1.RouteParentStatus{ParentRef: ref, ControllerName: gwv1.GatewayController(in.controller),
-				Conditions: conditionsOf(p.GetConditions(), old, in.now)})
-		}
+		next := mergeOurs(cur, r.GetParents(), in.controller, in.now, routeParent)
 		if equality.Semantic.DeepEqual(emptyNil(next), emptyNil(cur)) {
 			return gatewayDecision{why: whyEqual}
 		}
-		return gatewayDecision{write: true, status: map[string]any{"parents": nonNilParents(next)}}
+		return gatewayDecision{write: true, status: map[string]any{"parents": nonNil(next)}}
 	case KindBackendTLSPolicy:
 		cur := in.obj.policy.Status.Ancestors
-		next := othersAncestors(cur, in.controller)
-		for _, p := range r.GetParents() {
-			ref := parentRefOf(p.GetParentRef())
-			var old []metav1.Condition
-			for _, c := range cur {
-				if string(c.ControllerName) == in.controller && equality.Semantic.DeepEqual(c.AncestorRef, ref) {
-					old = c.Conditions
-					break
-				}
-			}
-			next = append(next, gwv1.PolicyAncestorStatus{AncestorRef: ref, ControllerName: gwv1.GatewayController(in.controller),
-				Conditions: conditionsOf(p.GetConditions(), old, in.now)})
-		}
+		next := mergeOurs(cur, r.GetParents(), in.controller, in.now, policyAncestor)
 		if len(next) > maxPolicyAncestors {
 			// The API keeps at most 16; ours come after every other controller's, so ours are cut.
 			next = next[:maxPolicyAncestors]
@@ -357,7 +331,7 @@ func decideGatewayReport(in gatewayInput, r *watchv1.GatewayAPIStatus, refused b
 		if equality.Semantic.DeepEqual(emptyNil(next), emptyNil(cur)) {
 			return gatewayDecision{why: whyEqual}
 		}
-		return gatewayDecision{write: true, status: map[string]any{"ancestors": nonNilAncestors(next)}}
+		return gatewayDecision{write: true, status: map[string]any{"ancestors": nonNil(next)}}
 	}
 	return gatewayDecision{why: fmt.Sprintf("kind %q", in.kind)}
 }
@@ -365,42 +339,65 @@ func decideGatewayReport(in gatewayInput, r *watchv1.GatewayAPIStatus, refused b
 // maxPolicyAncestors is the most entries a policy's status.ancestors holds (the CRD's bound).
 const maxPolicyAncestors = 16
 
-// othersAncestors are the entries of ancestors that another controller owns, in their order.
-func othersAncestors(ancestors []gwv1.PolicyAncestorStatus, controller string) []gwv1.PolicyAncestorStatus {
-	var out []gwv1.PolicyAncestorStatus
-	for _, a := range ancestors {
-		if string(a.ControllerName) != controller {
-			out = append(out, a)
+// entry is how mergeOurs reads and makes one entry of a status list whose entries name a
+// parent and a controller: a route's status.parents, a policy's status.ancestors.
+type entry[T any] struct {
+	ref   func(T) gwv1.ParentReference
+	owner func(T) gwv1.GatewayController
+	conds func(T) []metav1.Condition
+	make  func(gwv1.ParentReference, gwv1.GatewayController, []metav1.Condition) T
+}
+
+var (
+	routeParent = entry[gwv1.RouteParentStatus]{
+		ref:   func(p gwv1.RouteParentStatus) gwv1.ParentReference { return p.ParentRef },
+		owner: func(p gwv1.RouteParentStatus) gwv1.GatewayController { return p.ControllerName },
+		conds: func(p gwv1.RouteParentStatus) []metav1.Condition { return p.Conditions },
+		make: func(r gwv1.ParentReference, c gwv1.GatewayController, cs []metav1.Condition) gwv1.RouteParentStatus {
+			return gwv1.RouteParentStatus{ParentRef: r, ControllerName: c, Conditions: cs}
+		},
+	}
+	policyAncestor = entry[gwv1.PolicyAncestorStatus]{
+		ref:   func(a gwv1.PolicyAncestorStatus) gwv1.ParentReference { return a.AncestorRef },
+		owner: func(a gwv1.PolicyAncestorStatus) gwv1.GatewayController { return a.ControllerName },
+		conds: func(a gwv1.PolicyAncestorStatus) []metav1.Condition { return a.Conditions },
+		make: func(r gwv1.ParentReference, c gwv1.GatewayController, cs []metav1.Condition) gwv1.PolicyAncestorStatus {
+			return gwv1.PolicyAncestorStatus{AncestorRef: r, ControllerName: c, Conditions: cs}
+		},
+	}
+)
+
+// mergeOurs is cur with the entries of controller replaced by the reported ones, after every
+// other controller's, which are kept as they are and in their order; a condition keeps its
+// time while its status holds (conditionsOf). Nothing reported: ours are removed.
+func mergeOurs[T any](cur []T, reported []*watchv1.RouteParentStatus, controller string, now metav1.Time, e entry[T]) []T {
+	var next []T
+	for _, c := range cur {
+		if string(e.owner(c)) != controller {
+			next = append(next, c)
 		}
 	}
-	return out
-}
-
-// nonNilAncestors: status.ancestors is required, so an empty list is written as [].
-func nonNilAncestors(a []gwv1.PolicyAncestorStatus) []gwv1.PolicyAncestorStatus {
-	if a == nil {
-		return []gwv1.PolicyAncestorStatus{}
-	}
-	return a
-}
-
-// othersParents are the entries of parents that another controller owns, in their order.
-func othersParents(parents []gwv1.RouteParentStatus, controller string) []gwv1.RouteParentStatus {
-	var out []gwv1.RouteParentStatus
-	for _, p := range parents {
-		if string(p.ControllerName) != controller {
-			out = append(out, p)
+	for _, p := range reported {
+		ref := parentRefOf(p.GetParentRef())
+		var old []metav1.Condition
+		for _, c := range cur {
+			if string(e.owner(c)) == controller && equality.Semantic.DeepEqual(e.ref(c), ref) {
+				old = e.conds(c)
+				break
+			}
 		}
+		next = append(next, e.make(ref, gwv1.GatewayController(controller), conditionsOf(p.GetConditions(), old, now)))
 	}
-	return out
+	return next
 }
 
-// nonNilParents: status.parents is required, so an empty list is written as [], not removed.
-func nonNilParents(p []gwv1.RouteParentStatus) []gwv1.RouteParentStatus {
-	if p == nil {
-		return []gwv1.RouteParentStatus{}
+// nonNil: status.parents and status.ancestors are required, so an empty list is written as
+// [], not removed.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
 	}
-	return p
+	return s
 }
 
 // conditionsOf converts reported conditions, keeping the lastTransitionTime of the current
