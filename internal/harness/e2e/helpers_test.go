@@ -232,12 +232,15 @@ func (w *world) expectedHash() (string, error) {
 	for i := range eps.Items {
 		in.EndpointSlices = append(in.EndpointSlices, &eps.Items[i])
 	}
-	secrets, err := w.c.Client.CoreV1().Secrets(w.ns).List(ctx, metav1.ListOptions{FieldSelector: "type=kubernetes.io/tls"})
-	if err != nil {
-		return "", fmt.Errorf("list secrets: %w", err)
-	}
-	for i := range secrets.Items {
-		in.Secrets = append(in.Secrets, &secrets.Items[i])
+	// The watcher's kinds: kubernetes.io/tls Secrets, and Opaque ones for their ca.crt.
+	for _, typ := range []string{"kubernetes.io/tls", "Opaque"} {
+		secrets, err := w.c.Client.CoreV1().Secrets(w.ns).List(ctx, metav1.ListOptions{FieldSelector: "type=" + typ})
+		if err != nil {
+			return "", fmt.Errorf("list secrets: %w", err)
+		}
+		for i := range secrets.Items {
+			in.Secrets = append(in.Secrets, &secrets.Items[i])
+		}
 	}
 	res := translate.Translate(in, translate.Options{IngressClass: class, ControllerName: "sluice.io/ingress-controller", Now: time.Now()})
 	return translate.Hash(res), nil
