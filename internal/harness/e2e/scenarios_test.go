@@ -396,8 +396,10 @@ func runCtl(t *testing.T, args ...string) (string, error) {
 	return p.Logs(), nil
 }
 
-// Scenario 9: 2,000 changes in a burst: the final Caddy config equals an independent
-// computation from the cluster's objects.
+// Scenario 9: 2,000 changes in a burst: the final Caddy config equals a translation of the
+// cluster's objects, and every host answers as the Ingresses the apiserver lists say, an
+// oracle that shares no code with the translator (a translator that drops every tenth
+// Ingress passes the first check and fails the second).
 func TestScenario9BurstOfTwoThousandChangesConverges(t *testing.T) {
 	w := newWorld(t, true, stack.Config{})
 	w.createRoutes(0, 4)
@@ -440,4 +442,40 @@ func TestScenario9BurstOfTwoThousandChangesConverges(t *testing.T) {
 	wg.Wait()
 	w.waitConverged(2 * time.Minute)
 	k.finish()
+	w.checkServedAsListed(1000, 1000+workers*per)
+}
+
+// checkServedAsListed checks what Caddy serves against an oracle that shares no code with
+// the translator: this world's Ingresses as the apiserver lists them each send one host's "/"
+// to one Service, so each host r<from>..r<to-1> answers from the Service its Ingress names
+// while the Ingress exists, and 404 once it is gone. (waitConverged compares hashes with a
+// translation of the same objects, which a translation bug would fool.)
+func (w *world) checkServedAsListed(from, to int) {
+	w.t.Helper()
+	list, err := w.c.Client.NetworkingV1().Ingresses(w.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, ing := range list.Items {
+		if len(ing.Spec.Rules) == 1 && ing.Spec.Rules[0].HTTP != nil && len(ing.Spec.Rules[0].HTTP.Paths) == 1 {
+			want[ing.Spec.Rules[0].Host] = ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Name
+		}
+	}
+	wrong := 0
+	for n := from; n < to; n++ {
+		host := w.host(n)
+		expect, ok := want[host]
+		if !ok {
+			expect = "404"
+		}
+		if got := w.answer(host, "/"); got != expect {
+			if wrong++; wrong <= 5 {
+				w.t.Errorf("%s answers %s; the apiserver's Ingresses say %s", host, got, expect)
+			}
+		}
+	}
+	if wrong > 5 {
+		w.t.Errorf("and %d more hosts answer otherwise than the Ingresses say", wrong-5)
+	}
 }
