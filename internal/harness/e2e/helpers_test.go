@@ -202,6 +202,11 @@ func (w *world) caddyHash() string {
 // for the cluster's objects: listed straight from the apiserver and translated; its state
 // hash is what the module must hold.
 func (w *world) expectedHash() (string, error) {
+	return w.expectedHashOf(func(*networkingv1.Ingress) bool { return true })
+}
+
+// expectedHashOf is expectedHash with only the Ingresses keep keeps.
+func (w *world) expectedHashOf(keep func(*networkingv1.Ingress) bool) (string, error) {
 	ctx := context.Background()
 	var in translate.Input
 	ings, err := w.c.Client.NetworkingV1().Ingresses(w.ns).List(ctx, metav1.ListOptions{})
@@ -209,7 +214,9 @@ func (w *world) expectedHash() (string, error) {
 		return "", fmt.Errorf("list ingresses: %w", err)
 	}
 	for i := range ings.Items {
-		in.Ingresses = append(in.Ingresses, &ings.Items[i])
+		if keep(&ings.Items[i]) {
+			in.Ingresses = append(in.Ingresses, &ings.Items[i])
+		}
 	}
 	classes, err := w.c.Client.NetworkingV1().IngressClasses().List(ctx, metav1.ListOptions{})
 	if err != nil {

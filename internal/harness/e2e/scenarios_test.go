@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,14 +112,33 @@ func TestScenario3EmptyClusterThenRoutesAppear(t *testing.T) {
 	w.waitConverged(time.Minute)
 }
 
-// Scenario 4: objects created while the watcher starts are all in the first config.
+// Scenario 4: objects created while the watcher starts are all in the first config: it holds
+// every Ingress created before the start and a gap-free first part of those created during
+// it, as far as the watcher listed them (a watcher that loses one of them fails here).
 func TestScenario4ObjectsCreatedWhileTheWatcherStartsAreInTheFirstConfig(t *testing.T) {
 	w := newWorld(t, false, stack.Config{})
 	w.createRoutes(0, 60)
-	created := make(chan error, 1)
-	go func() { created <- w.tryCreateRoutes(60, 60) }()
+	// Ingresses are created one after another from before the start until the first config
+	// is applied (at most 1,000), so that the watcher lists while they come.
+	created, applied := make(chan error, 1), make(chan struct{})
+	last := 60
+	go func() {
+		defer close(created)
+		for ; last < 1060; last++ {
+			select {
+			case <-applied:
+				return
+			default:
+			}
+			if err := w.tryCreateRoutes(last, 1); err != nil {
+				created <- err
+				return
+			}
+		}
+	}()
 	w.start(stack.Config{})
 	w.st.Pusher.WaitLog(t, "config applied")
+	close(applied)
 	// Right after the first apply, every Ingress that existed before the watcher started
 	// is served: the first config held them all.
 	for i := 0; i < 60; i++ {
@@ -126,13 +146,37 @@ func TestScenario4ObjectsCreatedWhileTheWatcherStartsAreInTheFirstConfig(t *test
 			t.Fatalf("route %d, created before the watcher started, not served right after the first apply: %s", i, got)
 		}
 	}
-	if !strings.Contains(w.st.Pusher.Logs(), "config applied: pusher=stack-pusher epoch=") {
+	m := regexp.MustCompile(`config applied: pusher=stack-pusher epoch=\S+ version=\d+ hash=([0-9a-f]+)`).FindStringSubmatch(w.st.Pusher.Logs())
+	if m == nil {
 		t.Fatal("no apply logged")
 	}
 	if err := <-created; err != nil {
 		t.Fatal(err)
 	}
-	w.waitServed(0, 120, time.Minute)
+	during := last - 60
+	// The Ingresses created while the watcher started, one after another, are in the first
+	// applied config exactly as far as they existed when the watcher listed them: it is the
+	// translation of the first 60 and of some first k of the others, never one without an
+	// older one (a gap) nor one short of what it listed.
+	index := func(ing *networkingv1.Ingress) int {
+		n, _ := strconv.Atoi(strings.TrimPrefix(ing.Name, "r"))
+		return n
+	}
+	match := -1
+	for k := 0; k <= during && match < 0; k++ {
+		h, err := w.expectedHashOf(func(ing *networkingv1.Ingress) bool { return index(ing) < 60+k })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(h, m[1]) {
+			match = k
+		}
+	}
+	if match < 0 {
+		t.Fatalf("the first applied config (hash %s) is not the translation of the first 60 Ingresses and any first k of the %d created during the start", m[1], during)
+	}
+	t.Logf("the first applied config holds the 60 Ingresses created before the start and the first %d of the %d created during it", match, during)
+	w.waitServed(0, 60+during, time.Minute)
 	w.waitConverged(time.Minute)
 }
 
