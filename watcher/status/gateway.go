@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -403,17 +404,16 @@ func nonNil[T any](s []T) []T {
 // conditionsOf converts reported conditions, keeping the lastTransitionTime of the current
 // condition of the same type when its status is unchanged.
 func conditionsOf(reported []*watchv1.Condition, current []metav1.Condition, now metav1.Time) []metav1.Condition {
-	var out []metav1.Condition
+	out := make([]metav1.Condition, 0, len(reported))
 	for _, c := range reported {
-		mc := metav1.Condition{Type: c.GetType(), Status: metav1.ConditionStatus(c.GetStatus()), Reason: c.GetReason(), Message: c.GetMessage(),
-			ObservedGeneration: c.GetObservedGeneration(), LastTransitionTime: now}
-		for _, old := range current {
-			if old.Type == mc.Type && old.Status == mc.Status {
-				mc.LastTransitionTime = old.LastTransitionTime
-				break
-			}
+		// apimachinery's rule: a condition whose status holds keeps its lastTransitionTime.
+		conds := []metav1.Condition{}
+		if old := meta.FindStatusCondition(current, c.GetType()); old != nil {
+			conds = append(conds, *old)
 		}
-		out = append(out, mc)
+		meta.SetStatusCondition(&conds, metav1.Condition{Type: c.GetType(), Status: metav1.ConditionStatus(c.GetStatus()), Reason: c.GetReason(),
+			Message: c.GetMessage(), ObservedGeneration: c.GetObservedGeneration(), LastTransitionTime: now})
+		out = append(out, conds[0])
 	}
 	return out
 }
