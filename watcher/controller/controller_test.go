@@ -79,41 +79,49 @@ func TestLastInitialObjectIsInTheFirstSnapshot(t *testing.T) {
 			}
 			watched = append(watched, WatchedKind{Kind: k, Informers: []Informer{inf}})
 		}
-		c, err := New(Config{Logger: hclog.NewNullLogger(), Kinds: watched, SyncTimeout: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- c.Run(ctx) }()
-		select {
-		case <-c.Synced():
-		case err := <-done:
-			t.Fatalf("run %d: the controller stopped before the barrier: %v", run, err)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("run %d: the barrier never opened", run)
-		}
-		var req store.Request
-		for _, wk := range watched {
-			req.Kinds = append(req.Kinds, wk.Kind.Wire())
-		}
-		sub, err := c.Subscribe(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !sub.SyncedAtStart {
-			t.Fatalf("run %d: a subscription after the barrier is not synced at start", run)
-		}
-		objs := sub.Snapshot()
-		if got, want := len(objs), perKind*len(gvks); got != want {
+		if got, want := firstSnapshot(t, run, watched), perKind*len(gvks); got != want {
 			t.Fatalf("run %d: the first snapshot after the barrier holds %d objects, want %d (the last ones were not waited for)", run, got, want)
 		}
-		c.Unsubscribe(sub)
+	}
+}
+
+// firstSnapshot runs a controller over watched until its barrier opens and returns how many
+// objects the first subscription's snapshot holds; run numbers the attempt in messages.
+func firstSnapshot(t *testing.T, run int, watched []WatchedKind) int {
+	t.Helper()
+	c, err := New(Config{Logger: hclog.NewNullLogger(), Kinds: watched, SyncTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+	}()
+	select {
+	case <-c.Synced():
+	case err := <-done:
+		t.Fatalf("run %d: the controller stopped before the barrier: %v", run, err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("run %d: the barrier never opened", run)
 	}
+	var req store.Request
+	for _, wk := range watched {
+		req.Kinds = append(req.Kinds, wk.Kind.Wire())
+	}
+	sub, err := c.Subscribe(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Unsubscribe(sub)
+	if !sub.SyncedAtStart {
+		t.Fatalf("run %d: a subscription after the barrier is not synced at start", run)
+	}
+	return len(sub.Snapshot())
 }
 
 // Scenario 11 (docs/design.md): a controller whose context ends with store.ErrEpochEnded

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
-	"github.com/hashicorp/go-hclog"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +14,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/sluice-io/sluice/watcher/kinds"
-	"github.com/sluice-io/sluice/watcher/store"
 )
 
 // Scenario 4 (docs/design.md) through client-go's own machinery: a real SharedIndexInformer,
@@ -66,35 +63,8 @@ func TestFirstSnapshotHoldsTheInitialListThroughARealInformer(t *testing.T) {
 			}
 			watched = append(watched, WatchedKind{Kind: k, Informers: []Informer{inf}})
 		}
-		c, err := New(Config{Logger: hclog.NewNullLogger(), Kinds: watched, SyncTimeout: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- c.Run(ctx) }()
-		select {
-		case <-c.Synced():
-		case err := <-done:
-			t.Fatalf("run %d: the controller stopped before the barrier: %v", run, err)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("run %d: the barrier never opened", run)
-		}
-		var req store.Request
-		for _, wk := range watched {
-			req.Kinds = append(req.Kinds, wk.Kind.Wire())
-		}
-		sub, err := c.Subscribe(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, want := len(sub.Snapshot()), perKind*len(gvks); got != want {
+		if got, want := firstSnapshot(t, run, watched), perKind*len(gvks); got != want {
 			t.Fatalf("run %d: the first snapshot after the barrier holds %d objects, want %d", run, got, want)
-		}
-		c.Unsubscribe(sub)
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
 		}
 	}
 }
