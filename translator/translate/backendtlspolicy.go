@@ -181,9 +181,9 @@ type policyResolution struct {
 func (t *Translator) resolvePolicy(p *gatewayv1.BackendTLSPolicy) policyResolution {
 	gen := p.Generation
 	v := p.Spec.Validation
-	res := policyResolution{resolved: cond(string(gatewayv1.BackendTLSPolicyConditionResolvedRefs), condTrue, string(gatewayv1.BackendTLSPolicyReasonResolvedRefs), "references resolved", gen)}
+	res := policyResolution{resolved: cond(gatewayv1.BackendTLSPolicyConditionResolvedRefs, condTrue, gatewayv1.BackendTLSPolicyReasonResolvedRefs, "references resolved", gen)}
 	invalid := func(msg string) policyResolution {
-		res.accepted = cond(string(gatewayv1.PolicyConditionAccepted), condFalse, string(gatewayv1.PolicyReasonInvalid), msg, gen)
+		res.accepted = cond(gatewayv1.PolicyConditionAccepted, condFalse, gatewayv1.PolicyReasonInvalid, msg, gen)
 		return res
 	}
 	host := strings.ToLower(string(v.Hostname))
@@ -214,12 +214,12 @@ func (t *Translator) resolvePolicy(p *gatewayv1.BackendTLSPolicy) policyResoluti
 	default:
 		var bundle []byte
 		var bad []string
-		reason := ""
+		var reason gatewayv1.PolicyConditionReason
 		for i, r := range v.CACertificateRefs {
 			if r.Group != "" || r.Kind != "ConfigMap" {
 				bad = append(bad, fmt.Sprintf("caCertificateRefs[%d]: %s/%s %s is not a ConfigMap", i, r.Group, r.Kind, r.Name))
 				if reason == "" {
-					reason = string(gatewayv1.BackendTLSPolicyReasonInvalidKind)
+					reason = gatewayv1.BackendTLSPolicyReasonInvalidKind
 				}
 				continue
 			}
@@ -240,15 +240,15 @@ func (t *Translator) resolvePolicy(p *gatewayv1.BackendTLSPolicy) policyResoluti
 			if why != "" {
 				bad = append(bad, fmt.Sprintf("caCertificateRefs[%d]: ConfigMap %s/%s %s", i, p.Namespace, r.Name, why))
 				if reason == "" {
-					reason = string(gatewayv1.BackendTLSPolicyReasonInvalidCACertificateRef)
+					reason = gatewayv1.BackendTLSPolicyReasonInvalidCACertificateRef
 				}
 			}
 		}
 		if len(bad) > 0 {
-			res.resolved = cond(string(gatewayv1.BackendTLSPolicyConditionResolvedRefs), condFalse, reason, strings.Join(bad, "; "), gen)
+			res.resolved = cond(gatewayv1.BackendTLSPolicyConditionResolvedRefs, condFalse, reason, strings.Join(bad, "; "), gen)
 		}
 		if len(bundle) == 0 {
-			res.accepted = cond(string(gatewayv1.PolicyConditionAccepted), condFalse, string(gatewayv1.BackendTLSPolicyReasonNoValidCACertificate), "no valid CA certificate: connections to the backends fail (500)", gen)
+			res.accepted = cond(gatewayv1.PolicyConditionAccepted, condFalse, gatewayv1.BackendTLSPolicyReasonNoValidCACertificate, "no valid CA certificate: connections to the backends fail (500)", gen)
 			return res
 		}
 		bt.CaPem = bundle
@@ -256,7 +256,7 @@ func (t *Translator) resolvePolicy(p *gatewayv1.BackendTLSPolicy) policyResoluti
 	if err := contract.CheckBackendTLS(bt); err != nil {
 		return invalid(err.Error())
 	}
-	res.tls, res.accepted = bt, cond(string(gatewayv1.PolicyConditionAccepted), condTrue, string(gatewayv1.PolicyReasonAccepted), "accepted by "+t.gatewayControllerName(), gen)
+	res.tls, res.accepted = bt, cond(gatewayv1.PolicyConditionAccepted, condTrue, gatewayv1.PolicyReasonAccepted, "accepted by "+t.gatewayControllerName(), gen)
 	return res
 }
 
@@ -302,7 +302,7 @@ func (t *Translator) policyStatus(k nsName) (*gatewayv1.BackendTLSPolicy, []*wat
 	r := t.resolvePolicy(p)
 	conds := []*watchv1.Condition{r.accepted, r.resolved}
 	if conflicted && r.accepted.GetStatus() == condTrue {
-		conds[0] = cond(string(gatewayv1.PolicyConditionAccepted), condFalse, string(gatewayv1.PolicyReasonConflicted), "another BackendTLSPolicy governs the same Service port and takes precedence", p.Generation)
+		conds[0] = cond(gatewayv1.PolicyConditionAccepted, condFalse, gatewayv1.PolicyReasonConflicted, "another BackendTLSPolicy governs the same Service port and takes precedence", p.Generation)
 	}
 	keys := make([]nsName, 0, len(gws))
 	for g := range gws {

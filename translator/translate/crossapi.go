@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
@@ -218,7 +220,7 @@ func (t *Translator) crossAPIConditions(key string, p *parentOut, gen int64) []*
 	const rule = "an Ingress and an HTTPRoute of different namespaces never share a host; the older claim keeps it"
 	out := make([]*watchv1.Condition, 0, len(p.conditions)+1)
 	if len(lost) == len(p.hosts) {
-		out = append(out, cond("Accepted", condFalse, "ConflictLost", "every host of the route is already served by an object of another namespace that takes precedence: "+what+"; "+rule, gen))
+		out = append(out, cond(gatewayv1.RouteConditionAccepted, condFalse, "ConflictLost", "every host of the route is already served by an object of another namespace that takes precedence: "+what+"; "+rule, gen))
 		for _, c := range p.conditions[1:] {
 			if c.GetType() != "PartiallyInvalid" { // never set on a route that is not accepted
 				out = append(out, c)
@@ -230,13 +232,13 @@ func (t *Translator) crossAPIConditions(key string, p *parentOut, gen int64) []*
 	found := false
 	for _, c := range p.conditions {
 		if c.GetType() == "PartiallyInvalid" {
-			c = cond("PartiallyInvalid", condTrue, c.GetReason(), c.GetMessage()+"; "+msg, gen)
+			c = cond(gatewayv1.RouteConditionPartiallyInvalid, condTrue, c.GetReason(), c.GetMessage()+"; "+msg, gen)
 			found = true
 		}
 		out = append(out, c)
 	}
 	if !found {
-		out = append(out, cond("PartiallyInvalid", condTrue, "ConflictLost", msg, gen))
+		out = append(out, cond(gatewayv1.RouteConditionPartiallyInvalid, condTrue, "ConflictLost", msg, gen))
 	}
 	return out
 }

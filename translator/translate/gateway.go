@@ -430,8 +430,9 @@ func (t *Translator) unindexGateway(k nsName, out *gatewayOut) {
 	t.countListenerHosts(out, -1)
 }
 
-func cond(typ, status, reason, msg string, gen int64) *watchv1.Condition {
-	return &watchv1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen}
+// cond is a condition; its type and reason may be the Gateway API's typed constants.
+func cond[T, R ~string](typ T, status string, reason R, msg string, gen int64) *watchv1.Condition {
+	return &watchv1.Condition{Type: string(typ), Status: status, Reason: string(reason), Message: msg, ObservedGeneration: gen}
 }
 
 // translateGateway is the part of the translation that depends on one Gateway (and on its
@@ -475,23 +476,23 @@ func (t *Translator) translateGateway(gw *gatewayv1.Gateway) *gatewayOut {
 	}
 	switch {
 	case addrRefused != nil && addrRefused.unsupported:
-		out.conditions = append(out.conditions, cond("Accepted", condFalse, addrRefused.reason, addrRefused.message, gen))
+		out.conditions = append(out.conditions, cond(gatewayv1.GatewayConditionAccepted, condFalse, addrRefused.reason, addrRefused.message, gen))
 	case accepted == len(out.listeners):
-		out.conditions = append(out.conditions, cond("Accepted", condTrue, "Accepted", "gateway accepted", gen))
+		out.conditions = append(out.conditions, cond(gatewayv1.GatewayConditionAccepted, condTrue, gatewayv1.GatewayReasonAccepted, "gateway accepted", gen))
 	case accepted > 0:
-		out.conditions = append(out.conditions, cond("Accepted", condTrue, "ListenersNotValid", "some listeners are not valid: see their conditions", gen))
+		out.conditions = append(out.conditions, cond(gatewayv1.GatewayConditionAccepted, condTrue, gatewayv1.GatewayReasonListenersNotValid, "some listeners are not valid: see their conditions", gen))
 	default:
-		out.conditions = append(out.conditions, cond("Accepted", condFalse, "ListenersNotValid", "no listener is valid: see their conditions", gen))
+		out.conditions = append(out.conditions, cond(gatewayv1.GatewayConditionAccepted, condFalse, gatewayv1.GatewayReasonListenersNotValid, "no listener is valid: see their conditions", gen))
 	}
 	switch {
 	case addrRefused != nil && addrRefused.unsupported:
-		out.conditions = append(out.conditions, cond("Programmed", condFalse, "Invalid", "the Gateway is not accepted", gen))
+		out.conditions = append(out.conditions, cond(gatewayv1.GatewayConditionProgrammed, condFalse, gatewayv1.GatewayReasonInvalid, "the Gateway is not accepted", gen))
 	case addrRefused != nil:
-		out.conditions = append(out.conditions, cond("Programmed", condFalse, addrRefused.reason, addrRefused.message, gen))
+		out.conditions = append(out.conditions, cond(gatewayv1.GatewayConditionProgrammed, condFalse, addrRefused.reason, addrRefused.message, gen))
 	case programmed > 0:
-		out.conditions = append(out.conditions, cond("Programmed", condTrue, "Programmed", "gateway programmed", gen))
+		out.conditions = append(out.conditions, cond(gatewayv1.GatewayConditionProgrammed, condTrue, gatewayv1.GatewayReasonProgrammed, "gateway programmed", gen))
 	default:
-		out.conditions = append(out.conditions, cond("Programmed", condFalse, "Invalid", "no listener is programmed", gen))
+		out.conditions = append(out.conditions, cond(gatewayv1.GatewayConditionProgrammed, condFalse, gatewayv1.GatewayReasonInvalid, "no listener is programmed", gen))
 	}
 	// Listeners of the ListenerSets it admits come after its own, oldest set first.
 	t.translateListenerSets(out, lc)
@@ -673,7 +674,7 @@ func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
 	unresolved := func(field, reason, msg string) {
 		add(field, sevError, reason, msg)
 		if resolved == nil {
-			resolved = cond("ResolvedRefs", condFalse, reason, msg, gen)
+			resolved = cond(gatewayv1.RouteConditionResolvedRefs, condFalse, reason, msg, gen)
 		}
 	}
 	rules := make([]compiledRule, len(rt.Spec.Rules))
@@ -687,7 +688,7 @@ func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
 		}
 	}
 	if resolved == nil {
-		resolved = cond("ResolvedRefs", condTrue, "ResolvedRefs", "references resolved", gen)
+		resolved = cond(gatewayv1.RouteConditionResolvedRefs, condTrue, gatewayv1.RouteReasonResolvedRefs, "references resolved", gen)
 	}
 
 	seen := map[string]bool{} // host, scheme, rule, match: one claim each
@@ -728,9 +729,9 @@ func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
 		var claimed []string // hosts of the served listeners this parent attaches to
 		switch {
 		case len(candidates) == 0:
-			accepted = cond("Accepted", condFalse, "NoMatchingParent", fmt.Sprintf("%s has no listener matching the sectionName and port", parentName), gen)
+			accepted = cond(gatewayv1.RouteConditionAccepted, condFalse, gatewayv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s has no listener matching the sectionName and port", parentName), gen)
 		case len(allowed) == 0:
-			accepted = cond("Accepted", condFalse, "NotAllowedByListeners", fmt.Sprintf("no listener of %s allows this route (namespace, kind, or listener not valid)", parentName), gen)
+			accepted = cond(gatewayv1.RouteConditionAccepted, condFalse, gatewayv1.RouteReasonNotAllowedByListeners, fmt.Sprintf("no listener of %s allows this route (namespace, kind, or listener not valid)", parentName), gen)
 		}
 		for _, lo := range allowed {
 			inter := intersectHosts(lo.hostname, hosts)
@@ -792,20 +793,20 @@ func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
 			}
 		}
 		if accepted == nil && len(p.attached) == 0 {
-			accepted = cond("Accepted", condFalse, "NoMatchingListenerHostname", fmt.Sprintf("no listener of %s has a hostname matching the route's hostnames", parentName), gen)
+			accepted = cond(gatewayv1.RouteConditionAccepted, condFalse, gatewayv1.RouteReasonNoMatchingListenerHostname, fmt.Sprintf("no listener of %s has a hostname matching the route's hostnames", parentName), gen)
 		}
 		if accepted == nil && len(rt.Spec.Rules) > 0 && len(dropped) == len(rt.Spec.Rules) {
-			accepted = cond("Accepted", condFalse, "UnsupportedValue", "no rule can be served: "+strings.Join(dropped, "; "), gen)
+			accepted = cond(gatewayv1.RouteConditionAccepted, condFalse, gatewayv1.RouteReasonUnsupportedValue, "no rule can be served: "+strings.Join(dropped, "; "), gen)
 		}
 		if accepted == nil {
-			accepted = cond("Accepted", condTrue, "Accepted", "route accepted", gen)
+			accepted = cond(gatewayv1.RouteConditionAccepted, condTrue, gatewayv1.RouteReasonAccepted, "route accepted", gen)
 		}
 		if accepted.Status == condFalse {
 			add(fmt.Sprintf("spec.parentRefs[%d]", pi), sevError, accepted.Reason, accepted.Message)
 		}
 		p.conditions = []*watchv1.Condition{accepted, resolved}
 		if accepted.Status == condTrue && len(dropped) > 0 {
-			p.conditions = append(p.conditions, cond("PartiallyInvalid", condTrue, "UnsupportedValue", "Dropped Rule(s): "+strings.Join(dropped, "; "), gen))
+			p.conditions = append(p.conditions, cond(gatewayv1.RouteConditionPartiallyInvalid, condTrue, gatewayv1.RouteReasonUnsupportedValue, "Dropped Rule(s): "+strings.Join(dropped, "; "), gen))
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"iter"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sort"
 	"strings"
 
@@ -148,7 +149,7 @@ func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBal
 			return nil
 		}
 		st.Uid = string(c.UID)
-		st.Conditions = []*watchv1.Condition{cond("Accepted", condTrue, "Accepted", "accepted by "+t.gatewayControllerName(), c.Generation)}
+		st.Conditions = []*watchv1.Condition{cond(gatewayv1.GatewayClassConditionStatusAccepted, condTrue, gatewayv1.GatewayClassReasonAccepted, "accepted by "+t.gatewayControllerName(), c.Generation)}
 		st.SupportedFeatures = Features(t.opts)
 	case "Gateway":
 		o := t.gw.gwOut[k]

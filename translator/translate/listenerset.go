@@ -78,13 +78,13 @@ func (t *Translator) translateListener(lc *listenerCtx, i int, l gatewayv1.Liste
 	var accepted, resolved *watchv1.Condition
 	refuse := func(reason, msg string) {
 		if accepted == nil {
-			accepted = cond("Accepted", condFalse, reason, msg, lc.gen)
+			accepted = cond(gatewayv1.ListenerConditionAccepted, condFalse, reason, msg, lc.gen)
 			lc.add(field, sevError, reason, fmt.Sprintf("listener %q: %s", l.Name, msg))
 		}
 	}
 	unresolved := func(reason, msg string) {
 		if resolved == nil {
-			resolved = cond("ResolvedRefs", condFalse, reason, msg, lc.gen)
+			resolved = cond(gatewayv1.ListenerConditionResolvedRefs, condFalse, reason, msg, lc.gen)
 			lc.add(field, sevError, reason, fmt.Sprintf("listener %q: %s", l.Name, msg))
 		}
 	}
@@ -174,16 +174,16 @@ func (t *Translator) translateListener(lc *listenerCtx, i int, l gatewayv1.Liste
 	}
 
 	if accepted == nil {
-		accepted = cond("Accepted", condTrue, "Accepted", "listener accepted", lc.gen)
+		accepted = cond(gatewayv1.ListenerConditionAccepted, condTrue, gatewayv1.ListenerReasonAccepted, "listener accepted", lc.gen)
 	}
 	if resolved == nil {
-		resolved = cond("ResolvedRefs", condTrue, "ResolvedRefs", "references resolved", lc.gen)
+		resolved = cond(gatewayv1.ListenerConditionResolvedRefs, condTrue, gatewayv1.ListenerReasonResolvedRefs, "references resolved", lc.gen)
 	}
-	conflicted := cond("Conflicted", condFalse, "NoConflicts", "no conflicts", lc.gen)
+	conflicted := cond(gatewayv1.ListenerConditionConflicted, condFalse, gatewayv1.ListenerReasonNoConflicts, "no conflicts", lc.gen)
 	if accepted.Status == condTrue {
 		hp := hostPort{lo.hostname, l.Port}
 		if first, ok := lc.taken[hp]; ok {
-			conflicted = cond("Conflicted", condTrue, "HostnameConflict", fmt.Sprintf("listener %q has the same port and hostname and comes first", first), lc.gen)
+			conflicted = cond(gatewayv1.ListenerConditionConflicted, condTrue, gatewayv1.ListenerReasonHostnameConflict, fmt.Sprintf("listener %q has the same port and hostname and comes first", first), lc.gen)
 			lc.add(field, sevError, "HostnameConflict", fmt.Sprintf("listener %q: same port and hostname as listener %q, which is served instead", l.Name, first))
 		} else {
 			lc.taken[hp] = lc.qualified(l.Name)
@@ -191,12 +191,12 @@ func (t *Translator) translateListener(lc *listenerCtx, i int, l gatewayv1.Liste
 	}
 	lo.attachable = accepted.Status == condTrue && conflicted.Status == condFalse && httpRoutes
 	lo.served = lo.attachable && resolved.Status == condTrue && lc.addrRefused == nil
-	programmed := cond("Programmed", condTrue, "Programmed", "listener programmed", lc.gen)
+	programmed := cond(gatewayv1.ListenerConditionProgrammed, condTrue, gatewayv1.ListenerReasonProgrammed, "listener programmed", lc.gen)
 	switch {
 	case lc.addrRefused != nil && lo.attachable && resolved.Status == condTrue:
-		programmed = cond("Programmed", condFalse, "Pending", "listener not programmed: the Gateway has no address", lc.gen)
+		programmed = cond(gatewayv1.ListenerConditionProgrammed, condFalse, gatewayv1.ListenerReasonPending, "listener not programmed: the Gateway has no address", lc.gen)
 	case !lo.served:
-		programmed = cond("Programmed", condFalse, "Invalid", "listener not programmed: see its other conditions", lc.gen)
+		programmed = cond(gatewayv1.ListenerConditionProgrammed, condFalse, gatewayv1.ListenerReasonInvalid, "listener not programmed: see its other conditions", lc.gen)
 	}
 	lo.conditions = []*watchv1.Condition{accepted, programmed, resolved, conflicted}
 
@@ -225,10 +225,10 @@ func (t *Translator) translateListener(lc *listenerCtx, i int, l gatewayv1.Liste
 func (lc *listenerCtx) conflicted(lo *listenerOut, field string, l gatewayv1.Listener, reason, msg string) *listenerOut {
 	lc.add(field, sevError, reason, fmt.Sprintf("listener %q: %s; it is not served", l.Name, msg))
 	lo.conditions = []*watchv1.Condition{
-		cond("Accepted", condFalse, reason, msg, lc.gen),
-		cond("Programmed", condFalse, reason, msg, lc.gen),
-		cond("ResolvedRefs", condTrue, "ResolvedRefs", "references resolved", lc.gen),
-		cond("Conflicted", condTrue, reason, msg, lc.gen),
+		cond(gatewayv1.ListenerConditionAccepted, condFalse, reason, msg, lc.gen),
+		cond(gatewayv1.ListenerConditionProgrammed, condFalse, reason, msg, lc.gen),
+		cond(gatewayv1.ListenerConditionResolvedRefs, condTrue, gatewayv1.ListenerReasonResolvedRefs, "references resolved", lc.gen),
+		cond(gatewayv1.ListenerConditionConflicted, condTrue, reason, msg, lc.gen),
 	}
 	return lo
 }
@@ -315,13 +315,13 @@ func (t *Translator) translateListenerSets(out *gatewayOut, lc *listenerCtx) {
 		ok, why := t.admitsListenerSets(gw, ls.Namespace)
 		if !ok {
 			add("spec.parentRef", sevError, "NotAllowed", why)
-			so.conditions = []*watchv1.Condition{cond("Accepted", condFalse, "NotAllowed", why, gen), cond("Programmed", condFalse, "NotAllowed", why, gen)}
+			so.conditions = []*watchv1.Condition{cond(gatewayv1.ListenerSetConditionAccepted, condFalse, gatewayv1.ListenerSetReasonNotAllowed, why, gen), cond(gatewayv1.ListenerSetConditionProgrammed, condFalse, gatewayv1.ListenerSetReasonNotAllowed, why, gen)}
 			continue
 		}
 		if !gwAccepted {
 			msg := fmt.Sprintf("Gateway %s/%s is not accepted", gw.Namespace, gw.Name)
 			add("spec.parentRef", sevError, "ParentNotAccepted", msg)
-			so.conditions = []*watchv1.Condition{cond("Accepted", condFalse, "ParentNotAccepted", msg, gen), cond("Programmed", condFalse, "ParentNotAccepted", msg, gen)}
+			so.conditions = []*watchv1.Condition{cond(gatewayv1.ListenerSetConditionAccepted, condFalse, gatewayv1.ListenerSetReasonParentNotAccepted, msg, gen), cond(gatewayv1.ListenerSetConditionProgrammed, condFalse, gatewayv1.ListenerSetReasonParentNotAccepted, msg, gen)}
 			continue
 		}
 		slc := *lc
@@ -337,13 +337,13 @@ func (t *Translator) translateListenerSets(out *gatewayOut, lc *listenerCtx) {
 		switch {
 		case served == 0:
 			msg := "no listener is valid: see their conditions"
-			so.conditions = []*watchv1.Condition{cond("Accepted", condFalse, "ListenersNotValid", msg, gen), cond("Programmed", condFalse, "ListenersNotValid", msg, gen)}
+			so.conditions = []*watchv1.Condition{cond(gatewayv1.ListenerSetConditionAccepted, condFalse, gatewayv1.ListenerSetReasonListenersNotValid, msg, gen), cond(gatewayv1.ListenerSetConditionProgrammed, condFalse, gatewayv1.ListenerSetReasonListenersNotValid, msg, gen)}
 		case served < len(so.listeners):
 			so.attached = true
-			so.conditions = []*watchv1.Condition{cond("Accepted", condTrue, "ListenersNotValid", "some listeners are not valid: see their conditions", gen), cond("Programmed", condTrue, "Programmed", "listener set programmed", gen)}
+			so.conditions = []*watchv1.Condition{cond(gatewayv1.ListenerSetConditionAccepted, condTrue, gatewayv1.ListenerSetReasonListenersNotValid, "some listeners are not valid: see their conditions", gen), cond(gatewayv1.ListenerSetConditionProgrammed, condTrue, gatewayv1.ListenerSetReasonProgrammed, "listener set programmed", gen)}
 		default:
 			so.attached = true
-			so.conditions = []*watchv1.Condition{cond("Accepted", condTrue, "Accepted", "listener set accepted", gen), cond("Programmed", condTrue, "Programmed", "listener set programmed", gen)}
+			so.conditions = []*watchv1.Condition{cond(gatewayv1.ListenerSetConditionAccepted, condTrue, gatewayv1.ListenerSetReasonAccepted, "listener set accepted", gen), cond(gatewayv1.ListenerSetConditionProgrammed, condTrue, gatewayv1.ListenerSetReasonProgrammed, "listener set programmed", gen)}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"strings"
 
 	"github.com/sluice-io/sluice/internal/contract"
@@ -113,7 +114,7 @@ func (t *Translator) quarantineRoute(out *routeOut) *routeOut {
 	out.claims, out.refs = map[string][]gwClaim{}, nil
 	for _, p := range out.parents {
 		p.attached = nil
-		conds := []*watchv1.Condition{cond("Accepted", condFalse, ReasonRejectedByDataPlane, q.GetCause(), rt.Generation)}
+		conds := []*watchv1.Condition{cond(gatewayv1.RouteConditionAccepted, condFalse, ReasonRejectedByDataPlane, q.GetCause(), rt.Generation)}
 		for _, c := range p.conditions {
 			if c.GetType() == "ResolvedRefs" {
 				conds = append(conds, c)
