@@ -228,10 +228,10 @@ func (t *Translator) resolvePolicy(p *gatewayv1.BackendTLSPolicy) policyResoluti
 			switch {
 			case cm == nil:
 				why = "not found"
-			case cm.Data["ca.crt"] == "":
-				why = "has no ca.crt"
+			case cm.Data[contract.CAKey] == "":
+				why = "has no " + contract.CAKey
 			default:
-				if checked, err := contract.CheckTrustedCAs([]byte(cm.Data["ca.crt"])); err != nil {
+				if checked, err := contract.CheckTrustedCAs([]byte(cm.Data[contract.CAKey])); err != nil {
 					why = "ca.crt: " + err.Error()
 				} else {
 					bundle = append(bundle, checked.PEM...)

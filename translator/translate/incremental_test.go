@@ -179,7 +179,7 @@ func (u *universe) secret() *corev1.Secret {
 		s.Data[corev1.TLSCertKey] = []byte("not a certificate")
 	}
 	if u.r.IntN(2) == 0 {
-		s.Data[SecretKeyCA] = u.certs[2*u.r.IntN(len(u.certs)/2)] // upstream TLS's trusted certificates
+		s.Data[contract.CAKey] = u.certs[2*u.r.IntN(len(u.certs)/2)] // upstream TLS's trusted certificates
 	}
 	return s
 }

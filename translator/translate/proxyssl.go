@@ -17,9 +17,6 @@ import (
 // (docs/translation.md, "Upstream TLS"). The result is a backend of the Ingress's own
 // (verifiedSep) whose Backend.tls says it.
 
-// SecretKeyCA is the key of a Secret's trusted certificates, as ingress-nginx reads it.
-const SecretKeyCA = "ca.crt"
-
 // defaultProxySSLVerifyDepth is ingress-nginx's default proxy-ssl-verify-depth.
 const defaultProxySSLVerifyDepth = 1
 
@@ -95,19 +92,12 @@ func readProxySSL(ing *networkingv1.Ingress, tls bool, get func(string) (string,
 		if first == "" {
 			first = "proxy-ssl-secret"
 		}
-		ns, name, found := strings.Cut(v, "/")
-		if !found {
-			ns, name = ing.Namespace, v
-		}
-		switch {
-		case ns != ing.Namespace:
+		// The watcher streams exactly the Secret this rule names (contract.ProxySSLSecret).
+		ns, name, why := contract.ProxySSLSecret(ing.Namespace, v)
+		if why != "" {
 			// As ingress-nginx, whose locations then answer 503.
 			*refused = true
-			add(field("proxy-ssl-secret"), sevError, "InvalidAnnotation", fmt.Sprintf("%q is a Secret of another namespace, which an Ingress may not use; the Ingress is not served", v))
-			return nil
-		case name == "" || strings.Contains(name, "/"):
-			*refused = true
-			add(field("proxy-ssl-secret"), sevError, "InvalidAnnotation", fmt.Sprintf("%q is not namespace/name; the Ingress is not served", v))
+			add(field("proxy-ssl-secret"), sevError, "InvalidAnnotation", fmt.Sprintf("%q %s; the Ingress is not served", v, why))
 			return nil
 		}
 		p.secret = nsName{ns, name}
@@ -153,7 +143,7 @@ func (t *Translator) resolveProxySSL(lo *ingressOut, p *proxySSL) bool {
 	if s == nil {
 		return fail("SecretNotFound", fmt.Sprintf("Secret %s not found among the Secrets of type kubernetes.io/tls or Opaque", name))
 	}
-	if ca := s.Data[SecretKeyCA]; len(ca) > 0 {
+	if ca := s.Data[contract.CAKey]; len(ca) > 0 {
 		checked, err := contract.CheckTrustedCAs(ca)
 		if err != nil {
 			return fail("InvalidCertificate", fmt.Sprintf("Secret %s: ca.crt: %v", name, err))

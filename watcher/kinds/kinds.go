@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/watchstream"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 	"github.com/sluice-io/sluice/watcher/refs"
@@ -261,7 +262,7 @@ func labelsOnly(ns *corev1.Namespace) *corev1.Namespace {
 
 // Keys of a Secret that hold certificates, never keys: all the watcher keeps of a Secret
 // that is not of type kubernetes.io/tls.
-var certificateKeys = []string{"ca.crt", corev1.TLSCertKey}
+var certificateKeys = []string{contract.CAKey, corev1.TLSCertKey}
 
 // certificatesOnly is what the translator reads of a Secret of another type than
 // kubernetes.io/tls (an Opaque one): its trusted certificates (ca.crt, for ingress-nginx's
@@ -287,11 +288,11 @@ func certificatesOnly(s *corev1.Secret) *corev1.Secret {
 func caOnly(cm *corev1.ConfigMap) (*corev1.ConfigMap, bool) {
 	out := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm.Name, Namespace: cm.Namespace, UID: cm.UID, ResourceVersion: cm.ResourceVersion,
 		Generation: cm.Generation, CreationTimestamp: cm.CreationTimestamp}}
-	ca, ok := cm.Data["ca.crt"]
+	ca, ok := cm.Data[contract.CAKey]
 	if !ok {
 		return out, false
 	}
-	out.Data = map[string]string{"ca.crt": ca}
+	out.Data = map[string]string{contract.CAKey: ca}
 	return out, true
 }
 

@@ -126,12 +126,6 @@ func into[T any](obj runtime.Object, out *T) error {
 	return nil
 }
 
-// ProxySSLSecretAnnotation is ingress-nginx's proxy-ssl-secret: "namespace/name" (or a name)
-// of the Secret whose ca.crt verifies the Ingress's TLS endpoints and whose tls.crt and
-// tls.key it presents to them. Only a Secret of the Ingress's own namespace is referenced,
-// as the translator uses no other.
-const ProxySSLSecretAnnotation = "nginx.ingress.kubernetes.io/proxy-ssl-secret"
-
 func ofIngress(ing *networkingv1.Ingress) *Refs {
 	r := &Refs{}
 	for _, t := range ing.Spec.TLS {
@@ -139,12 +133,9 @@ func ofIngress(ing *networkingv1.Ingress) *Refs {
 			r.Secrets = append(r.Secrets, SecretKey{ing.Namespace, t.SecretName})
 		}
 	}
-	if v := strings.TrimSpace(ing.Annotations[ProxySSLSecretAnnotation]); v != "" {
-		ns, name, found := strings.Cut(v, "/")
-		if !found {
-			ns, name = ing.Namespace, v
-		}
-		if ns == ing.Namespace && name != "" && !strings.Contains(name, "/") {
+	// proxy-ssl-secret: the one Secret contract.ProxySSLSecret says the translator resolves.
+	if v, ok := ing.Annotations[contract.ProxySSLSecretAnnotation]; ok && strings.TrimSpace(v) != "" {
+		if ns, name, why := contract.ProxySSLSecret(ing.Namespace, v); why == "" {
 			r.Secrets = append(r.Secrets, SecretKey{ns, name})
 		}
 	}
