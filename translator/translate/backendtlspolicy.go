@@ -31,11 +31,14 @@ type policyState struct {
 	configMaps map[nsName]*corev1.ConfigMap
 	targets    index[nsName, nsName] // Service -> policies targeting it
 	caUsers    index[nsName, nsName] // ConfigMap -> policies naming it
+	// resolved memoises each policy's resolution (its CA bundle checked once, not once per
+	// backendRef and status), until the policy or a ConfigMap it names changes.
+	resolved map[nsName]policyResolution
 }
 
 func newPolicyState() policyState {
 	return policyState{policies: map[nsName]*gatewayv1.BackendTLSPolicy{}, configMaps: map[nsName]*corev1.ConfigMap{},
-		targets: newIndex[nsName, nsName](), caUsers: newIndex[nsName, nsName]()}
+		targets: newIndex[nsName, nsName](), caUsers: newIndex[nsName, nsName](), resolved: map[nsName]policyResolution{}}
 }
 
 // policyTargets are the Services a policy targets (other kinds are never governed).
@@ -78,6 +81,7 @@ func (t *Translator) setPolicy(k nsName, p *gatewayv1.BackendTLSPolicy) {
 	for _, c := range policyCAs(old) {
 		ps.caUsers.remove(c, k)
 	}
+	delete(ps.resolved, k)
 	if p == nil {
 		delete(ps.policies, k)
 	} else {
@@ -102,6 +106,7 @@ func (t *Translator) setConfigMap(k nsName, cm *corev1.ConfigMap) {
 		ps.configMaps[k] = cm
 	}
 	for pk := range ps.caUsers.all(k) {
+		delete(ps.resolved, pk)
 		for _, s := range policyTargets(ps.policies[pk]) {
 			t.policyTargetChanged(s)
 		}
@@ -161,12 +166,18 @@ func (t *Translator) policyFor(svc nsName, port corev1.ServicePort) (nsName, *ga
 		if a.section != b.section {
 			return a.section
 		}
-		if !a.p.CreationTimestamp.Equal(&b.p.CreationTimestamp) {
-			return a.p.CreationTimestamp.Before(&b.p.CreationTimestamp)
-		}
-		return a.k.name < b.k.name
+		return policyPrecedes(a.k, a.p, b.k, b.p)
 	})
 	return cs[0].k, cs[0].p
+}
+
+// policyPrecedes says whether policy a takes precedence over policy b of the same namespace
+// on one target, as the Gateway API orders them: the older, then the first by name.
+func policyPrecedes(ak nsName, a *gatewayv1.BackendTLSPolicy, bk nsName, b *gatewayv1.BackendTLSPolicy) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return ak.name < bk.name
 }
 
 // policyResolution is what a policy's references and values come to.
@@ -174,6 +185,16 @@ type policyResolution struct {
 	tls *configv1.BackendTLS // nil: no connection is made (a 5xx)
 	// accepted and resolved are its Accepted and ResolvedRefs conditions.
 	accepted, resolved *watchv1.Condition
+}
+
+// policyResolved is policy k's resolution, memoised (resolvePolicy).
+func (t *Translator) policyResolved(k nsName, p *gatewayv1.BackendTLSPolicy) policyResolution {
+	if r, ok := t.gw.pol.resolved[k]; ok {
+		return r
+	}
+	r := t.resolvePolicy(p)
+	t.gw.pol.resolved[k] = r
+	return r
 }
 
 // resolvePolicy resolves p: its CA certificates (ConfigMaps of its namespace, ca.crt; or the
@@ -268,7 +289,7 @@ func (t *Translator) policyBackend(svc nsName, port corev1.ServicePort) (name st
 	if p == nil {
 		return "", nil, true
 	}
-	r := t.resolvePolicy(p)
+	r := t.policyResolved(pk, p)
 	if r.tls == nil {
 		return "", nil, false
 	}
@@ -299,7 +320,7 @@ func (t *Translator) policyStatus(k nsName) (*gatewayv1.BackendTLSPolicy, []*wat
 	if len(gws) == 0 {
 		return p, nil
 	}
-	r := t.resolvePolicy(p)
+	r := t.policyResolved(k, p)
 	conds := []*watchv1.Condition{r.accepted, r.resolved}
 	if conflicted && r.accepted.GetStatus() == condTrue {
 		conds[0] = cond(gatewayv1.PolicyConditionAccepted, condFalse, gatewayv1.PolicyReasonConflicted, "another BackendTLSPolicy governs the same Service port and takes precedence", p.Generation)
@@ -343,8 +364,7 @@ func (t *Translator) precededOnTarget(k nsName, p *gatewayv1.BackendTLSPolicy, s
 		if qk == k || q == nil {
 			continue
 		}
-		before := q.CreationTimestamp.Before(&p.CreationTimestamp) || q.CreationTimestamp.Equal(&p.CreationTimestamp) && qk.name < k.name
-		if !before {
+		if !policyPrecedes(qk, q, k, p) {
 			continue
 		}
 		for sec := range sections(q) {
