@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
@@ -73,9 +72,8 @@ func TestLastInitialObjectIsInTheFirstSnapshot(t *testing.T) {
 			inf := &fakeInformer{synced: make(chan struct{})}
 			for i := 0; i < perKind; i++ {
 				name := fmt.Sprintf("o%d", i)
-				inf.objs = append(inf.objs, &kinds.Stored{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: fmt.Sprint(i + 1)},
-					Wire: &watchv1.Object{Kind: k.Wire(), Namespace: "ns", Name: name, ResourceVersion: fmt.Sprint(i + 1),
-						ContentType: watchstream.ContentTypeJSON, Raw: []byte("{}")}})
+				inf.objs = append(inf.objs, &kinds.Stored{Wire: &watchv1.Object{Kind: k.Wire(), Namespace: "ns", Name: name, ResourceVersion: fmt.Sprint(i + 1),
+					ContentType: watchstream.ContentTypeJSON, Raw: []byte("{}")}})
 			}
 			watched = append(watched, WatchedKind{Kind: k, Informers: []Informer{inf}})
 		}

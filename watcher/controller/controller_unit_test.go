@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/sluice-io/sluice/internal/syncbuf"
@@ -109,8 +108,7 @@ func testKind(name string) *kinds.Kind {
 
 // stored is an object as the informers' transform leaves it.
 func stored(k *kinds.Kind, name, rv string) *kinds.Stored {
-	return &kinds.Stored{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv, UID: types.UID("u-" + name)},
-		Wire: &watchv1.Object{Kind: k.Wire(), Namespace: "ns", Name: name, Uid: "u-" + name, ResourceVersion: rv, ContentType: watchstream.ContentTypeJSON, Raw: []byte("{}")}}
+	return &kinds.Stored{Wire: &watchv1.Object{Kind: k.Wire(), Namespace: "ns", Name: name, Uid: "u-" + name, ResourceVersion: rv, ContentType: watchstream.ContentTypeJSON, Raw: []byte("{}")}}
 }
 
 // running is a controller under Run, with its informers' handlers.
@@ -223,7 +221,7 @@ func TestInformerCallbacksOnlyEnqueue(t *testing.T) {
 		o := stored(k, fmt.Sprint("o", i), "1")
 		h.OnAdd(o, true)
 		h.OnUpdate(o, stored(k, fmt.Sprint("o", i), "2"))
-		h.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/" + o.Name, Obj: o})
+		h.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/" + o.Wire.Name, Obj: o})
 	}
 	if c.store.Revision() != 0 || c.store.Len() != 0 {
 		t.Fatalf("callbacks without the owner running changed the store: revision %d, %d objects", c.store.Revision(), c.store.Len())
@@ -234,8 +232,8 @@ func TestInformerCallbacksOnlyEnqueue(t *testing.T) {
 	}
 	for i, it := range items {
 		wantRV, wantDeleted := []string{"1", "2", "1"}[i%3], i%3 == 2
-		if it.kind != 0 || it.obj.Name != fmt.Sprint("o", i/3) || it.obj.ResourceVersion != wantRV || it.deleted != wantDeleted {
-			t.Fatalf("item %d: %s@%s deleted %v; want o%d@%s deleted %v", i, it.obj.Name, it.obj.ResourceVersion, it.deleted, i/3, wantRV, wantDeleted)
+		if it.kind != 0 || it.obj.Wire.Name != fmt.Sprint("o", i/3) || it.obj.Wire.ResourceVersion != wantRV || it.deleted != wantDeleted {
+			t.Fatalf("item %d: %s@%s deleted %v; want o%d@%s deleted %v", i, it.obj.Wire.Name, it.obj.Wire.ResourceVersion, it.deleted, i/3, wantRV, wantDeleted)
 		}
 	}
 }

@@ -9,10 +9,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	corev1informers "k8s.io/client-go/informers/core/v1"
+	discoveryv1informers "k8s.io/client-go/informers/discovery/v1"
+	"k8s.io/client-go/informers/internalinterfaces"
+	networkingv1informers "k8s.io/client-go/informers/networking/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -148,7 +153,9 @@ func (k *Kind) informer(cs kubernetes.Interface, dyn dynamic.Interface, ns, name
 	}
 	var inf cache.SharedIndexInformer
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns), informers.WithTweakListOptions(tweak))
-	if gi, err := f.ForResource(k.GVR); err == nil {
+	if typed, ok := unindexed[k.GVR]; ok {
+		inf = typed(cs, ns, 0, cache.Indexers{}, tweak)
+	} else if gi, err := f.ForResource(k.GVR); err == nil {
 		inf = gi.Informer()
 	} else {
 		inf = dynamicinformer.NewFilteredDynamicInformer(dyn, k.GVR, ns, 0, cache.Indexers{}, tweak).Informer()
@@ -157,4 +164,31 @@ func (k *Kind) informer(cs kubernetes.Interface, dyn dynamic.Interface, ns, name
 		return nil, err
 	}
 	return inf, nil
+}
+
+// unindexed builds the typed informers of the kinds Sluice reads by default without the
+// namespace index the informer factory adds to every informer: the watcher looks objects up
+// only by key (its store serves the streams), and at 10k Ingresses that index held a set
+// entry and a map entry for each of the cluster's objects (docs/design.md, "Cold start").
+// Other kinds take the factory's informer.
+var unindexed = map[schema.GroupVersionResource]func(kubernetes.Interface, string, time.Duration, cache.Indexers, internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer{
+	{Version: "v1", Resource: "services"}:                                   corev1informers.NewFilteredServiceInformer,
+	{Version: "v1", Resource: "secrets"}:                                    corev1informers.NewFilteredSecretInformer,
+	{Version: "v1", Resource: "configmaps"}:                                 corev1informers.NewFilteredConfigMapInformer,
+	{Version: "v1", Resource: "namespaces"}:                                 namespaceInformer,
+	{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}:  discoveryv1informers.NewFilteredEndpointSliceInformer,
+	{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}:      networkingv1informers.NewFilteredIngressInformer,
+	{Group: "networking.k8s.io", Version: "v1", Resource: "ingressclasses"}: clusterScoped(networkingv1informers.NewFilteredIngressClassInformer),
+}
+
+// namespaceInformer is the Namespaces' informer of that shape (cluster-scoped: ns is "").
+func namespaceInformer(cs kubernetes.Interface, _ string, resync time.Duration, idx cache.Indexers, tweak internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer {
+	return corev1informers.NewFilteredNamespaceInformer(cs, resync, idx, tweak)
+}
+
+// clusterScoped adapts a cluster-scoped kind's informer constructor to that shape.
+func clusterScoped(f func(kubernetes.Interface, time.Duration, cache.Indexers, internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer) func(kubernetes.Interface, string, time.Duration, cache.Indexers, internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer {
+	return func(cs kubernetes.Interface, _ string, resync time.Duration, idx cache.Indexers, tweak internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer {
+		return f(cs, resync, idx, tweak)
+	}
 }

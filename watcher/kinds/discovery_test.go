@@ -396,9 +396,9 @@ func TestInformersListPerNamespaceWithTheFieldSelector(t *testing.T) {
 						t.Fatalf("the store holds a %T, want *Stored", o)
 					}
 					if st.Wire.GetContentType() != tc.contentType {
-						t.Errorf("%s/%s encoded as %s, want %s", st.Namespace, st.Name, st.Wire.GetContentType(), tc.contentType)
+						t.Errorf("%s/%s encoded as %s, want %s", st.Wire.Namespace, st.Wire.Name, st.Wire.GetContentType(), tc.contentType)
 					}
-					keys = append(keys, strings.TrimPrefix(st.Namespace+"/"+st.Name, "/"))
+					keys = append(keys, strings.TrimPrefix(st.Wire.Namespace+"/"+st.Wire.Name, "/"))
 				}
 			}
 			slices.Sort(keys)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/sluice-io/sluice/internal/contract"
@@ -154,7 +155,8 @@ func (k *Kind) Wire() *watchv1.GroupVersionKind {
 // object, stripped and encoded once, plus the metadata the informer machinery keys on. It is
 // immutable once made.
 type Stored struct {
-	metav1.ObjectMeta
+	// Wire is the object as the stream carries it; its namespace, name, uid and
+	// resourceVersion are all the informers key on (GetObjectMeta).
 	Wire *watchv1.Object
 	// Refs are the TLS Secrets the object references, or the references a ReferenceGrant
 	// allows (nil for every other object): read here, once, so that the controller decides
@@ -166,6 +168,14 @@ type Stored struct {
 	// Withheld objects are held by the informer but never stored nor streamed: a ConfigMap
 	// without ca.crt, which nothing downstream reads.
 	Withheld bool
+}
+
+// GetObjectMeta is how the informers' key functions (meta.Accessor) read a Stored object:
+// built from Wire on each call, so that the cache does not hold a second ObjectMeta (about
+// 260 bytes) beside every object's wire form (docs/design.md, "Cold start").
+func (s *Stored) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: s.Wire.GetNamespace(), Name: s.Wire.GetName(), UID: types.UID(s.Wire.GetUid()),
+		ResourceVersion: s.Wire.GetResourceVersion()}
 }
 
 // GetObjectKind is part of runtime.Object; a Stored object carries its kind in Wire.
@@ -226,7 +236,6 @@ func (k *Kind) Transform() func(any) (any, error) {
 			return nil, fmt.Errorf("encode %s %s/%s: %w", gvk.Kind, acc.GetNamespace(), acc.GetName(), err)
 		}
 		return &Stored{
-			ObjectMeta: metav1.ObjectMeta{Name: acc.GetName(), Namespace: acc.GetNamespace(), UID: acc.GetUID(), ResourceVersion: acc.GetResourceVersion()},
 			Wire: &watchv1.Object{
 				Kind: wireKind, Namespace: acc.GetNamespace(), Name: acc.GetName(), Uid: string(acc.GetUID()),
 				ResourceVersion: acc.GetResourceVersion(), ContentType: contentType, Raw: raw,

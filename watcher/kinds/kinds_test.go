@@ -280,11 +280,11 @@ func TestTransformStripsAndEncodesOnceWithTheKind(t *testing.T) {
 			if !ok {
 				t.Fatalf("transform returned %T, want *Stored", out)
 			}
-			if st.Namespace != "shop" || st.Name != "web" || st.UID != "u-1" || st.ResourceVersion != "42" {
-				t.Errorf("stored metadata %+v, want shop/web u-1 at 42 (the informer keys on it)", st.ObjectMeta)
+			if m := st.GetObjectMeta(); m.GetNamespace() != "shop" || m.GetName() != "web" || m.GetUID() != "u-1" || m.GetResourceVersion() != "42" {
+				t.Errorf("stored metadata %+v, want shop/web u-1 at 42 (the informer keys on it)", st.GetObjectMeta())
 			}
-			if len(st.Annotations)+len(st.Labels)+len(st.ManagedFields) != 0 {
-				t.Errorf("the stored metadata holds more than the keys: %+v", st.ObjectMeta)
+			if m := st.GetObjectMeta(); len(m.GetAnnotations())+len(m.GetLabels())+len(m.GetManagedFields()) != 0 {
+				t.Errorf("the stored metadata holds more than the keys: %+v", m)
 			}
 			w := st.Wire
 			if w.GetContentType() != tc.contentType || w.GetNamespace() != "shop" || w.GetName() != "web" || w.GetUid() != "u-1" || w.GetResourceVersion() != "42" {
@@ -343,8 +343,8 @@ func TestTransformKeepsOnlyANamespacesLabels(t *testing.T) {
 	if !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("the wire carries %+v, want %+v", got, want)
 	}
-	if st.Name != "shop" || st.UID != "u-ns" || st.ResourceVersion != "7" {
-		t.Errorf("stored metadata %+v, want shop u-ns at 7", st.ObjectMeta)
+	if m := st.GetObjectMeta(); m.GetName() != "shop" || m.GetUID() != "u-ns" || m.GetResourceVersion() != "7" {
+		t.Errorf("stored metadata %+v, want shop u-ns at 7", st.GetObjectMeta())
 	}
 }
 
