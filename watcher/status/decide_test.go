@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -210,6 +211,14 @@ func TestDecideIngressStatus(t *testing.T) {
 			in := ingressInput{obj: tc.obj, reports: tc.reports, classes: tc.classes, released: tc.released, told: tc.told}
 			dec := decideIngress(in)
 			checkIngressDecision(t, in, dec)
+			if tc.obj != nil {
+				// The writer holds only its view of each Ingress: it must decide the same.
+				viewed := in
+				viewed.obj = statusView(tc.obj)
+				if v := decideIngress(viewed); !reflect.DeepEqual(v, dec) {
+					t.Errorf("on the writer's view of the Ingress: %+v; on the whole Ingress: %+v", v, dec)
+				}
+			}
 			if dec.write != tc.wantWrite || !slices.Equal(ipsOf(dec.lb), tc.wantLB) || (!dec.write && dec.why != tc.wantWhy) {
 				t.Errorf("decision: write %v %v (why %q); want write %v %v (why %q)", dec.write, ipsOf(dec.lb), dec.why, tc.wantWrite, tc.wantLB, tc.wantWhy)
 			}
