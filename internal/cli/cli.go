@@ -129,6 +129,7 @@ func Main(spec Spec, args []string, stderr io.Writer) int {
 	}
 	logging.RouteLibraryLogs(log)
 	setMemoryLimit(log, memlimit.FromCgroup)
+	startMemory(os.LookupEnv)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

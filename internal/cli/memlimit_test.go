@@ -36,3 +36,48 @@ func TestMemoryLimitFollowsTheContainer(t *testing.T) {
 		t.Fatalf("with GOMEMLIMIT set: the limit was changed to %d", got)
 	}
 }
+
+// Cold start: a process collects garbage at ColdStartGCPercent until ready and at
+// SteadyGCPercent afterwards, unless the operator set GOGC, whose choice holds throughout.
+func TestGCPercentsKeepTheOperatorsGOGC(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		env         map[string]string
+		start, idle int
+		set         bool
+	}{
+		{name: "no GOGC", env: map[string]string{}, start: ColdStartGCPercent, idle: SteadyGCPercent, set: true},
+		{name: "GOGC empty", env: map[string]string{"GOGC": ""}, start: ColdStartGCPercent, idle: SteadyGCPercent, set: true},
+		{name: "GOGC=200", env: map[string]string{"GOGC": "200"}, set: false},
+		{name: "GOGC=off", env: map[string]string{"GOGC": "off"}, set: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start, idle, set := gcPercents(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+			if start != tc.start || idle != tc.idle || set != tc.set {
+				t.Fatalf("gcPercents = %d, %d, %v; want %d, %d, %v", start, idle, set, tc.start, tc.idle, tc.set)
+			}
+		})
+	}
+}
+
+// Cold start: the process starts at the cold start's GOGC and settles at the steady one,
+// and leaves an operator's GOGC alone at both.
+func TestMemoryStartsAndSettlesAtTheirGOGC(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	unset := func(string) (string, bool) { return "", false }
+	startMemory(unset)
+	if got := debug.SetGCPercent(100); got != ColdStartGCPercent {
+		t.Fatalf("GOGC at start = %d, want %d", got, ColdStartGCPercent)
+	}
+	settleMemory(hclog.NewNullLogger(), unset)
+	if got := debug.SetGCPercent(100); got != SteadyGCPercent {
+		t.Fatalf("GOGC after settling = %d, want %d", got, SteadyGCPercent)
+	}
+	operator := func(k string) (string, bool) { return "100", k == "GOGC" }
+	startMemory(operator)
+	settleMemory(hclog.NewNullLogger(), operator)
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("GOGC with GOGC=100 set = %d, want 100 kept", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -54,7 +55,9 @@ func NewServing(cfg ServingConfig) (*Serving, error) {
 		return nil, errors.New("cli: ServingConfig.Logger is required")
 	}
 	reg := ops.NewRegistry()
-	opsSrv, err := ops.New(ops.Config{Logger: cfg.Logger.Named("ops"), Registry: reg})
+	opsSrv, err := ops.New(ops.Config{Logger: cfg.Logger.Named("ops"), Registry: reg,
+		// In a goroutine: SetReady's caller is on its hot path (the first config going out).
+		OnFirstReady: func() { go settleMemory(cfg.Logger, os.LookupEnv) }})
 	if err != nil {
 		return nil, err
 	}

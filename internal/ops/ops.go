@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,10 @@ import (
 type Config struct {
 	Logger   hclog.Logger
 	Registry *prometheus.Registry
+	// OnFirstReady, when set, is called once, the first time the process becomes ready:
+	// its cold start is over (docs/design.md, "Cold start"). It is called on the caller of
+	// SetReady's goroutine, so it must return at once.
+	OnFirstReady func()
 }
 
 // Server is the operational endpoint.
@@ -38,6 +43,9 @@ type Server struct {
 	ready    atomic.Pointer[string] // nil when ready, else the reason it is not
 	health   atomic.Pointer[func() error]
 	mux      *http.ServeMux
+
+	onFirstReady func()
+	firstReady   sync.Once
 }
 
 // New returns a server that is not ready until SetReady(true).
@@ -45,7 +53,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil || cfg.Registry == nil {
 		return nil, errors.New("ops: Logger and Registry are required")
 	}
-	s := &Server{log: cfg.Logger, registry: cfg.Registry, mux: http.NewServeMux()}
+	s := &Server{log: cfg.Logger, registry: cfg.Registry, mux: http.NewServeMux(), onFirstReady: cfg.OnFirstReady}
 	s.SetNotReady("starting")
 	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if check := s.health.Load(); check != nil {
@@ -99,7 +107,12 @@ func BuildInfo() prometheus.Collector {
 }
 
 // SetReady marks the process ready.
-func (s *Server) SetReady() { s.ready.Store(nil) }
+func (s *Server) SetReady() {
+	s.ready.Store(nil)
+	if s.onFirstReady != nil {
+		s.firstReady.Do(s.onFirstReady)
+	}
+}
 
 // SetNotReady marks the process not ready, with the reason /readyz reports.
 func (s *Server) SetNotReady(reason string) { s.ready.Store(&reason) }
