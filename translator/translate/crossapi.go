@@ -149,7 +149,7 @@ func (t *Translator) refuseCrossAPI(h string, refused map[string]hostClaimant, l
 		case "Ingress":
 			lo := t.local[k]
 			done := map[string]bool{}
-			for _, c := range lo.claims[h] {
+			for _, c := range lo.claims.of(h) {
 				if done[c.hostField] {
 					continue
 				}

@@ -115,9 +115,63 @@ type ingressOut struct {
 	findings []*configv1.Finding
 	services []nsName
 	secrets  []nsName
-	claims   map[string][]claim // host -> claims, in the Ingress's own order
+	claims   hostClaims // host -> claims, in the Ingress's own order
 	refs     []backendRef
 	nginx    nginxIngress
+}
+
+// hostClaims are an Ingress's claims by host, hosts in the order first claimed. Nearly every
+// Ingress names one host or two, and a map per Ingress cost more than its claims (about 380
+// bytes each, 34 MB at 100k Ingresses); an index by host is built only for many hosts.
+type hostClaims struct {
+	hosts []string
+	by    [][]claim      // by[i]: the claims on hosts[i]
+	index map[string]int // host -> i, once there are more than hostClaimsScan hosts
+}
+
+// hostClaimsScan is how many hosts are looked up by scanning before an index is built.
+const hostClaimsScan = 8
+
+func (hc *hostClaims) find(host string) int {
+	if hc.index != nil {
+		if i, ok := hc.index[host]; ok {
+			return i
+		}
+		return -1
+	}
+	for i, h := range hc.hosts {
+		if h == host {
+			return i
+		}
+	}
+	return -1
+}
+
+// of is the claims on host, nil when none.
+func (hc *hostClaims) of(host string) []claim {
+	if i := hc.find(host); i >= 0 {
+		return hc.by[i]
+	}
+	return nil
+}
+
+// add appends c to host's claims.
+func (hc *hostClaims) add(host string, c claim) {
+	if i := hc.find(host); i >= 0 {
+		hc.by[i] = append(hc.by[i], c)
+		return
+	}
+	hc.hosts = append(hc.hosts, host)
+	hc.by = append(hc.by, []claim{c})
+	switch {
+	case hc.index != nil:
+		hc.index[host] = len(hc.hosts) - 1
+	case len(hc.hosts) > hostClaimsScan:
+		hc.index = make(map[string]int, len(hc.hosts))
+		for i, h := range hc.hosts {
+			hc.index[h] = i
+		}
+	}
 }
 
 // claim is one route or certificate an Ingress asks for on a host.
@@ -450,7 +504,7 @@ func (t *Translator) index(k nsName, lo *ingressOut) {
 	for _, s := range lo.secrets {
 		t.secretUsers.add(s, k)
 	}
-	for h := range lo.claims {
+	for _, h := range lo.claims.hosts {
 		t.hostUsers.add(h, k)
 		t.dirtyHosts.add(h)
 	}
@@ -474,7 +528,7 @@ func (t *Translator) unindex(k nsName, lo *ingressOut) {
 	for _, s := range lo.secrets {
 		t.secretUsers.remove(s, k)
 	}
-	for h := range lo.claims {
+	for _, h := range lo.claims.hosts {
 		t.hostUsers.remove(h, k)
 		t.dirtyHosts.add(h)
 	}
@@ -489,7 +543,7 @@ func (t *Translator) unindex(k nsName, lo *ingressOut) {
 // translateIngress is the part of the translation that depends on one Ingress alone (and
 // on the classes, Services and Secrets it names).
 func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
-	lo := &ingressOut{ing: ing, claims: map[string][]claim{}}
+	lo := &ingressOut{ing: ing}
 	if ing.Spec.IngressClassName != nil {
 		lo.class, lo.classful = *ing.Spec.IngressClassName, true
 	} else if ing.Annotations[AnnotationIngressClass] != "" {
@@ -513,7 +567,7 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 	claimOn := func(host string, c claim) {
 		seq++
 		c.seq = seq
-		lo.claims[host] = append(lo.claims[host], c)
+		lo.claims.add(host, c)
 	}
 
 	var timeout *durationpb.Duration
@@ -653,7 +707,7 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 				continue // a host of the Ingress's own rules already
 			}
 			hosts[a] = true
-			for _, c := range lo.claims[first] {
+			for _, c := range lo.claims.of(first) {
 				if c.route == nil {
 					continue
 				}
@@ -1110,7 +1164,7 @@ func (t *Translator) resolveHost(h string) {
 			continue
 		}
 		lo := t.local[k]
-		for _, c := range lo.claims[h] {
+		for _, c := range lo.claims.of(h) {
 			claims = append(claims, owned{c, lo})
 		}
 	}
@@ -1373,7 +1427,7 @@ func (t *Translator) buildFindings(key string) {
 		t.statusDirty.add(k)
 		if lo, ok := t.local[k]; ok && lo.served {
 			fs = append(fs, lo.findings...)
-			for h := range lo.claims {
+			for _, h := range lo.claims.hosts {
 				fs = append(fs, t.hostFindings[h][key]...)
 			}
 			for _, r := range lo.refs {

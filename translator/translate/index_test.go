@@ -3,6 +3,7 @@ package translate
 import (
 	"maps"
 	"math/rand/v2"
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -38,6 +39,37 @@ func TestIndexAnswersAsAMapOfSets(t *testing.T) {
 		}
 		if got, want := slices.Sorted(x.keys()), slices.Sorted(maps.Keys(ref)); !slices.Equal(got, want) {
 			t.Fatalf("step %d: keys %v, want %v", step, got, want)
+		}
+	}
+}
+
+// Incremental translation: an Ingress's claims by host keep each host's claims in the
+// Ingress's own order and its hosts in the order first claimed, whether looked up by scanning
+// (few hosts) or through the index (many).
+func TestHostClaimsKeepTheIngresssOrder(t *testing.T) {
+	for _, n := range []int{1, hostClaimsScan, hostClaimsScan + 1, 3 * hostClaimsScan} {
+		var hc hostClaims
+		var want []string
+		for round := range 3 {
+			for i := range n {
+				h := fmt.Sprintf("h%d.example.com", i)
+				if round == 0 {
+					want = append(want, h)
+				}
+				hc.add(h, claim{seq: round*n + i})
+			}
+		}
+		if !slices.Equal(hc.hosts, want) {
+			t.Fatalf("%d hosts: hosts %v, want %v", n, hc.hosts, want)
+		}
+		for i, h := range want {
+			got := hc.of(h)
+			if len(got) != 3 || got[0].seq != i || got[1].seq != n+i || got[2].seq != 2*n+i {
+				t.Fatalf("%d hosts: claims on %s %+v, want seqs %d, %d, %d", n, h, got, i, n+i, 2*n+i)
+			}
+		}
+		if hc.of("absent.example.com") != nil {
+			t.Fatalf("%d hosts: claims on a host never claimed", n)
 		}
 	}
 }
