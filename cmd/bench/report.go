@@ -130,7 +130,7 @@ Caddy `+"`/load`"+` of a config of that size: what every change cost before the 
 	}
 	b.WriteString(image(chartMemory))
 	last := rs[len(rs)-1]
-	fmt.Fprintf(&b, "\nWhere the bytes go at %d Ingresses: the in-use heap of each process after the change measures\n(`go tool pprof -top -sample_index=inuse_space`; RSS is about twice the live heap with Go's default GOGC).\n", last.Ingresses)
+	fmt.Fprintf(&b, "\nWhere the bytes go at %d Ingresses: the in-use heap of each process after the change measures\n(`go tool pprof -top -sample_index=inuse_space`; once ready, each process collects at GOGC=50, so its heap peaks at about 1.5 times what is live).\n", last.Ingresses)
 	for _, p := range []string{"watcher", "translator", "pusher"} {
 		if h := last.Heap[p]; h != "" {
 			fmt.Fprintf(&b, "\n%s:\n\n```\n%s\n```\n", p, heapTop(h))
