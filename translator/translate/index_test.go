@@ -1,9 +1,9 @@
 package translate
 
 import (
+	"fmt"
 	"maps"
 	"math/rand/v2"
-	"fmt"
 	"slices"
 	"testing"
 )
