@@ -780,7 +780,7 @@ func follow(ctx context.Context, addr string) (*follower, error) {
 		return nil, err
 	}
 	if err := stream.Send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Hello{Hello: &configv1.Hello{
-		PusherId: "bench-follower", DataPlane: configv1.DataPlaneKind_DATA_PLANE_KIND_NONE}}}); err != nil {
+		PusherId: "bench-follower", DataPlane: configv1.DataPlaneKind_DATA_PLANE_KIND_NONE, TakesChunks: true}}}); err != nil {
 		conn.Close()
 		return nil, err
 	}
@@ -791,15 +791,19 @@ func follow(ctx context.Context, addr string) (*follower, error) {
 		for {
 			m, err := stream.Recv()
 			now := time.Now()
+			var complete *configv1.Config
 			if err == nil {
-				_, err = chain.Receive(m)
+				complete, err = chain.Receive(m)
 			}
 			if err != nil {
 				f.fail(err)
 				return
 			}
 			var hosts []string
-			for _, vh := range m.GetConfig().GetResources().GetVirtualHosts() {
+			if m.GetDelta() != nil {
+				complete = nil // its hosts are the delta's
+			}
+			for _, vh := range complete.GetResources().GetVirtualHosts() {
 				hosts = append(hosts, vh.GetHostname())
 			}
 			for _, vh := range m.GetDelta().GetVirtualHosts() {

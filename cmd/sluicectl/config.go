@@ -343,7 +343,7 @@ func watchConfig(ctx context.Context, c configv1.ConfigServiceClient, addr strin
 	}
 	host, _ := os.Hostname()
 	if err := stream.Send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Hello{Hello: &configv1.Hello{
-		PusherId: fmt.Sprintf("sluicectl-%s-%d", host, os.Getpid()), DataPlane: configv1.DataPlaneKind_DATA_PLANE_KIND_NONE}}}); err != nil {
+		PusherId: fmt.Sprintf("sluicectl-%s-%d", host, os.Getpid()), DataPlane: configv1.DataPlaneKind_DATA_PLANE_KIND_NONE, TakesChunks: true}}}); err != nil {
 		return fmt.Errorf("%s: %w", addr, err)
 	}
 	var chain contract.Chain

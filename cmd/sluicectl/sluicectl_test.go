@@ -122,7 +122,7 @@ func (f *fakeTranslator) StreamConfig(s grpc.BidiStreamingServer[configv1.Stream
 		{Message: &configv1.StreamConfigResponse_Config{Config: cur}},
 	}
 	if f.chunkLimit > 0 {
-		chunks, err := contract.Chunk(cur, f.chunkLimit)
+		chunks, err := contract.Chunk(cur, f.chunkLimit, true)
 		if err != nil {
 			return err
 		}

@@ -41,13 +41,18 @@ func (e *TooLargeError) Error() string {
 }
 
 // Chunk returns the messages that carry c, a complete state, on a stream whose messages may
-// be limit bytes long (encoded): c whole when it fits, else a ConfigStart, ConfigChunks
-// that each fit (at most ChunkTarget bytes and ChunkMaxEntries entries, unless one entry
-// alone is larger) and a ConfigEnd. Entries keep c's order, each in exactly one chunk. A
-// resource that alone exceeds the limit is a *TooLargeError.
-func Chunk(c *configv1.Config, limit int) ([]*configv1.StreamConfigResponse, error) {
+// be limit bytes long (encoded): c whole when it fits and, for a receiver that takes chunks
+// (Hello.takes_chunks), is at most ChunkTarget; else a ConfigStart, ConfigChunks that each
+// fit (at most ChunkTarget bytes and ChunkMaxEntries entries, unless one entry alone is
+// larger) and a ConfigEnd. Entries keep c's order, each in exactly one chunk. A resource
+// that alone exceeds the limit is a *TooLargeError.
+func Chunk(c *configv1.Config, limit int, takesChunks bool) ([]*configv1.StreamConfigResponse, error) {
 	whole := &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Config{Config: c}}
-	if proto.Size(whole) <= limit {
+	wholeAtMost := limit
+	if takesChunks {
+		wholeAtMost = min(limit, ChunkTarget)
+	}
+	if proto.Size(whole) <= wholeAtMost {
 		return []*configv1.StreamConfigResponse{whole}, nil
 	}
 	// What a chunk message takes beside its entries, at most: the response's field, the

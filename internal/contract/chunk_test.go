@@ -28,30 +28,36 @@ func chunkedConfig(n, pad int) *configv1.Config {
 	return &configv1.Config{Epoch: "e1", Version: 7, Hash: Hash(r), WatcherEpoch: "w", WatcherRevision: 42, Resources: r}
 }
 
-// Chunk: a state that fits goes whole; a larger one in chunks, each within the limit (and the
-// target and entry bounds), carrying every entry exactly once in the state's order, the
-// same bytes for the same state; the Assembler gives back the same Config.
+// Chunk: a state that fits goes whole, and to a client that takes chunks only when it also
+// fits one chunk; a larger one in chunks, each within the limit (and the target and entry
+// bounds), carrying every entry exactly once in the state's order, the same bytes for the
+// same state; the Assembler gives back the same Config.
 func TestChunkBoundedBatchesEveryEntryOnceInOrder(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		n, pad     int
 		limit      int
-		wantChunks int // 0: sent whole
+		takes      bool // the client takes chunks (Hello.takes_chunks)
+		wantChunks int  // 0: sent whole
 	}{
-		{"fits whole", 10, 10, 64 << 10, 0},
-		{"empty state", 0, 0, 256, 0},
-		{"small limit", 300, 100, 4 << 10, 30},
-		{"entry count bound", 5000, 1, 200 << 10, 5},
-		{"target bound", 300, 20 << 10, 8 << 20, 5},
-		{"one entry per chunk", 20, 3000, 4 << 10, 70},
+		{"fits whole", 10, 10, 64 << 10, true, 0},
+		{"empty state", 0, 0, 256, true, 0},
+		{"small limit", 300, 100, 4 << 10, true, 30},
+		{"entry count bound", 5000, 1, 200 << 10, true, 5},
+		{"target bound", 300, 20 << 10, 8 << 20, false, 5},
+		{"one entry per chunk", 20, 3000, 4 << 10, true, 70},
+		// A state over one chunk but within the limit: in chunks to a client that takes
+		// them, whole to one from before chunks.
+		{"over a chunk, to a client that takes chunks", 300, 20 << 10, 64 << 20, true, 2},
+		{"over a chunk, to a client from before chunks", 300, 20 << 10, 64 << 20, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := chunkedConfig(tc.n, tc.pad)
-			msgs, err := Chunk(c, tc.limit)
+			msgs, err := Chunk(c, tc.limit, tc.takes)
 			if err != nil {
 				t.Fatal(err)
 			}
-			again, _ := Chunk(c, tc.limit)
+			again, _ := Chunk(c, tc.limit, tc.takes)
 			for i := range msgs {
 				a, _ := proto.MarshalOptions{Deterministic: true}.Marshal(msgs[i])
 				b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(again[i])
@@ -111,7 +117,7 @@ func TestChunkRefusesAResourceOverTheLimit(t *testing.T) {
 		{Name: "y", Source: &configv1.ObjectRef{Kind: "HTTPRoute", Namespace: "shop", Name: "a"}},
 		{Name: "z", Source: &configv1.ObjectRef{Kind: "Ingress", Namespace: "shop", Name: "b"}}}}
 	c.Resources.VirtualHosts = append(c.Resources.VirtualHosts, big)
-	_, err := Chunk(c, 4096)
+	_, err := Chunk(c, 4096, true)
 	var tl *TooLargeError
 	if !errors.As(err, &tl) {
 		t.Fatalf("Chunk: %v, want a TooLargeError", err)
@@ -125,7 +131,7 @@ func TestChunkRefusesAResourceOverTheLimit(t *testing.T) {
 // refuses every malformed one: nothing is assembled from it.
 func TestAssemblerRefusesMalformedSequences(t *testing.T) {
 	c := chunkedConfig(60, 100)
-	msgs, err := Chunk(c, 4096)
+	msgs, err := Chunk(c, 4096, true)
 	if err != nil {
 		t.Fatal(err)
 	}

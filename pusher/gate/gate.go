@@ -174,7 +174,7 @@ func (g *Gate) stream(ctx context.Context) error {
 		return fmt.Errorf("open config stream: %w", err)
 	}
 	if err := stream.Send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Hello{Hello: &configv1.Hello{
-		PusherId: g.cfg.PusherID, DataPlane: g.cfg.Kind, SoftwareVersion: g.cfg.SoftwareVersion}}}); err != nil {
+		PusherId: g.cfg.PusherID, DataPlane: g.cfg.Kind, SoftwareVersion: g.cfg.SoftwareVersion, TakesChunks: true}}}); err != nil {
 		return fmt.Errorf("send hello: %w", err)
 	}
 	msgs := grpcx.Pump[configv1.StreamConfigResponse](sctx, stream.Recv, 16)

@@ -234,7 +234,7 @@ func manyHosts(n int) []string {
 // chunks and an end.
 func chunked(t *testing.T, c *configv1.Config) []*configv1.StreamConfigResponse {
 	t.Helper()
-	msgs, err := contract.Chunk(c, 512)
+	msgs, err := contract.Chunk(c, 512, true)
 	if err != nil {
 		t.Fatal(err)
 	}

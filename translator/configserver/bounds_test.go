@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/grpcx"
 	"github.com/sluice-io/sluice/internal/syncbuf"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
@@ -59,7 +60,15 @@ func serve(t *testing.T, s *Server, opts ...grpc.ServerOption) string {
 // own) and says Hello as pusher id.
 func pusherStream(t *testing.T, addr, id string) *client {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return helloStream(t, addr, &configv1.Hello{PusherId: id})
+}
+
+// helloStream opens a stream on a connection of its own and says hello.
+func helloStream(t *testing.T, addr string, hello *configv1.Hello) *client {
+	t.Helper()
+	// Received as a pusher receives: up to the server's default message limit.
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcx.DefaultMaxMessageSize)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +79,7 @@ func pusherStream(t *testing.T, addr, id string) *client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.Send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Hello{Hello: &configv1.Hello{PusherId: id}}}); err != nil {
+	if err := stream.Send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Hello{Hello: hello}}); err != nil {
 		t.Fatal(err)
 	}
 	return &client{t: t, stream: stream}

@@ -103,6 +103,40 @@ func TestCompleteStateOverTheLimitTravelsInChunks(t *testing.T) {
 	}
 }
 
+// Cold start: a complete state larger than one chunk but within the message limit reaches a
+// client that takes chunks in chunks (neither end holds it as one message, and the client
+// decodes a part while the rest is on its way), and one from before chunks whole, as it
+// always did.
+func TestStateOverAChunkTravelsInChunksToAClientThatTakesThem(t *testing.T) {
+	stopping := make(chan struct{})
+	t.Cleanup(func() { close(stopping) })
+	s, err := New(Config{Logger: hclog.NewNullLogger(), Stopping: stopping})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := bigSource(s, 15000)
+	size := len(mustMarshal(t, src.st.Resources()))
+	if size <= contract.ChunkTarget || size > s.cfg.MaxMessageSize/2 {
+		t.Fatalf("the state is %d bytes, want over one chunk (%d) and well within the limit (%d)", size, contract.ChunkTarget, s.cfg.MaxMessageSize)
+	}
+	addr := serve(t, s)
+	takes := helloStream(t, addr, &configv1.Hello{PusherId: "takes", TakesChunks: true})
+	before := helloStream(t, addr, &configv1.Hello{PusherId: "before"})
+	takes.readUntil(1)
+	before.readUntil(1)
+	if takes.chunks < 2 || takes.largest > contract.ChunkTarget {
+		t.Fatalf("to a client that takes chunks: %d chunks, the largest message %d bytes; want chunks of at most %d", takes.chunks, takes.largest, contract.ChunkTarget)
+	}
+	if before.chunks != 0 || before.largest < size {
+		t.Fatalf("to a client from before chunks: %d chunks, the largest message %d bytes; want the state whole (%d bytes)", before.chunks, before.largest, size)
+	}
+	for _, c := range []*client{takes, before} {
+		if c.chain.State.Hash() != src.st.Hash() {
+			t.Fatal("a client holds another state than the source")
+		}
+	}
+}
+
 // A resource that alone exceeds the limit cannot be sent in any chunk: the state is not
 // sent, the log names the resource and the objects it was built from, and the stream stays
 // (the next version that fits reaches it).

@@ -373,11 +373,12 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 			}
 		}
 		s.mu.Unlock()
-		// A complete state goes whole when it fits one message, else in chunks. When one
-		// resource alone is over the limit nothing is sent and sentVersion stays: the pusher
-		// keeps what it applied, and the next version is built from that.
+		// A complete state goes whole when it fits one message (and one chunk, for a client
+		// that takes chunks), else in chunks. When one resource alone is over the limit
+		// nothing is sent and sentVersion stays: the pusher keeps what it applied, and the
+		// next version is built from that.
 		if next != nil {
-			msgs, err := s.encode(redactor, next)
+			msgs, err := s.encode(redactor, next, hello.GetTakesChunks())
 			var tl *contract.TooLargeError
 			switch {
 			case errors.As(err, &tl):
@@ -431,9 +432,10 @@ func redact(r *contract.Redactor, m *configv1.StreamConfigResponse) (*configv1.S
 
 // encode returns the messages that carry next on a stream (redacted for a read-only one):
 // a delta as it is (nextLocked made sure it fits), a complete state whole or in chunks that
-// each fit the message limit (contract.Chunk). A resource that alone exceeds the limit is a
-// *contract.TooLargeError: the state cannot be sent. The redactor follows only what is sent.
-func (s *Server) encode(r *contract.Redactor, next *configv1.StreamConfigResponse) ([]*configv1.StreamConfigResponse, error) {
+// each fit the message limit (contract.Chunk; takesChunks from the client's Hello). A
+// resource that alone exceeds the limit is a *contract.TooLargeError: the state cannot be
+// sent. The redactor follows only what is sent.
+func (s *Server) encode(r *contract.Redactor, next *configv1.StreamConfigResponse, takesChunks bool) ([]*configv1.StreamConfigResponse, error) {
 	c := next.GetConfig()
 	if c == nil {
 		if r != nil {
@@ -442,7 +444,7 @@ func (s *Server) encode(r *contract.Redactor, next *configv1.StreamConfigRespons
 		}
 		return []*configv1.StreamConfigResponse{next}, nil
 	}
-	msgs, err := contract.Chunk(c, s.cfg.MaxMessageSize)
+	msgs, err := contract.Chunk(c, s.cfg.MaxMessageSize, takesChunks)
 	if err != nil || r == nil {
 		return msgs, err
 	}
@@ -450,7 +452,7 @@ func (s *Server) encode(r *contract.Redactor, next *configv1.StreamConfigRespons
 	if err != nil {
 		return nil, err
 	}
-	return contract.Chunk(rc, s.cfg.MaxMessageSize) // no larger than c's: keys only shrink
+	return contract.Chunk(rc, s.cfg.MaxMessageSize, takesChunks) // no larger than c's: keys only shrink
 }
 
 // refuseTooLarge logs (once per version) and counts a complete state that cannot be sent

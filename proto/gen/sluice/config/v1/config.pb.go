@@ -638,8 +638,14 @@ type Hello struct {
 	DataPlane DataPlaneKind          `protobuf:"varint,2,opt,name=data_plane,json=dataPlane,proto3,enum=sluice.config.v1.DataPlaneKind" json:"data_plane,omitempty"`
 	// SoftwareVersion is the pusher's build version, for logs and status.
 	SoftwareVersion string `protobuf:"bytes,3,opt,name=software_version,json=softwareVersion,proto3" json:"software_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// TakesChunks says the client assembles a complete state sent in chunks (ConfigStart,
+	// ConfigChunk, ConfigEnd). The translator then sends every complete state larger than one
+	// chunk (4 MiB) in chunks, so that neither end holds it as one message and the client
+	// decodes a part while the rest is on its way; without it a state that fits one message
+	// is sent whole, as to a client from before chunks.
+	TakesChunks   bool `protobuf:"varint,4,opt,name=takes_chunks,json=takesChunks,proto3" json:"takes_chunks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -691,6 +697,13 @@ func (x *Hello) GetSoftwareVersion() string {
 		return x.SoftwareVersion
 	}
 	return ""
+}
+
+func (x *Hello) GetTakesChunks() bool {
+	if x != nil {
+		return x.TakesChunks
+	}
+	return false
 }
 
 // Ack says that a config was applied (or was already in place).
@@ -4166,12 +4179,13 @@ const file_sluice_config_v1_config_proto_rawDesc = "" +
 	"\x03ack\x18\x02 \x01(\v2\x15.sluice.config.v1.AckH\x00R\x03ack\x12,\n" +
 	"\x04nack\x18\x03 \x01(\v2\x16.sluice.config.v1.NackH\x00R\x04nack\x122\n" +
 	"\x06resync\x18\x04 \x01(\v2\x18.sluice.config.v1.ResyncH\x00R\x06resyncB\t\n" +
-	"\amessage\"\x8f\x01\n" +
+	"\amessage\"\xb2\x01\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tpusher_id\x18\x01 \x01(\tR\bpusherId\x12>\n" +
 	"\n" +
 	"data_plane\x18\x02 \x01(\x0e2\x1f.sluice.config.v1.DataPlaneKindR\tdataPlane\x12)\n" +
-	"\x10software_version\x18\x03 \x01(\tR\x0fsoftwareVersion\":\n" +
+	"\x10software_version\x18\x03 \x01(\tR\x0fsoftwareVersion\x12!\n" +
+	"\ftakes_chunks\x18\x04 \x01(\bR\vtakesChunks\":\n" +
 	"\x03Ack\x123\n" +
 	"\x06config\x18\x01 \x01(\v2\x1b.sluice.config.v1.ConfigRefR\x06config\"\x98\x01\n" +
 	"\x04Nack\x123\n" +
