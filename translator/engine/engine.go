@@ -358,8 +358,9 @@ func (e *Engine) applyDecoded(m *watchv1.WatchResponse, obj runtime.Object, err 
 			e.log.Error("object does not decode; left out", "object", k.String(), "error", err)
 			break
 		}
-		e.mirror.Attach(k, obj)
-		e.tr.Set(obj)
+		// What the translator keeps (a compact form for the most numerous kinds), so that
+		// the decoded object is not held a second time.
+		e.mirror.Attach(k, e.tr.Set(obj))
 		if kind := o.GetKind().GetKind(); translate.Quarantinable(kind) {
 			e.seen(k, obj, o.GetResourceVersion())
 		}

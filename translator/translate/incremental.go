@@ -41,9 +41,9 @@ type Translator struct {
 	// The current objects.
 	ingresses map[nsName]*networkingv1.Ingress
 	classes   map[string]*networkingv1.IngressClass
-	services  map[nsName]*corev1.Service
-	slices    map[nsName]*discoveryv1.EndpointSlice // by the slice's own name
-	bySvc     index[nsName, nsName]                 // service -> its slices
+	services  map[nsName]*service       // compact.go
+	slices    map[nsName]*endpointSlice // by the slice's own name
+	bySvc     index[nsName, nsName]     // service -> its slices
 	secrets   map[nsName]*corev1.Secret
 	broken    map[string]*configv1.Finding // findings key -> why the object does not decode
 	// quarantined are the objects a data plane rejected, by findings key (quarantines).
@@ -217,7 +217,7 @@ func New(opts Options) *Translator {
 	t := &Translator{
 		opts:      opts,
 		ingresses: map[nsName]*networkingv1.Ingress{}, classes: map[string]*networkingv1.IngressClass{},
-		services: map[nsName]*corev1.Service{}, slices: map[nsName]*discoveryv1.EndpointSlice{},
+		services: map[nsName]*service{}, slices: map[nsName]*endpointSlice{},
 		bySvc: newIndex[nsName, nsName](), secrets: map[nsName]*corev1.Secret{},
 		broken:     map[string]*configv1.Finding{},
 		classUsers: newIndex[string, nsName](), classless: set[nsName]{}, svcUsers: newIndex[nsName, nsName](),
@@ -248,8 +248,11 @@ func (t *Translator) State() *contract.State { return t.out }
 // SetNow sets the time certificates are checked against at the next Build.
 func (t *Translator) SetNow(now time.Time) { t.opts.Now = now }
 
-// Set adds or replaces an object; kinds the translator does not read are ignored.
-func (t *Translator) Set(obj any) {
+// Set adds or replaces an object; kinds the translator does not read are ignored. It returns
+// what the translator keeps of obj (its compact form for a Service or an EndpointSlice,
+// compact.go; else obj itself), which Remove takes as it takes obj: a caller that holds
+// objects to remove them later holds that, so that one copy of each is kept.
+func (t *Translator) Set(obj any) any {
 	switch o := obj.(type) {
 	case *networkingv1.Ingress:
 		k := nsName{o.Namespace, o.Name}
@@ -259,18 +262,22 @@ func (t *Translator) Set(obj any) {
 		t.classes[o.Name] = o
 		t.classChanged(o.Name)
 	case *corev1.Service:
+		c := compactService(o)
 		k := nsName{o.Namespace, o.Name}
-		t.services[k] = o
+		t.services[k] = c
 		t.serviceChanged(k)
+		return c
 	case *discoveryv1.EndpointSlice:
+		c := compactSlice(o)
 		k := nsName{o.Namespace, o.Name}
 		t.removeSlice(k)
-		t.slices[k] = o
-		if svc := o.Labels[discoveryv1.LabelServiceName]; svc != "" {
-			sk := nsName{o.Namespace, svc}
+		t.slices[k] = c
+		if c.service != "" {
+			sk := nsName{o.Namespace, c.service}
 			t.bySvc.add(sk, k)
 			t.dirtyServices.add(sk)
 		}
+		return c
 	case *corev1.Secret:
 		k := nsName{o.Namespace, o.Name}
 		t.secrets[k] = o
@@ -278,6 +285,7 @@ func (t *Translator) Set(obj any) {
 	default:
 		t.setGateway(obj)
 	}
+	return obj
 }
 
 // Remove removes the object of obj's kind, namespace and name.
@@ -291,10 +299,12 @@ func (t *Translator) Remove(obj any) {
 		delete(t.classes, o.Name)
 		t.classChanged(o.Name)
 	case *corev1.Service:
-		k := nsName{o.Namespace, o.Name}
-		delete(t.services, k)
-		t.serviceChanged(k)
+		t.removeService(nsName{o.Namespace, o.Name})
+	case *service:
+		t.removeService(nsName{o.Namespace, o.Name})
 	case *discoveryv1.EndpointSlice:
+		t.removeSlice(nsName{o.Namespace, o.Name})
+	case *endpointSlice:
 		t.removeSlice(nsName{o.Namespace, o.Name})
 	case *corev1.Secret:
 		k := nsName{o.Namespace, o.Name}
@@ -325,11 +335,16 @@ func (t *Translator) removeSlice(k nsName) {
 		return
 	}
 	delete(t.slices, k)
-	if svc := old.Labels[discoveryv1.LabelServiceName]; svc != "" {
-		sk := nsName{old.Namespace, svc}
+	if old.service != "" {
+		sk := nsName{old.Namespace, old.service}
 		t.bySvc.remove(sk, k)
 		t.dirtyServices.add(sk)
 	}
+}
+
+func (t *Translator) removeService(k nsName) {
+	delete(t.services, k)
+	t.serviceChanged(k)
 }
 
 func (t *Translator) serviceChanged(k nsName) {
@@ -920,8 +935,8 @@ func parseBackendName(name string) (nsName, int32) {
 // rebuildBackend builds backend name from its Service and EndpointSlices. A change in
 // whether it has ready endpoints changes the findings of every Ingress referring to it.
 // slicesOf yields the EndpointSlices of Service sk.
-func (t *Translator) slicesOf(sk nsName) iter.Seq[*discoveryv1.EndpointSlice] {
-	return func(yield func(*discoveryv1.EndpointSlice) bool) {
+func (t *Translator) slicesOf(sk nsName) iter.Seq[*endpointSlice] {
+	return func(yield func(*endpointSlice) bool) {
 		for k := range t.bySvc.all(sk) {
 			if !yield(t.slices[k]) {
 				return
@@ -984,7 +999,7 @@ func (t *Translator) dropBackend(name string) {
 	t.dirtyBackends.add(name)
 }
 
-func buildBackend(svc *corev1.Service, portNum int32, slices iter.Seq[*discoveryv1.EndpointSlice]) *backendOut {
+func buildBackend(svc *service, portNum int32, slices iter.Seq[*endpointSlice]) *backendOut {
 	if svc == nil {
 		return &backendOut{be: &configv1.Backend{}}
 	}
@@ -1010,24 +1025,15 @@ func buildBackend(svc *corev1.Service, portNum int32, slices iter.Seq[*discovery
 		}
 		var target int32 = -1
 		for _, p := range s.Ports {
-			pname := ""
-			if p.Name != nil {
-				pname = *p.Name
-			}
-			if pname == port.Name && p.Port != nil {
-				target = *p.Port
+			if p.Name == port.Name && p.Set {
+				target = p.Port
 			}
 		}
 		if target < 0 {
 			continue
 		}
 		for _, e := range s.Endpoints {
-			ready := e.Conditions.Ready == nil || *e.Conditions.Ready
-			serving := ready
-			if e.Conditions.Serving != nil {
-				serving = *e.Conditions.Serving
-			}
-			terminating := e.Conditions.Terminating != nil && *e.Conditions.Terminating
+			ready, serving, terminating := e.Ready, e.Serving, e.Terminating
 			for _, a := range e.Addresses {
 				ip := net.ParseIP(a)
 				if ip == nil {

@@ -246,6 +246,8 @@ func TestIncrementalEqualsFullTranslation(t *testing.T) {
 				opts.GatewayReservedAddresses = []string{"192.0.2.99"}
 			}
 			cur := objects{}
+			// What Set returned for each object, which Remove is given, as the engine does.
+			held := map[string]any{}
 			inc := New(opts)
 			receiver := contract.NewState()
 			gwHeld := map[string]*watchv1.GatewayAPIStatus{}
@@ -270,15 +272,16 @@ func TestIncrementalEqualsFullTranslation(t *testing.T) {
 					case 14:
 						o = u.namespace()
 					case 9: // delete something
-						for k, old := range cur {
+						for k := range cur {
 							delete(cur, k)
-							inc.Remove(old)
+							inc.Remove(held[k])
+							delete(held, k)
 							break
 						}
 						continue
 					}
 					cur[keyOf(o)] = o
-					inc.Set(o)
+					held[keyOf(o)] = inc.Set(o)
 				}
 				now = now.Add(time.Duration(u.r.IntN(3)) * time.Minute)
 				buildAndCheck(t, step, inc, cur, opts, now, receiver, gwHeld)

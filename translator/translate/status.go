@@ -5,8 +5,6 @@ import (
 	"sort"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
@@ -61,24 +59,24 @@ func LessKey(a, b *watchv1.IngressKey) bool {
 // Options.PublishService. An absent publish Service means unknown (the statuses are then
 // left alone rather than emptied); neither option set means unknown too.
 func PublishedAddresses(in Input, opts Options) ([]*watchv1.LoadBalancerIngress, bool) {
-	return publishedAddresses(opts, func(k nsName) *corev1.Service {
+	return publishedAddresses(opts, func(k nsName) *service {
 		for _, s := range in.Services {
 			if s.Namespace == k.ns && s.Name == k.name {
-				return s
+				return compactService(s)
 			}
 		}
 		return nil
 	})
 }
 
-func publishedAddresses(opts Options, service func(nsName) *corev1.Service) ([]*watchv1.LoadBalancerIngress, bool) {
+func publishedAddresses(opts Options, published func(nsName) *service) ([]*watchv1.LoadBalancerIngress, bool) {
 	var raw []string
 	switch {
 	case len(opts.PublishAddresses) > 0:
 		raw = opts.PublishAddresses
 	case opts.PublishService != "":
 		ns, name, _ := strings.Cut(opts.PublishService, "/")
-		s := service(nsName{ns, name})
+		s := published(nsName{ns, name})
 		if s == nil {
 			return nil, false
 		}
@@ -119,7 +117,7 @@ func statusFinding(f *configv1.Finding) *watchv1.StatusFinding {
 
 // PublishedAddresses is PublishedAddresses over the translator's current objects.
 func (t *Translator) PublishedAddresses() ([]*watchv1.LoadBalancerIngress, bool) {
-	return publishedAddresses(t.opts, func(k nsName) *corev1.Service { return t.services[k] })
+	return publishedAddresses(t.opts, func(k nsName) *service { return t.services[k] })
 }
 
 // Status is the desired status of the Ingress namespace/name, nil when it is not served;
