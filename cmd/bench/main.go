@@ -791,19 +791,23 @@ func follow(ctx context.Context, addr string) (*follower, error) {
 		for {
 			m, err := stream.Recv()
 			now := time.Now()
-			var complete *configv1.Config
+			var v *configv1.Config
 			if err == nil {
-				complete, err = chain.Receive(m)
+				v, err = chain.Receive(m)
 			}
 			if err != nil {
 				f.fail(err)
 				return
 			}
 			var hosts []string
-			if m.GetDelta() != nil {
-				complete = nil // its hosts are the delta's
+			var complete *configv1.Resources
+			switch {
+			case m.GetConfig() != nil:
+				complete = m.GetConfig().GetResources()
+			case v != nil && m.GetDelta() == nil:
+				complete = chain.State.Resources() // a complete state, assembled from its chunks
 			}
-			for _, vh := range complete.GetResources().GetVirtualHosts() {
+			for _, vh := range complete.GetVirtualHosts() {
 				hosts = append(hosts, vh.GetHostname())
 			}
 			for _, vh := range m.GetDelta().GetVirtualHosts() {
