@@ -108,6 +108,32 @@ func (r *rawStream) expectConfig(epoch string, version uint64, hash string) {
 	}
 }
 
+// expectConfigThenDeltasTo reads a complete state of epoch no newer than version, then the
+// deltas that follow it until version, each onto the one before, the last with hash: what a
+// stream gets when versions are published while it is being sent the first (the state it
+// is sent is the newest when it is sent, which the stream's sender may reach before the
+// publisher published the rest).
+func (r *rawStream) expectConfigThenDeltasTo(epoch string, version uint64, hash string) {
+	r.t.Helper()
+	m := r.next(fmt.Sprintf("a complete state of %s", epoch))
+	c := m.GetConfig()
+	if c == nil || c.GetEpoch() != epoch || c.GetVersion() > version {
+		r.t.Fatalf("got %v, want a complete state of %s no newer than %d", m, epoch, version)
+	}
+	at, last := c.GetVersion(), c.GetHash()
+	for at < version {
+		m := r.next(fmt.Sprintf("the delta onto %s/%d", epoch, at))
+		d := m.GetDelta()
+		if d == nil || d.GetEpoch() != epoch || d.GetBaseVersion() != at {
+			r.t.Fatalf("after %s/%d got %v, want a delta onto it", epoch, at, m)
+		}
+		at, last = d.GetVersion(), d.GetHash()
+	}
+	if at != version || last != hash {
+		r.t.Fatalf("the stream reached %s/%d with hash %s, want %d with %s", epoch, at, last, version, hash)
+	}
+}
+
 // newUnitServer returns a server with a short heartbeat and a clock standing still, and
 // stop, which closes its stopping channel (the cleanup does, when the test did not).
 func newUnitServer(t *testing.T, edit func(*Config)) (*Server, func()) {
@@ -160,7 +186,7 @@ func TestNewEpochStreamsWaitForItsMarkerThenGetItsCompleteState(t *testing.T) {
 	e1.next(s, 3, 0)
 	e1.next(s, 4, 1)
 	early.expectMarker("e1", 1)
-	early.expectConfig("e1", 3, e1.st.Hash())
+	early.expectConfigThenDeltasTo("e1", 3, e1.st.Hash())
 
 	s.NewEpoch("e2")
 	if synced(t, s) {
