@@ -45,7 +45,7 @@ func setMemoryLimit(log hclog.Logger, provider memlimit.Provider) {
 // and what was built from them) and a change allocates kilobytes, so in steady state the
 // default's headroom (twice what is live) would be memory held for nothing: at
 // SteadyGCPercent the heap peaks at 1.5 times what is live, and a collection still comes
-// only every few thousand changes (docs/design.md, "Cold start").
+// only once changes have allocated half the live heap anew (docs/design.md, "Cold start").
 const (
 	ColdStartGCPercent = 200
 	SteadyGCPercent    = 50
