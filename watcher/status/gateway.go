@@ -228,19 +228,12 @@ func decideGatewayReport(in gatewayInput, r *watchv1.GatewayAPIStatus, refused b
 		return gatewayDecision{why: whyAbsent}
 	}
 	if r == nil {
+		// Released: ours are removed from the lists that name a controller.
 		if in.released && in.kind == KindHTTPRoute {
-			cur := in.obj.route.Status.Parents
-			if next := mergeOurs(cur, nil, in.controller, in.now, routeParent); len(next) != len(cur) {
-				return gatewayDecision{write: true, status: map[string]any{"parents": nonNil(next)}}
-			}
-			return gatewayDecision{why: whyEqual}
+			return decideOurs(in.obj.route.Status.Parents, nil, in, routeParent)
 		}
 		if in.released && in.kind == KindBackendTLSPolicy {
-			cur := in.obj.policy.Status.Ancestors
-			if next := mergeOurs(cur, nil, in.controller, in.now, policyAncestor); len(next) != len(cur) {
-				return gatewayDecision{write: true, status: map[string]any{"ancestors": nonNil(next)}}
-			}
-			return gatewayDecision{why: whyEqual}
+			return decideOurs(in.obj.policy.Status.Ancestors, nil, in, policyAncestor)
 		}
 		if in.released {
 			return gatewayDecision{why: whyLeftAsIs}
@@ -316,23 +309,9 @@ func decideGatewayReport(in gatewayInput, r *watchv1.GatewayAPIStatus, refused b
 		}
 		return gatewayDecision{write: true, status: map[string]any{"conditions": nilIfEmpty(conds), "listeners": nilIfEmpty(listeners)}}
 	case KindHTTPRoute:
-		cur := in.obj.route.Status.Parents
-		next := mergeOurs(cur, r.GetParents(), in.controller, in.now, routeParent)
-		if equality.Semantic.DeepEqual(emptyNil(next), emptyNil(cur)) {
-			return gatewayDecision{why: whyEqual}
-		}
-		return gatewayDecision{write: true, status: map[string]any{"parents": nonNil(next)}}
+		return decideOurs(in.obj.route.Status.Parents, r.GetParents(), in, routeParent)
 	case KindBackendTLSPolicy:
-		cur := in.obj.policy.Status.Ancestors
-		next := mergeOurs(cur, r.GetParents(), in.controller, in.now, policyAncestor)
-		if len(next) > maxPolicyAncestors {
-			// The API keeps at most 16; ours come after every other controller's, so ours are cut.
-			next = next[:maxPolicyAncestors]
-		}
-		if equality.Semantic.DeepEqual(emptyNil(next), emptyNil(cur)) {
-			return gatewayDecision{why: whyEqual}
-		}
-		return gatewayDecision{write: true, status: map[string]any{"ancestors": nonNil(next)}}
+		return decideOurs(in.obj.policy.Status.Ancestors, r.GetParents(), in, policyAncestor)
 	}
 	return gatewayDecision{why: fmt.Sprintf("kind %q", in.kind)}
 }
@@ -341,8 +320,11 @@ func decideGatewayReport(in gatewayInput, r *watchv1.GatewayAPIStatus, refused b
 const maxPolicyAncestors = 16
 
 // entry is how mergeOurs reads and makes one entry of a status list whose entries name a
-// parent and a controller: a route's status.parents, a policy's status.ancestors.
+// parent and a controller: a route's status.parents, a policy's status.ancestors. field is
+// the list's name in the status, bound the most entries the API keeps (0: no bound).
 type entry[T any] struct {
+	field string
+	bound int
 	ref   func(T) gwv1.ParentReference
 	owner func(T) gwv1.GatewayController
 	conds func(T) []metav1.Condition
@@ -351,6 +333,7 @@ type entry[T any] struct {
 
 var (
 	routeParent = entry[gwv1.RouteParentStatus]{
+		field: "parents",
 		ref:   func(p gwv1.RouteParentStatus) gwv1.ParentReference { return p.ParentRef },
 		owner: func(p gwv1.RouteParentStatus) gwv1.GatewayController { return p.ControllerName },
 		conds: func(p gwv1.RouteParentStatus) []metav1.Condition { return p.Conditions },
@@ -359,6 +342,7 @@ var (
 		},
 	}
 	policyAncestor = entry[gwv1.PolicyAncestorStatus]{
+		field: "ancestors", bound: maxPolicyAncestors,
 		ref:   func(a gwv1.PolicyAncestorStatus) gwv1.ParentReference { return a.AncestorRef },
 		owner: func(a gwv1.PolicyAncestorStatus) gwv1.GatewayController { return a.ControllerName },
 		conds: func(a gwv1.PolicyAncestorStatus) []metav1.Condition { return a.Conditions },
@@ -390,6 +374,20 @@ func mergeOurs[T any](cur []T, reported []*watchv1.RouteParentStatus, controller
 		next = append(next, e.make(ref, gwv1.GatewayController(controller), conditionsOf(p.GetConditions(), old, now)))
 	}
 	return next
+}
+
+// decideOurs decides a status list of e's kind: cur with ours replaced by reported (removed
+// when nothing is reported), at most e.bound entries (ours come after every other
+// controller's, so ours are cut), written when it changed.
+func decideOurs[T any](cur []T, reported []*watchv1.RouteParentStatus, in gatewayInput, e entry[T]) gatewayDecision {
+	next := mergeOurs(cur, reported, in.controller, in.now, e)
+	if e.bound > 0 && len(next) > e.bound {
+		next = next[:e.bound]
+	}
+	if equality.Semantic.DeepEqual(emptyNil(next), emptyNil(cur)) {
+		return gatewayDecision{why: whyEqual}
+	}
+	return gatewayDecision{write: true, status: map[string]any{e.field: nonNil(next)}}
 }
 
 // nonNil: status.parents and status.ancestors are required, so an empty list is written as

@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -573,4 +574,30 @@ func runWriter(t *testing.T, cfg Config) *Writer {
 	t.Cleanup(func() { cancel(); <-done })
 	w.BeginTerm(ctx)
 	return w
+}
+
+// The Gateway API's statuses: a BackendTLSPolicy keeps at most 16 ancestors (the CRD's
+// bound). Ours come after every other controller's, so ours are the ones cut: beside 15 of
+// theirs ours is written last; beside 16 of theirs nothing of ours fits and nothing is written.
+func TestPolicyAncestorsAreCutToTheAPIsBound(t *testing.T) {
+	theirs16 := make([]gwv1.RouteParentStatus, 0, maxPolicyAncestors)
+	for i := range maxPolicyAncestors {
+		theirs16 = append(theirs16, parent(theirs, fmt.Sprintf("other-gw-%d", i), "", cond("Accepted", "True", "Accepted", 7, then)))
+	}
+	r := report(KindBackendTLSPolicy, "ns", "p", "u-p")
+	r.Parents = []*watchv1.RouteParentStatus{{ParentRef: &watchv1.ParentReference{Group: GatewayGroup, Kind: "Gateway", Namespace: "ns", Name: "gw"},
+		Conditions: []*watchv1.Condition{wcond("Accepted", "True", "Accepted", 1)}}}
+	decide := func(ancestors []gwv1.RouteParentStatus) gatewayDecision {
+		in := gatewayInput{kind: KindBackendTLSPolicy, controller: ours, now: now, reports: reportedBy("s", Origin{}, r),
+			obj: gwObject(t, KindBackendTLSPolicy, policy(ancestors...))}
+		return decideGateway(in)
+	}
+	d := decide(theirs16[:maxPolicyAncestors-1])
+	got, _ := d.status["ancestors"].([]gwv1.PolicyAncestorStatus)
+	if !d.write || len(got) != maxPolicyAncestors || string(got[len(got)-1].ControllerName) != ours {
+		t.Fatalf("beside 15 of theirs: write %v, %d ancestors; want 16, ours last", d.write, len(got))
+	}
+	if d := decide(theirs16); d.write || d.why != whyEqual {
+		t.Fatalf("beside 16 of theirs: write %v (%q), want nothing written: ours do not fit", d.write, d.why)
+	}
 }
