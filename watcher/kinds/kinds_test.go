@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/sluice-io/sluice/internal/watchstream"
@@ -328,15 +329,7 @@ func TestTransformKeepsOnlyANamespacesLabels(t *testing.T) {
 		Spec:   corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{corev1.FinalizerKubernetes}},
 		Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive},
 	}
-	out, err := k.Transform()(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := out.(*Stored)
-	decoded, err := watchstream.Decode(st.Wire)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, decoded := transformToWire(t, k, ns)
 	got := decoded.(*corev1.Namespace)
 	want := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", UID: "u-ns", ResourceVersion: "7", Labels: map[string]string{"team": "shop"}}}
 	got.TypeMeta = metav1.TypeMeta{}
@@ -363,14 +356,7 @@ func TestTransformKeepsOnlyTheCertificatesOfAnOpaqueSecret(t *testing.T) {
 	} {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "app", UID: "u", ResourceVersion: "3",
 			Annotations: map[string]string{"note": "x"}}, Type: c.typ, Data: data}
-		out, err := k.Transform()(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		decoded, err := watchstream.Decode(out.(*Stored).Wire)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, decoded := transformToWire(t, k, s)
 		got := decoded.(*corev1.Secret)
 		if got.Type != c.typ || !equality.Semantic.DeepEqual(got.Data, c.want) || got.Name != "s" || got.ResourceVersion != "3" {
 			t.Errorf("%s: the wire carries %s %s/%s at %s with %v, want %v", c.typ, got.Type, got.Namespace, got.Name, got.ResourceVersion, keysOf(got.Data), keysOf(c.want))
@@ -390,15 +376,7 @@ func TestTransformKeepsOnlyAConfigMapsCA(t *testing.T) {
 		{map[string]string{"ca.crt": "CA", "app.properties": "x=1"}, map[string]string{"ca.crt": "CA"}, false},
 		{map[string]string{"app.properties": "x=1"}, nil, true},
 	} {
-		out, err := k.Transform()(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "app", ResourceVersion: "2"}, Data: c.data})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := out.(*Stored)
-		decoded, err := watchstream.Decode(st.Wire)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st, decoded := transformToWire(t, k, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "app", ResourceVersion: "2"}, Data: c.data})
 		if got := decoded.(*corev1.ConfigMap).Data; st.Withheld != c.withheld || !equality.Semantic.DeepEqual(got, c.want) {
 			t.Errorf("%v: withheld %t with %v, want %t with %v", c.data, st.Withheld, got, c.withheld, c.want)
 		}
@@ -421,4 +399,20 @@ func TestTransformRefusesWhatIsNotAnObject(t *testing.T) {
 			t.Errorf("transform(%T) = %v, want an error", obj, out)
 		}
 	}
+}
+
+// transformToWire runs k's informer transform on obj and decodes the wire form it stored, as
+// the translator will.
+func transformToWire(t *testing.T, k *Kind, obj runtime.Object) (*Stored, runtime.Object) {
+	t.Helper()
+	out, err := k.Transform()(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := out.(*Stored)
+	decoded, err := watchstream.Decode(st.Wire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, decoded
 }
