@@ -31,6 +31,16 @@ type serviceStatus struct {
 	LoadBalancer corev1.LoadBalancerStatus
 }
 
+// port is the Service's port numbered n, nil when it has none.
+func (s *service) port(n int32) *corev1.ServicePort {
+	for i := range s.Spec.Ports {
+		if s.Spec.Ports[i].Port == n {
+			return &s.Spec.Ports[i]
+		}
+	}
+	return nil
+}
+
 func compactService(s *corev1.Service) *service {
 	return &service{Namespace: s.Namespace, Name: s.Name, UID: s.UID,
 		Spec:   serviceSpec{Type: s.Spec.Type, Ports: s.Spec.Ports, ExternalIPs: s.Spec.ExternalIPs},

@@ -1300,13 +1300,7 @@ func (t *Translator) routeBackend(out *routeOut, br gatewayv1.BackendRef, field 
 		unresolved(field+".port", "BackendNotFound", fmt.Sprintf("backendRef to Service %s/%s has no port", ns, sk.name))
 		return ""
 	}
-	var port *corev1.ServicePort
-	for i := range svc.Spec.Ports {
-		if svc.Spec.Ports[i].Port == *br.Port {
-			port = &svc.Spec.Ports[i]
-			break
-		}
-	}
+	port := svc.port(*br.Port)
 	if port == nil {
 		unresolved(field+".port", "BackendNotFound", fmt.Sprintf("Service %s/%s has no port %d", ns, sk.name, *br.Port))
 		return ""

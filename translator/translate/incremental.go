@@ -2,7 +2,6 @@ package translate
 
 import (
 	"fmt"
-	"google.golang.org/protobuf/proto"
 	"iter"
 	"net"
 	"sort"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
@@ -810,11 +810,7 @@ func (t *Translator) resolveAuth(lo *ingressOut, a *authURL) bool {
 	case svc.Spec.Type == corev1.ServiceTypeExternalName:
 		return fail(fmt.Sprintf("Service %s/%s of auth-url is of type ExternalName, which is not supported", a.svc.ns, a.svc.name))
 	}
-	found := false
-	for _, p := range svc.Spec.Ports {
-		found = found || p.Port == a.port
-	}
-	if !found {
+	if svc.port(a.port) == nil {
 		return fail(fmt.Sprintf("Service %s/%s of auth-url has no port %d", a.svc.ns, a.svc.name, a.port))
 	}
 	name := backendName(a.svc.ns, a.svc.name, a.port)
@@ -1003,13 +999,7 @@ func buildBackend(svc *service, portNum int32, slices iter.Seq[*endpointSlice]) 
 	if svc == nil {
 		return &backendOut{be: &configv1.Backend{}}
 	}
-	var port *corev1.ServicePort
-	for i := range svc.Spec.Ports {
-		if svc.Spec.Ports[i].Port == portNum {
-			port = &svc.Spec.Ports[i]
-			break
-		}
-	}
+	port := svc.port(portNum)
 	be := &configv1.Backend{Name: backendName(svc.Namespace, svc.Name, portNum), ServicePort: portNum,
 		Service: &configv1.ObjectRef{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name, Uid: string(svc.UID)}}
 	if port == nil {
