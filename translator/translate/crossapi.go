@@ -222,7 +222,7 @@ func (t *Translator) crossAPIConditions(key string, p *parentOut, gen int64) []*
 	if len(lost) == len(p.hosts) {
 		out = append(out, cond(gatewayv1.RouteConditionAccepted, condFalse, "ConflictLost", "every host of the route is already served by an object of another namespace that takes precedence: "+what+"; "+rule, gen))
 		for _, c := range p.conditions[1:] {
-			if c.GetType() != "PartiallyInvalid" { // never set on a route that is not accepted
+			if c.GetType() != string(gatewayv1.RouteConditionPartiallyInvalid) { // never set on a route that is not accepted
 				out = append(out, c)
 			}
 		}
@@ -231,7 +231,7 @@ func (t *Translator) crossAPIConditions(key string, p *parentOut, gen int64) []*
 	msg := "Dropped Rule(s) on host(s) " + what + ": " + rule
 	found := false
 	for _, c := range p.conditions {
-		if c.GetType() == "PartiallyInvalid" {
+		if c.GetType() == string(gatewayv1.RouteConditionPartiallyInvalid) {
 			c = cond(gatewayv1.RouteConditionPartiallyInvalid, condTrue, c.GetReason(), c.GetMessage()+"; "+msg, gen)
 			found = true
 		}

@@ -2,9 +2,10 @@ package translate
 
 import (
 	"iter"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sort"
 	"strings"
+
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"

@@ -1,8 +1,9 @@
 package translate
 
 import (
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"strings"
+
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
@@ -116,7 +117,7 @@ func (t *Translator) quarantineRoute(out *routeOut) *routeOut {
 		p.attached = nil
 		conds := []*watchv1.Condition{cond(gatewayv1.RouteConditionAccepted, condFalse, ReasonRejectedByDataPlane, q.GetCause(), rt.Generation)}
 		for _, c := range p.conditions {
-			if c.GetType() == "ResolvedRefs" {
+			if c.GetType() == string(gatewayv1.RouteConditionResolvedRefs) {
 				conds = append(conds, c)
 			}
 		}
