@@ -13,7 +13,6 @@ package refs
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -134,7 +133,7 @@ func ofIngress(ing *networkingv1.Ingress) *Refs {
 		}
 	}
 	// proxy-ssl-secret: the one Secret contract.ProxySSLSecret says the translator resolves.
-	if v, ok := ing.Annotations[contract.ProxySSLSecretAnnotation]; ok && strings.TrimSpace(v) != "" {
+	if v, ok := ing.Annotations[contract.ProxySSLSecretAnnotation]; ok {
 		if ns, name, why := contract.ProxySSLSecret(ing.Namespace, v); why == "" {
 			r.Secrets = append(r.Secrets, SecretKey{ns, name})
 		}
