@@ -333,3 +333,71 @@ func FuzzChain(f *testing.F) {
 		}
 	})
 }
+
+// FuzzEncodedStateIsTheSameState: an encoded state (what the pusher keeps of the chain,
+// docs/design.md "Cold start") is the decoded state it was made from, after any deltas and
+// puts: the same hash, the same resources, the same resource for every key, the same net
+// delta; and it holds no decoded message, which is what it is for.
+func FuzzEncodedStateIsTheSameState(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte("\x05\x00\x01\x01\x01\x02\x03\x03\x00\x02\x04\x02\x01\x01\x00\x03\x02\x00\x03\x05\x00\x02\x01\x01\x03\x00\x01\x00\x02\x02"))
+	f.Add(bytes.Repeat([]byte{7, 3, 1, 2, 5, 0, 1}, 40))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		in := &fuzzInput{b: b}
+		s := in.state()
+		e, err := FromResourcesEncoded(s.Resources(), s.Hash())
+		if err != nil {
+			t.Fatalf("an encoded state refuses a decoded state's resources: %v", err)
+		}
+		same := func(what string) {
+			t.Helper()
+			if snapshot(t, e) != snapshot(t, s) {
+				t.Fatalf("%s: the encoded state holds another state", what)
+			}
+			for ty := range numTypes {
+				if e.Len(ty) != s.Len(ty) {
+					t.Fatalf("%s: %d %ss encoded, %d decoded", what, e.Len(ty), ty, s.Len(ty))
+				}
+				for k, en := range e.m[ty] {
+					if en.msg != nil || en.raw == nil {
+						t.Fatalf("%s: the encoded state holds %s %q decoded", what, ty, k)
+					}
+					if !proto.Equal(e.Get(ty, k), s.Get(ty, k)) {
+						t.Fatalf("%s: %s %q is %v encoded, %v decoded", what, ty, k, e.Get(ty, k), s.Get(ty, k))
+					}
+				}
+			}
+		}
+		same("taken")
+		for step := 0; step < 2; step++ {
+			d := in.delta(s)
+			_, errS := s.Apply(d)
+			_, errE := e.Apply(d)
+			if (errS == nil) != (errE == nil) {
+				t.Fatalf("step %d: the decoded state says %v, the encoded %v", step, errS, errE)
+			}
+			same(fmt.Sprintf("step %d", step))
+		}
+		// Puts and removals, then the net delta.
+		for range in.intn(4) {
+			h := in.pick(fHosts)
+			if in.intn(3) == 0 {
+				s.Remove(VirtualHosts, h)
+				e.Remove(VirtualHosts, h)
+				continue
+			}
+			vh := in.vhost(h)
+			if s.Put(VirtualHosts, h, vh) != e.Put(VirtualHosts, h, vh) {
+				t.Fatal("a put changes one state and not the other")
+			}
+		}
+		ds, de := s.TakeDelta(), e.TakeDelta()
+		if !proto.Equal(ds, de) {
+			t.Fatalf("net deltas differ:\ndecoded %v\nencoded %v", ds, de)
+		}
+		same("after puts")
+		if c := e.Clone(); snapshot(t, c) != snapshot(t, e) || !c.encoded {
+			t.Fatal("a clone of an encoded state is another state")
+		}
+	})
+}

@@ -76,6 +76,12 @@ var marshal = proto.MarshalOptions{Deterministic: true}
 
 // digest is a resource's contribution to the state sum.
 func digest(t Type, key string, m proto.Message) [32]byte {
+	_, d := encode(t, key, m)
+	return d
+}
+
+// encode returns a resource's deterministic serialisation and its digest.
+func encode(t Type, key string, m proto.Message) ([]byte, [32]byte) {
 	b, err := marshal.Marshal(m)
 	if err != nil {
 		panic(fmt.Sprintf("contract: marshal %s %q: %v", t, key, err)) // cannot happen for valid messages
@@ -87,20 +93,29 @@ func digest(t Type, key string, m proto.Message) [32]byte {
 	h.Write(b)
 	var d [32]byte
 	h.Sum(d[:0])
-	return d
+	return b, d
 }
 
+// entry is one resource: the message itself, or in an encoded state its serialisation.
 type entry struct {
 	msg    proto.Message
+	raw    []byte
 	digest [32]byte
 }
 
 // State is a complete config state: every resource by type and key, and the state hash.
 // Resources put into a State are never modified afterwards (a change is a new message), so
 // a materialised Resources may share them. A State is not safe for concurrent use.
+//
+// An encoded state (NewEncodedState, FromResourcesEncoded) keeps each resource as the
+// serialisation its digest was computed from, not the decoded message, and decodes what is
+// read (Get, Resources, a delta's upserts): a decoded resource takes several times its
+// serialisation's memory, and a process that follows the chain only to check it and hand it
+// on (the pusher) reads a resource rarely (docs/design.md, "Cold start").
 type State struct {
-	m   [numTypes]map[string]entry
-	sum sum
+	m       [numTypes]map[string]entry
+	sum     sum
+	encoded bool
 	// touched records, per type and key, what the key held when it was first changed since
 	// the last TakeDelta (absent: the zero entry), so that a delta carries only net changes.
 	touched [numTypes]map[string]touch
@@ -121,11 +136,53 @@ func NewState() *State {
 	return s
 }
 
+// NewEncodedState returns an empty encoded state.
+func NewEncodedState() *State {
+	s := NewState()
+	s.encoded = true
+	return s
+}
+
+// entryOf is what s keeps of m, whose serialisation is b and digest d.
+func (s *State) entryOf(m proto.Message, b []byte, d [32]byte) entry {
+	if s.encoded {
+		return entry{raw: b, digest: d}
+	}
+	return entry{msg: m, digest: d}
+}
+
+// newMessage returns an empty resource of type t.
+func newMessage(t Type) proto.Message {
+	switch t {
+	case VirtualHosts:
+		return &configv1.VirtualHost{}
+	case Backends:
+		return &configv1.Backend{}
+	case Certificates:
+		return &configv1.Certificate{}
+	default:
+		return &configv1.ObjectFindings{}
+	}
+}
+
+// message returns the resource e holds, decoding it in an encoded state.
+func (s *State) message(t Type, key string, e entry) proto.Message {
+	if e.msg != nil || e.raw == nil {
+		return e.msg
+	}
+	m := newMessage(t)
+	if err := proto.Unmarshal(e.raw, m); err != nil {
+		panic(fmt.Sprintf("contract: decode %s %q: %v", t, key, err)) // cannot happen: the state serialised it
+	}
+	return m
+}
+
 // Clone returns a copy of the state that shares its (immutable) resources and digests: what
 // another owner can take without serialising anything again. Changes not yet taken as a
 // delta are not part of the copy's pending delta.
 func (s *State) Clone() *State {
 	c := NewState()
+	c.encoded = s.encoded
 	for t := range s.m {
 		c.m[t] = make(map[string]entry, len(s.m[t]))
 		for k, e := range s.m[t] {
@@ -142,8 +199,15 @@ func (s *State) Hash() string { return s.sum.hash() }
 // Len is the number of resources of type t.
 func (s *State) Len(t Type) int { return len(s.m[t]) }
 
-// Get returns the resource of type t with key, or nil.
-func (s *State) Get(t Type, key string) proto.Message { return s.m[t][key].msg }
+// Get returns the resource of type t with key, or nil. Of an encoded state it is a new
+// message each time.
+func (s *State) Get(t Type, key string) proto.Message {
+	e, ok := s.m[t][key]
+	if !ok {
+		return nil
+	}
+	return s.message(t, key, e)
+}
 
 // Has reports whether the state holds a resource of type t with key.
 func (s *State) Has(t Type, key string) bool {
@@ -161,7 +225,7 @@ func (s *State) note(t Type, key string) {
 
 // Put makes m the resource of type t with key; it reports whether that changed the state.
 func (s *State) Put(t Type, key string, m proto.Message) bool {
-	d := digest(t, key, m)
+	b, d := encode(t, key, m)
 	old, had := s.m[t][key]
 	if had && old.digest == d {
 		return false
@@ -171,7 +235,7 @@ func (s *State) Put(t Type, key string, m proto.Message) bool {
 		s.sum.sub(old.digest)
 	}
 	s.sum.add(d)
-	s.m[t][key] = entry{msg: m, digest: d}
+	s.m[t][key] = s.entryOf(m, b, d)
 	return true
 }
 
@@ -196,7 +260,7 @@ func (s *State) TakeDelta() *configv1.ConfigDelta {
 			e, has := s.m[t][key]
 			switch {
 			case has && (!was.had || e.digest != was.digest):
-				changes = append(changes, Change{t, key, e.msg})
+				changes = append(changes, Change{t, key, s.message(t, key, e)})
 			case !has && was.had:
 				changes = append(changes, Change{t, key, nil})
 			}
@@ -364,6 +428,7 @@ func (s *State) Apply(d *configv1.ConfigDelta) (Applied, error) {
 		seen[t] = map[string]bool{}
 	}
 	digests := make([][32]byte, len(changes))
+	raws := make([][]byte, len(changes))
 	next := s.sum
 	for i, c := range changes {
 		if seen[c.Type][c.Key] {
@@ -383,7 +448,7 @@ func (s *State) Apply(d *configv1.ConfigDelta) (Applied, error) {
 			a.Added[c.Type][c.Key] = true
 		}
 		if c.Msg != nil {
-			digests[i] = digest(c.Type, c.Key, c.Msg)
+			raws[i], digests[i] = encode(c.Type, c.Key, c.Msg)
 			next.add(digests[i])
 		}
 	}
@@ -394,7 +459,7 @@ func (s *State) Apply(d *configv1.ConfigDelta) (Applied, error) {
 		if c.Msg == nil {
 			delete(s.m[c.Type], c.Key)
 		} else {
-			s.m[c.Type][c.Key] = entry{msg: c.Msg, digest: digests[i]}
+			s.m[c.Type][c.Key] = s.entryOf(c.Msg, raws[i], digests[i])
 		}
 	}
 	s.sum = next
@@ -446,15 +511,24 @@ func FromResources(r *configv1.Resources, want string) (*State, error) {
 	if want == "" {
 		return nil, fmt.Errorf("%w: a complete config without a hash", ErrBrokenChain)
 	}
-	return stateOf(r, want)
+	return stateOf(r, want, false)
+}
+
+// FromResourcesEncoded is FromResources into an encoded state.
+func FromResourcesEncoded(r *configv1.Resources, want string) (*State, error) {
+	if want == "" {
+		return nil, fmt.Errorf("%w: a complete config without a hash", ErrBrokenChain)
+	}
+	return stateOf(r, want, true)
 }
 
 // StateOf returns the state of resources this process built itself; there is no hash to
 // check. Duplicate keys are an error.
-func StateOf(r *configv1.Resources) (*State, error) { return stateOf(r, "") }
+func StateOf(r *configv1.Resources) (*State, error) { return stateOf(r, "", false) }
 
-func stateOf(r *configv1.Resources, want string) (*State, error) {
+func stateOf(r *configv1.Resources, want string, encoded bool) (*State, error) {
 	s := NewState()
+	s.encoded = encoded
 	// A complete state is nobody's change: its resources are put without recording a
 	// pending delta. Keys are checked first, in order, so that a duplicate is named as it
 	// comes; the digests, the cost of taking a complete state, are then computed on every
@@ -488,9 +562,9 @@ func stateOf(r *configv1.Resources, want string) (*State, error) {
 			return nil, err
 		}
 	}
-	ds := digests(items)
+	raws, ds := digests(items)
 	for i, it := range items {
-		s.m[it.t][it.key] = entry{msg: it.msg, digest: ds[i]}
+		s.m[it.t][it.key] = s.entryOf(it.msg, raws[i], ds[i])
 		s.sum.add(ds[i])
 	}
 	if want != "" && s.Hash() != want {
@@ -509,15 +583,17 @@ type item struct {
 // goroutine: starting more costs more than it saves.
 const parallelDigests = 1024
 
-// digests returns each item's digest, computed on every core for a large list.
-func digests(items []item) [][32]byte {
+// digests returns each item's serialisation and digest, computed on every core for a large
+// list.
+func digests(items []item) ([][]byte, [][32]byte) {
+	raws := make([][]byte, len(items))
 	out := make([][32]byte, len(items))
 	parallel.Ranges(len(items), parallelDigests, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			out[i] = digest(items[i].t, items[i].key, items[i].msg)
+			raws[i], out[i] = encode(items[i].t, items[i].key, items[i].msg)
 		}
 	})
-	return out
+	return raws, out
 }
 
 // Hash returns the state hash of a complete config's resources.
@@ -531,32 +607,43 @@ func Hash(r *configv1.Resources) string {
 
 // Resources materialises the state as a complete config, every list in canonical order.
 func (s *State) Resources() *configv1.Resources {
-	out := &configv1.Resources{
-		VirtualHosts: make([]*configv1.VirtualHost, 0, len(s.m[VirtualHosts])),
-		Backends:     make([]*configv1.Backend, 0, len(s.m[Backends])),
-		Certificates: make([]*configv1.Certificate, 0, len(s.m[Certificates])),
-	}
-	for _, e := range s.m[VirtualHosts] {
-		out.VirtualHosts = append(out.VirtualHosts, e.msg.(*configv1.VirtualHost))
-	}
+	out := &configv1.Resources{}
+	out.VirtualHosts = messagesOf[*configv1.VirtualHost](s, VirtualHosts)
 	sort.Slice(out.VirtualHosts, func(i, j int) bool {
 		return HostLess(out.VirtualHosts[i].GetHostname(), out.VirtualHosts[j].GetHostname())
 	})
-	for _, e := range s.m[Backends] {
-		out.Backends = append(out.Backends, e.msg.(*configv1.Backend))
-	}
+	out.Backends = messagesOf[*configv1.Backend](s, Backends)
 	sort.Slice(out.Backends, func(i, j int) bool { return out.Backends[i].GetName() < out.Backends[j].GetName() })
-	for _, e := range s.m[Certificates] {
-		out.Certificates = append(out.Certificates, e.msg.(*configv1.Certificate))
-	}
+	out.Certificates = messagesOf[*configv1.Certificate](s, Certificates)
 	sort.Slice(out.Certificates, func(i, j int) bool { return out.Certificates[i].GetName() < out.Certificates[j].GetName() })
-	groups := make([]*configv1.ObjectFindings, 0, len(s.m[Findings]))
-	for _, e := range s.m[Findings] {
-		groups = append(groups, e.msg.(*configv1.ObjectFindings))
-	}
+	groups := messagesOf[*configv1.ObjectFindings](s, Findings)
 	sort.Slice(groups, func(i, j int) bool { return ObjectLess(groups[i].GetObject(), groups[j].GetObject()) })
 	for _, g := range groups {
 		out.Findings = append(out.Findings, g.GetFindings()...)
 	}
+	return out
+}
+
+// messagesOf returns the resources of type t, in no order; an encoded state's are decoded
+// on every core when they are many.
+func messagesOf[M proto.Message](s *State, t Type) []M {
+	keys := make([]string, 0, len(s.m[t]))
+	out := make([]M, 0, len(s.m[t]))
+	for k, e := range s.m[t] {
+		if !s.encoded {
+			out = append(out, e.msg.(M))
+			continue
+		}
+		keys = append(keys, k)
+	}
+	if !s.encoded {
+		return out
+	}
+	out = out[:len(keys)]
+	parallel.Ranges(len(keys), parallelDigests, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			out[i] = s.message(t, keys[i], s.m[t][keys[i]]).(M)
+		}
+	})
 	return out
 }

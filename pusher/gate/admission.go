@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
@@ -84,8 +86,12 @@ type admission struct {
 
 	applied   *configv1.Config // last config the data plane accepted, across streams
 	appliedFP string           // its fingerprint
-	st        streamState
-	judgedFP  string // fingerprint of st.pending as judged for the push under way
+	// appliedResources is applied's complete state, serialised, when a DeltaPlane took it
+	// complete (applied is then kept without its resources): what it gets again if it loses
+	// it, at a fraction of the decoded state's memory (docs/design.md, "Cold start").
+	appliedResources []byte
+	st               streamState
+	judgedFP         string // fingerprint of st.pending as judged for the push under way
 	// served are the routes the data plane serves, for the deletion guard (guard.go).
 	served served
 	// work counts the route keys the deletion guard examined: its cost, for the tests.
@@ -98,7 +104,9 @@ type streamState struct {
 	markerVersion uint64
 	open          bool
 	// chain is the translator's state as received in this epoch (nil before the complete
-	// state), at chainRef; broken means it failed and a Resync is outstanding.
+	// state), at chainRef; broken means it failed and a Resync is outstanding. For a
+	// DeltaPlane it is an encoded state: the gate reads a resource of it only for the
+	// deletion guard, a refusal, or a complete push (docs/design.md, "Cold start").
 	chain    *contract.State
 	chainRef *configv1.Config // without resources
 	broken   bool
@@ -149,7 +157,11 @@ func (a *admission) config(c *configv1.Config) decision {
 	if a.st.chainRef != nil && c.GetVersion() < a.st.chainRef.GetVersion() {
 		return decision{act: actDrop, config: c, reason: "out-of-order"}
 	}
-	chain, err := contract.FromResources(c.GetResources(), c.GetHash())
+	fromResources := contract.FromResources
+	if a.cfg.Deltas {
+		fromResources = contract.FromResourcesEncoded
+	}
+	chain, err := fromResources(c.GetResources(), c.GetHash())
 	if err != nil {
 		return a.breakChain(c, err)
 	}
@@ -257,7 +269,7 @@ func (a *admission) judge(fp string, fpErr error) decision {
 	}
 	if a.applied != nil && a.appliedFP == fp {
 		// Nothing the data plane runs changed (a not-ready endpoint, a finding): no push.
-		a.applied = c
+		a.setApplied(c)
 		a.settle()
 		a.st.pending, a.st.held, a.st.since = nil, nil, nil
 		return decision{act: actAck, config: c}
@@ -295,7 +307,8 @@ func (a *admission) pushed(err error) decision {
 	var rej Rejection
 	switch {
 	case err == nil:
-		a.applied, a.appliedFP = c, a.judgedFP
+		a.setApplied(c)
+		a.appliedFP = a.judgedFP
 		a.settle()
 		a.st.pending, a.st.held, a.st.since = nil, nil, nil
 		return decision{act: actAck, config: c}
@@ -305,6 +318,19 @@ func (a *admission) pushed(err error) decision {
 		return decision{act: actNack, config: c, reason: err.Error(), rejected: true, objects: objs}
 	default:
 		return decision{act: actRetry, config: c, cause: err}
+	}
+}
+
+// setApplied records c as what the data plane runs. A DeltaPlane's complete config is kept
+// serialised (appliedResources), so that the pusher does not hold the decoded state beside
+// its chain; a rendering data plane's shares its messages with the decoded chain.
+func (a *admission) setApplied(c *configv1.Config) {
+	a.applied, a.appliedResources = c, nil
+	if !a.cfg.Deltas || c.GetResources() == nil {
+		return
+	}
+	if b, err := proto.Marshal(c.GetResources()); err == nil { // it was just applied: it serialises
+		a.applied, a.appliedResources = contract.RefOf(c), b
 	}
 }
 
@@ -358,11 +384,20 @@ func (a *admission) lost() decision {
 	if c == nil {
 		return decision{act: actNone}
 	}
+	if a.appliedResources != nil {
+		r := &configv1.Resources{}
+		if err := proto.Unmarshal(a.appliedResources, r); err == nil { // serialised by setApplied
+			full := contract.RefOf(c)
+			full.Resources = r
+			return decision{act: actRepush, config: full}
+		}
+	}
 	if c.GetResources() == nil {
 		// Applied as a delta: its complete state is the chain's, if the chain is still there.
 		st := &a.st
 		switch {
 		case st.chain != nil && !st.broken && st.chainRef.GetEpoch() == c.GetEpoch() && st.chainRef.GetVersion() == c.GetVersion():
+			c = contract.RefOf(c) // applied stays without resources
 			c.Resources = st.chain.Resources()
 		case st.chain != nil && !st.broken && st.pending == nil:
 			// The chain moved on: its newest version goes in full, as the next to apply.

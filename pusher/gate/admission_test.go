@@ -179,6 +179,22 @@ func tickAt(d time.Duration) event {
 	}
 }
 
+// kept: how the core keeps the applied config's complete state.
+func kept() event {
+	return func(r *rig) string {
+		c := r.a.applied
+		switch {
+		case c == nil:
+			return "nothing applied"
+		case c.GetResources() != nil:
+			return fmt.Sprintf("%s/%d decoded", c.GetEpoch(), c.GetVersion())
+		case r.a.appliedResources != nil:
+			return fmt.Sprintf("%s/%d serialised", c.GetEpoch(), c.GetVersion())
+		}
+		return fmt.Sprintf("%s/%d from the chain", c.GetEpoch(), c.GetVersion())
+	}
+}
+
 // lost: the data plane does not run the applied config.
 func lost() event {
 	return func(r *rig) string {
@@ -525,13 +541,28 @@ func TestAdmissionLostConfig(t *testing.T) {
 		starts: applied(v1),
 		steps:  []step{{lost(), "repush e1/1"}},
 	}, {
+		// docs/design.md, "Cold start": a DeltaPlane's applied complete state is kept
+		// serialised, not decoded beside the chain, and is still what it gets again, also
+		// once the stream that sent it is gone.
+		name: "ADeltaPlanesAppliedCompleteConfigIsKeptSerialisedAndPushedAgain", plane: deltas,
+		starts: applied(v1),
+		steps: []step{
+			{kept(), "e1/1 serialised"},
+			{newStream(), "none"},
+			{lost(), "repush e1/1"},
+			{lost(), "repush e1/1"},
+			{kept(), "e1/1 serialised"},
+		},
+	}, {
 		name: "AConfigAppliedAsADeltaIsPushedAgainCompleteFromTheChain", plane: deltas,
 		starts: applied(v1),
 		steps: []step{
 			{dlt(deltaTo(t, v1, v2)), "none"},
 			{handle(), "push e1/2 delta onto 1"},
 			{outcome(nil), "ack e1/2"},
+			{kept(), "e1/2 from the chain"},
 			{lost(), "repush e1/2"},
+			{kept(), "e1/2 from the chain"},
 		},
 	}, {
 		name: "TheChainMovedOnTheNewestGoesInFull", plane: deltas,
