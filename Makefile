@@ -97,6 +97,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzChain$$' -fuzztime=$(FUZZTIME) ./internal/contract
 	@echo "fuzz: FuzzApplyDelta (./internal/contract) for $(FUZZTIME)"
 	$(GO) test -run='^$$' -fuzz='^FuzzApplyDelta$$' -fuzztime=$(FUZZTIME) ./internal/contract
+	@echo "fuzz: FuzzEncodedStateIsTheSameState (./internal/contract) for $(FUZZTIME)"
+	$(GO) test -run='^$$' -fuzz='^FuzzEncodedStateIsTheSameState$$' -fuzztime=$(FUZZTIME) ./internal/contract
 	@echo "fuzz: FuzzStreamEqualsStore (./watcher/server) for $(FUZZTIME)"
 	$(GO) test -run='^$$' -fuzz='^FuzzStreamEqualsStore$$' -fuzztime=$(FUZZTIME) ./watcher/server
 	@echo "fuzz: FuzzIncrementalEqualsFull (./translator/translate) for $(FUZZTIME)"

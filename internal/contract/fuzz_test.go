@@ -359,7 +359,7 @@ func FuzzEncodedStateIsTheSameState(f *testing.F) {
 					t.Fatalf("%s: %d %ss encoded, %d decoded", what, e.Len(ty), ty, s.Len(ty))
 				}
 				for k, en := range e.m[ty] {
-					if en.msg != nil || en.raw == nil {
+					if _, ok := en.val.([]byte); !ok {
 						t.Fatalf("%s: the encoded state holds %s %q decoded", what, ty, k)
 					}
 					if !proto.Equal(e.Get(ty, k), s.Get(ty, k)) {

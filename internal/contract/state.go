@@ -96,10 +96,11 @@ func encode(t Type, key string, m proto.Message) ([]byte, [32]byte) {
 	return b, d
 }
 
-// entry is one resource: the message itself, or in an encoded state its serialisation.
+// entry is one resource: the message itself (proto.Message), or in an encoded state its
+// serialisation ([]byte). One field serves both, so that a decoded state's entries, two maps
+// of every resource in a translator, cost nothing for the other mode.
 type entry struct {
-	msg    proto.Message
-	raw    []byte
+	val    any
 	digest [32]byte
 }
 
@@ -146,9 +147,9 @@ func NewEncodedState() *State {
 // entryOf is what s keeps of m, whose serialisation is b and digest d.
 func (s *State) entryOf(m proto.Message, b []byte, d [32]byte) entry {
 	if s.encoded {
-		return entry{raw: b, digest: d}
+		return entry{val: b, digest: d}
 	}
-	return entry{msg: m, digest: d}
+	return entry{val: m, digest: d}
 }
 
 // newMessage returns an empty resource of type t.
@@ -167,11 +168,13 @@ func newMessage(t Type) proto.Message {
 
 // message returns the resource e holds, decoding it in an encoded state.
 func (s *State) message(t Type, key string, e entry) proto.Message {
-	if e.msg != nil || e.raw == nil {
-		return e.msg
+	raw, ok := e.val.([]byte)
+	if !ok {
+		m, _ := e.val.(proto.Message)
+		return m
 	}
 	m := newMessage(t)
-	if err := proto.Unmarshal(e.raw, m); err != nil {
+	if err := proto.Unmarshal(raw, m); err != nil {
 		panic(fmt.Sprintf("contract: decode %s %q: %v", t, key, err)) // cannot happen: the state serialised it
 	}
 	return m
@@ -538,7 +541,7 @@ func stateOf(r *configv1.Resources, want string, encoded bool) (*State, error) {
 		if _, dup := s.m[t][key]; dup {
 			return fmt.Errorf("%w: %s %q appears twice in the config", ErrBrokenChain, t, key)
 		}
-		s.m[t][key] = entry{msg: m}
+		s.m[t][key] = entry{val: m}
 		items = append(items, item{t, key, m})
 		return nil
 	}
@@ -631,7 +634,7 @@ func messagesOf[M proto.Message](s *State, t Type) []M {
 	out := make([]M, 0, len(s.m[t]))
 	for k, e := range s.m[t] {
 		if !s.encoded {
-			out = append(out, e.msg.(M))
+			out = append(out, e.val.(M))
 			continue
 		}
 		keys = append(keys, k)
