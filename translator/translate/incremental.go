@@ -109,15 +109,15 @@ type routeKey struct {
 // ingressOut is what one Ingress contributes, before the hosts it shares are resolved.
 type ingressOut struct {
 	ing      *networkingv1.Ingress
-	served   bool
 	class    string // spec.ingressClassName, "" when unset
-	classful bool   // has spec.ingressClassName or the class annotation
+	served   bool
+	classful bool // has spec.ingressClassName or the class annotation
 	findings []*configv1.Finding
 	services []nsName
 	secrets  []nsName
 	claims   hostClaims // host -> claims, in the Ingress's own order
 	refs     []backendRef
-	nginx    nginxIngress
+	nginx    *nginxIngress // shared by every Ingress without annotations it reads (plainNginx)
 }
 
 // hostClaims are an Ingress's claims by host, hosts in the order first claimed. Nearly every
@@ -597,7 +597,7 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 	}
 	regexPaths := ing.Annotations[AnnotationPathRegex] == "true"
 	ngx := readNginx(ing, add)
-	lo.nginx = ngx
+	lo.nginx = ngx.kept()
 	if ngx.auth != nil && !t.resolveAuth(lo, ngx.auth) {
 		ngx.refused = true
 	}
@@ -1317,7 +1317,7 @@ func (t *Translator) resolveHost(h string) {
 
 	// The HTTPS redirect, now that the host's certificate is known.
 	for i, c := range served {
-		redirects := t.redirectsToHTTPS(c.claim, c.lo.nginx, c.route, hasCert)
+		redirects := t.redirectsToHTTPS(c.claim, *c.lo.nginx, c.route, hasCert)
 		if rs, ok := joined[i]; ok {
 			// Every route of the path is served on HTTPS only; the path's plain HTTP
 			// redirects, whatever its headers.

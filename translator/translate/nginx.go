@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -234,6 +235,19 @@ func NginxAnnotations() (served, refused []string) {
 }
 
 func anyValue(string) bool { return true }
+
+// plainNginx is what readNginx makes of an Ingress without annotations it reads: nearly
+// every Ingress of a large cluster, which then shares this one (at 100k Ingresses a copy
+// each was 17 MB of the translator's heap, docs/design.md "Cold start"). Never modified.
+var plainNginx = &nginxIngress{sslRedirect: true}
+
+// kept is what an Ingress's translation keeps of n: plainNginx when n is that, else a copy.
+func (n nginxIngress) kept() *nginxIngress {
+	if reflect.DeepEqual(n, *plainNginx) {
+		return plainNginx
+	}
+	return &n
+}
 
 // readNginx reads an Ingress's ingress-nginx annotations (and Sluice's own ssl-redirect),
 // adding a finding for every one it does not serve or cannot read.

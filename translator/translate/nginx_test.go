@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -410,6 +411,41 @@ func TestServerAliasAndFromToWWWAsIngressNginx(t *testing.T) {
 		o := contract.OutcomeOf(res, tc.req)
 		if o.Status != tc.status || o.Location != tc.location || tc.backend != "" && (len(o.Backends) != 1 || o.Backends[0] != tc.backend) {
 			t.Errorf("%s://%s%s: %d %q %v, want %d %q %s", tc.req.Scheme, tc.req.Host, tc.req.Path, o.Status, o.Location, o.Backends, tc.status, tc.location, tc.backend)
+		}
+	}
+}
+
+// docs/design.md, "Cold start": Ingresses without annotations the translator reads share one
+// reading of them, which translating every golden case (annotations of every kind) leaves
+// as it was; an Ingress with one keeps its own.
+func TestPlainIngressesShareOneNginxReading(t *testing.T) {
+	prefix := networkingv1.PathTypePrefix
+	inputs, err := filepath.Glob("testdata/*.yaml")
+	if err != nil || len(inputs) == 0 {
+		t.Fatalf("no golden inputs: %v", err)
+	}
+	for _, path := range inputs {
+		Translate(load(t, filepath.Base(path)), goldenOpts)
+	}
+	if want := (nginxIngress{sslRedirect: true}); !reflect.DeepEqual(*plainNginx, want) {
+		t.Fatalf("translating changed the shared reading: %+v", *plainNginx)
+	}
+	plain := newIngress("plain", "a.example.com", nil, false, ingressPath("/", prefix, "web"))
+	other := newIngress("other", "b.example.com", map[string]string{"sluice.io/unrelated": "x"}, false, ingressPath("/", prefix, "web"))
+	own := newIngress("own", "c.example.com", map[string]string{NginxAnnotationPrefix + "use-regex": "true"}, false, ingressPath("/", prefix, "web"))
+	tr := New(goldenOpts)
+	in := nginxCase(t, plain, other, own)
+	for _, o := range in.objects() {
+		tr.Set(o)
+	}
+	tr.Build()
+	for name, shared := range map[string]bool{"plain": true, "other": true, "own": false} {
+		lo := tr.local[nsName{"app", name}]
+		if lo == nil {
+			t.Fatalf("Ingress %s not translated", name)
+		}
+		if (lo.nginx == plainNginx) != shared {
+			t.Errorf("Ingress %s: shares the plain reading %t, want %t", name, lo.nginx == plainNginx, shared)
 		}
 	}
 }
