@@ -74,13 +74,8 @@ func (s sum) hash() string {
 
 var marshal = proto.MarshalOptions{Deterministic: true}
 
-// digest is a resource's contribution to the state sum.
-func digest(t Type, key string, m proto.Message) [32]byte {
-	_, d := encode(t, key, m)
-	return d
-}
-
-// encode returns a resource's deterministic serialisation and its digest.
+// encode returns a resource's deterministic serialisation and its digest, the resource's
+// contribution to the state sum.
 func encode(t Type, key string, m proto.Message) ([]byte, [32]byte) {
 	b, err := marshal.Marshal(m)
 	if err != nil {
