@@ -58,3 +58,22 @@ func TestProcessesShareRulesOnlyThroughTheContract(t *testing.T) {
 		}
 	}
 }
+
+// docs/design.md, "Cold start": the translator and the pusher link only the API groups they
+// read. client-go's scheme of every group (and its typed clients, which import it) was
+// linked and registered at start, most of a translator's binary and of its resident size
+// when idle.
+func TestTranslatorAndPusherLinkOnlyTheAPIGroupsTheyRead(t *testing.T) {
+	read := map[string]bool{"k8s.io/api/core/v1": true, "k8s.io/api/discovery/v1": true, "k8s.io/api/networking/v1": true}
+	for _, pkgs := range []string{"../../translator", "../../pusher"} {
+		out, err := exec.Command("go", "list", "-deps", pkgs).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", pkgs, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if strings.HasPrefix(dep, "k8s.io/client-go/kubernetes") || strings.HasPrefix(dep, "k8s.io/api/") && !read[dep] {
+				t.Errorf("%s links %s, an API group (or client) it does not read", pkgs, dep)
+			}
+		}
+	}
+}

@@ -6,9 +6,12 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
@@ -19,15 +22,46 @@ const (
 	ContentTypeJSON     = "application/json"
 )
 
-// Decode decodes a wire object into a typed object (built-in kinds) or an Unstructured one
-// (custom resources).
+// builtins are the built-in kinds Sluice reads: core/v1 (Services, Secrets, Namespaces,
+// ConfigMaps), discovery/v1 (EndpointSlices) and networking/v1 (Ingresses, IngressClasses).
+// Not client-go's scheme of every API group: linked and registered at start, its groups
+// were most of a translator's binary and of its resident size when idle.
+var builtins = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := AddBuiltins(s); err != nil {
+		panic(err) // the schemes are compiled in: this cannot fail at run time
+	}
+	return s
+}()
+
+// AddBuiltins adds the built-in kinds Sluice reads to s.
+func AddBuiltins(s *runtime.Scheme) error {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, discoveryv1.AddToScheme, networkingv1.AddToScheme} {
+		if err := add(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var codecs = serializer.NewCodecFactory(builtins)
+
+// Decodes says whether Decode gives o its Go type: a built-in kind Sluice reads.
+func Decodes(o *watchv1.Object) bool {
+	k := o.GetKind()
+	return builtins.Recognizes(schema.GroupVersionKind{Group: k.GetGroup(), Version: k.GetVersion(), Kind: k.GetKind()})
+}
+
+// Decode decodes a wire object into a typed object (the built-in kinds Sluice reads, codecs)
+// or an Unstructured one (custom resources, sent as JSON). Another built-in kind sent as
+// protobuf is an error.
 func Decode(o *watchv1.Object) (runtime.Object, error) {
 	switch o.GetContentType() {
 	case ContentTypeProtobuf, ContentTypeJSON:
 	default:
 		return nil, fmt.Errorf("unsupported content type %q", o.GetContentType())
 	}
-	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(o.GetRaw(), nil, nil)
+	obj, _, err := codecs.UniversalDeserializer().Decode(o.GetRaw(), nil, nil)
 	if err == nil {
 		return obj, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
@@ -278,6 +279,43 @@ func TestNoConfigBeforeTheMarker(t *testing.T) {
 	_, cfgs, firsts := rec.snapshot()
 	if !firsts[0] || cfgs[0].GetWatcherEpoch() != "w1" || cfgs[0].GetWatcherRevision() != 2 || len(cfgs[0].GetResources().GetVirtualHosts()) != 1 {
 		t.Fatalf("first config %v (first=%v)", cfgs[0], firsts[0])
+	}
+}
+
+// docs/design.md, "Cold start": the translator links and decodes only the API groups it
+// reads. A built-in kind of another group that the watcher carries for other clients (an
+// apps/v1 Deployment, sent as protobuf) is held for the marker's inventory, which verifies,
+// and is neither decoded nor reported as an object that does not decode.
+func TestAKindTheTranslatorDoesNotReadIsCarriedNotDecoded(t *testing.T) {
+	fw, rec := setup(t)
+	svc, ing := svcObject(t, "web", "1"), ingressObject(t, "a", "2")
+	d := &appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", ResourceVersion: "3"}}
+	var buf bytes.Buffer
+	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(d, &buf); err != nil {
+		t.Fatal(err)
+	}
+	deployKind := &watchv1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	deploy := &watchv1.Object{Kind: deployKind, Namespace: "ns", Name: "web", ResourceVersion: "3", ContentType: watchstream.ContentTypeProtobuf, Raw: buf.Bytes()}
+	fw.scripts <- func(send func(*watchv1.WatchResponse)) error {
+		send(msg("w1", 3, &watchv1.SnapshotStart{Count: 3, Kinds: []*watchv1.GroupVersionKind{deployKind, svcKind, ingKind}}))
+		for _, o := range []*watchv1.Object{deploy, svc, ing} {
+			send(msg("w1", 3, &watchv1.Upsert{Object: o}))
+		}
+		send(msg("w1", 3, &watchv1.SnapshotEnd{}))
+		send(msg("w1", 3, &watchv1.InitialSyncComplete{Inventory: []*watchv1.KindInventory{watchstream.InventoryOf(deployKind, []*watchv1.Object{deploy}),
+			watchstream.InventoryOf(svcKind, []*watchv1.Object{svc}), watchstream.InventoryOf(ingKind, []*watchv1.Object{ing})}}))
+		return nil
+	}
+	rec.waitUntil(t, "the first config", func(_ []string, c []*configv1.Config) bool { return len(c) == 1 })
+	_, cfgs, _ := rec.snapshot()
+	if n := len(cfgs[0].GetResources().GetVirtualHosts()); n != 1 {
+		t.Fatalf("first config has %d virtual hosts, want the Ingress's one", n)
+	}
+	for _, f := range cfgs[0].GetResources().GetFindings() {
+		if f.GetObject().GetKind() == "Deployment" {
+			t.Errorf("a finding about the Deployment the translator does not read: %v", f)
+		}
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
@@ -37,6 +39,10 @@ func LoadManifests(name string, data []byte) (in Input, skipped []string, err er
 			continue
 		}
 		obj, _, err := codecs.UniversalDeserializer().Decode(raw, nil, nil)
+		if runtime.IsNotRegisteredError(err) {
+			skipped = append(skipped, fmt.Sprintf("%s: document %d: %s is not read by the translator", name, doc, kindOf(raw)))
+			continue
+		}
 		if err != nil {
 			return in, skipped, fmt.Errorf("%s: document %d: %w", name, doc, err)
 		}
@@ -44,6 +50,15 @@ func LoadManifests(name string, data []byte) (in Input, skipped []string, err er
 			skipped = append(skipped, fmt.Sprintf("%s: document %d: %s", name, doc, s))
 		}
 	}
+}
+
+// kindOf names the kind of a manifest (YAML or JSON) as apiVersion and kind.
+func kindOf(raw []byte) string {
+	var tm metav1.TypeMeta
+	if j, err := utilyaml.ToJSON(raw); err == nil {
+		_ = json.Unmarshal(j, &tm) // a manifest that decoded this far has them
+	}
+	return tm.APIVersion + " " + tm.Kind
 }
 
 // add adds one decoded object; it returns a description of what it skipped.
@@ -81,6 +96,10 @@ func (in *Input) add(obj any) string {
 		var skipped []string
 		for _, item := range o.Items {
 			obj, _, err := codecs.UniversalDeserializer().Decode(item.Raw, nil, nil)
+			if runtime.IsNotRegisteredError(err) {
+				skipped = append(skipped, kindOf(item.Raw)+" is not read by the translator")
+				continue
+			}
 			if err != nil {
 				skipped = append(skipped, err.Error())
 				continue

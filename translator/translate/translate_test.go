@@ -247,3 +247,37 @@ func FuzzIngressNeverLosesUnrelatedRoutes(f *testing.F) {
 		}
 	})
 }
+
+// Manifests given to the translator offline (sluicectl translate) may hold kinds it does not
+// read: they are skipped and named, in a document of their own or in a List, and do not stop
+// the rest from loading; a document that does not decode is still an error naming it.
+func TestLoadManifestsSkipsKindsItDoesNotRead(t *testing.T) {
+	data := []byte(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: app}
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: batch/v1
+  kind: Job
+  metadata: {name: once, namespace: app}
+- apiVersion: v1
+  kind: Service
+  metadata: {name: web, namespace: app}
+  spec: {ports: [{port: 80}]}
+`)
+	in, skipped, err := LoadManifests("mixed.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Services) != 1 {
+		t.Errorf("loaded %d Services, want the List's one", len(in.Services))
+	}
+	if len(skipped) != 2 || !strings.Contains(skipped[0], "document 1: apps/v1 Deployment is not read") || !strings.Contains(skipped[1], "batch/v1 Job is not read") {
+		t.Errorf("skipped %q, want the Deployment and the Job named", skipped)
+	}
+	if _, _, err := LoadManifests("bad.yaml", []byte("apiVersion: v1\nkind: Service\nspec: {ports: 3}\n")); err == nil || !strings.Contains(err.Error(), "bad.yaml: document 1") {
+		t.Errorf("a Service that does not decode: %v, want an error naming its document", err)
+	}
+}
