@@ -2,7 +2,6 @@ package status
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/sluice-io/sluice/internal/contract"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
@@ -21,7 +20,7 @@ type sourceReport struct {
 type ingressInput struct {
 	// obj is the Ingress as the store (or, after a conflict, a fresh read) shows it; nil when
 	// it does not exist.
-	obj *networkingv1.Ingress
+	obj *ingressView
 	// reports are the reports about it, by source.
 	reports map[string]sourceReport
 	// classes are the IngressClasses, and controller the Ingress controller name the
@@ -89,7 +88,7 @@ func decideIngress(in ingressInput) ingressDecision {
 		dec.why = whyAbsent
 	case d != nil:
 		dec.forgetReleased = true
-		if string(ing.UID) != d.GetUid() {
+		if string(ing.uid) != d.GetUid() {
 			dec.why = whyUIDMismatch
 			break
 		}
@@ -141,11 +140,11 @@ func chooseReport(in ingressInput) (best *watchv1.IngressStatus, refused bool) {
 
 // mayAct says whether a report from a translator may decide ing's status: always when its
 // origin is not checked (authorization off), else only for an Ingress of its class.
-func mayAct(from Origin, ing *networkingv1.Ingress, controller string, classes map[string]contract.IngressClassInfo) bool {
+func mayAct(from Origin, ing *ingressView, controller string, classes map[string]contract.IngressClassInfo) bool {
 	if !from.Checked {
 		return true
 	}
-	claim := contract.ClassClaim{ClassName: ing.Spec.IngressClassName, Annotation: ing.Annotations[contract.AnnotationIngressClass]}
+	claim := contract.ClassClaim{ClassName: ing.className, Annotation: ing.classAnnotation}
 	return contract.MayReport(claim, from.Class, controller, classes)
 }
 
@@ -182,9 +181,9 @@ func announce(prev announced, ref *corev1.ObjectReference, findings []*watchv1.S
 
 // loadBalancerOf is an Ingress's status.loadBalancer.ingress in the form translators report
 // it (contract.SortLoadBalancer), so that the two compare.
-func loadBalancerOf(ing *networkingv1.Ingress) []*watchv1.LoadBalancerIngress {
+func loadBalancerOf(ing *ingressView) []*watchv1.LoadBalancerIngress {
 	var out []*watchv1.LoadBalancerIngress
-	for _, i := range ing.Status.LoadBalancer.Ingress {
+	for _, i := range ing.lb {
 		out = append(out, &watchv1.LoadBalancerIngress{Ip: i.IP, Hostname: i.Hostname})
 	}
 	contract.SortLoadBalancer(out)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -30,9 +29,9 @@ func newRecorder(ctx context.Context, cs kubernetes.Interface, component string,
 	return &recorder{b: b, r: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}), m: m, log: log}
 }
 
-func ingressRef(ing *networkingv1.Ingress) *corev1.ObjectReference {
-	return &corev1.ObjectReference{Kind: "Ingress", APIVersion: "networking.k8s.io/v1", Namespace: ing.Namespace, Name: ing.Name,
-		UID: ing.UID, ResourceVersion: ing.ResourceVersion}
+func ingressRef(ing *ingressView) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Ingress", APIVersion: "networking.k8s.io/v1", Namespace: ing.namespace, Name: ing.name,
+		UID: ing.uid, ResourceVersion: ing.resourceVersion}
 }
 
 func (r *recorder) event(ref *corev1.ObjectReference, typ, reason, msg string) {
