@@ -143,6 +143,11 @@ func (t *Target) load(ctx context.Context, body []byte) error {
 	defer resp.Body.Close()
 	if resp.StatusCode/100 == 2 {
 		_, _ = io.Copy(io.Discard, resp.Body)
+		// A config with an admin section of its own (the module's constant config) makes
+		// Caddy replace its admin server once it has answered, closing the connection the
+		// answer came on: the next request must not be sent on it (it would fail with a
+		// reset, and a PUT is not retried).
+		t.client.CloseIdleConnections()
 		return nil
 	}
 	return &RejectedError{Status: resp.StatusCode, Message: errorText(resp)}
