@@ -625,22 +625,25 @@ func (s *State) Resources() *configv1.Resources {
 // messagesOf returns the resources of type t, in no order; an encoded state's are decoded
 // on every core when they are many.
 func messagesOf[M proto.Message](s *State, t Type) []M {
-	keys := make([]string, 0, len(s.m[t]))
 	out := make([]M, 0, len(s.m[t]))
-	for k, e := range s.m[t] {
-		if !s.encoded {
-			out = append(out, e.val.(M))
-			continue
-		}
-		keys = append(keys, k)
-	}
 	if !s.encoded {
+		for _, e := range s.m[t] {
+			out = append(out, e.val.(M))
+		}
 		return out
 	}
-	out = out[:len(keys)]
-	parallel.Ranges(len(keys), parallelDigests, func(lo, hi int) {
+	type held struct {
+		key string
+		e   entry
+	}
+	all := make([]held, 0, len(s.m[t]))
+	for k, e := range s.m[t] {
+		all = append(all, held{k, e})
+	}
+	out = out[:len(all)]
+	parallel.Ranges(len(all), parallelDigests, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			out[i] = s.message(t, keys[i], s.m[t][keys[i]]).(M)
+			out[i] = s.message(t, all[i].key, all[i].e).(M)
 		}
 	})
 	return out
