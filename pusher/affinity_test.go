@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/harness/testenv"
@@ -63,7 +62,7 @@ func affinityOn(t *testing.T, stock bool) {
 		if cookie != nil {
 			req.AddCookie(cookie)
 		}
-		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		resp, err := oneShot.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
