@@ -11,7 +11,8 @@ import (
 // translator them. (Tools such as sluicectl may: `sluicectl translate` is the translator,
 // offline.) Nothing that ships (the three processes, sluicectl, the certificate generator,
 // the test backend) links the test harness or the testing package; only the harness's own
-// drivers (`make demo`, `make bench`) do.
+// drivers (`make demo`, `make bench`) do. The public client package and its examples link
+// the ground floor only.
 func TestProcessesShareRulesOnlyThroughTheContract(t *testing.T) {
 	const mod = "github.com/sluice-io/sluice/"
 	harness := mod + "internal/harness"
@@ -29,6 +30,10 @@ func TestProcessesShareRulesOnlyThroughTheContract(t *testing.T) {
 		{"../../cmd/certs", []string{harness, "testing"}},
 		{"../../cmd/backend", []string{harness, "testing"}},
 		{"../../internal/contract", []string{mod + "watcher", mod + "translator", mod + "pusher", harness}},
+		// The public client follows both streams with the processes' own checks, from the
+		// ground floor only, so that a program importing it links no process.
+		{"../../client", []string{mod + "watcher", mod + "translator", mod + "pusher", mod + "cmd", harness, "testing"}},
+		{"../../examples/...", []string{mod + "watcher", mod + "translator", mod + "pusher", mod + "cmd", harness, "testing"}},
 	}
 	// The ground floor: every shared package under internal/ (not the harness) links none of
 	// the processes, the commands or the harness.
