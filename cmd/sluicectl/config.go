@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	"github.com/sluice-io/sluice/translator/translate"
@@ -47,7 +49,7 @@ without applying anything: one line per version with its size on the wire and wh
 			defer conn.Close()
 			stdout := cmd.OutOrStdout()
 			if watch {
-				return watchConfig(cmd.Context(), configv1.NewConfigServiceClient(conn), cf.addr, out.format(), count, stdout)
+				return watchConfig(cmd.Context(), conn, cf.addr, out.format(), count, stdout)
 			}
 			ctx, cancel := timeoutContext(cmd, timeout)
 			defer cancel()
@@ -334,24 +336,19 @@ func routeAction(rt *configv1.Route) string {
 // watchConfig follows the config stream as a pusher does (the chain checked against every
 // state hash, a chunked complete state taken when whole) without applying anything, and
 // prints each version and what it changed.
-func watchConfig(ctx context.Context, c configv1.ConfigServiceClient, addr string, f format, count int, stdout io.Writer) error {
+func watchConfig(ctx context.Context, conn grpc.ClientConnInterface, addr string, f format, count int, stdout io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := c.StreamConfig(ctx)
+	host, _ := os.Hostname()
+	c, err := client.FollowConfig(ctx, conn, client.ConfigOptions{ID: fmt.Sprintf("sluicectl-%s-%d", host, os.Getpid())})
 	if err != nil {
 		return fmt.Errorf("%s: %w", addr, err)
 	}
-	host, _ := os.Hostname()
-	if err := stream.Send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Hello{Hello: &configv1.Hello{
-		PusherId: fmt.Sprintf("sluicectl-%s-%d", host, os.Getpid()), DataPlane: configv1.DataPlaneKind_DATA_PLANE_KIND_NONE, TakesChunks: true}}}); err != nil {
-		return fmt.Errorf("%s: %w", addr, err)
-	}
-	var chain contract.Chain
 	versions := 0
 	parts := 0 // bytes of the chunked complete state being received
 	for count == 0 || versions < count {
-		m, err := stream.Recv()
-		if err != nil {
+		m, v, err := c.Next()
+		if m == nil && err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -362,7 +359,6 @@ func watchConfig(ctx context.Context, c configv1.ConfigServiceClient, addr strin
 				return err
 			}
 		}
-		v, err := chain.Receive(m)
 		if err != nil {
 			return err
 		}
@@ -384,11 +380,11 @@ func watchConfig(ctx context.Context, c configv1.ConfigServiceClient, addr strin
 			if m.GetConfigEnd() != nil {
 				size += parts
 				parts = 0
-				chunks = fmt.Sprintf(" in %d chunks", chain.Assembler.Chunks)
+				chunks = fmt.Sprintf(" in %d chunks", c.Chunks())
 			}
-			st := chain.State
+			n := c.Counts()
 			fmt.Fprintf(stdout, "version %d complete%s, hash %.12s, %d bytes: %d virtual hosts, %d backends, %d certificates, %d objects with findings\n",
-				v.GetVersion(), chunks, v.GetHash(), size, st.Len(contract.VirtualHosts), st.Len(contract.Backends), st.Len(contract.Certificates), st.Len(contract.Findings))
+				v.GetVersion(), chunks, v.GetHash(), size, n.VirtualHosts, n.Backends, n.Certificates, n.Findings)
 		case *configv1.StreamConfigResponse_Delta:
 			d := msg.Delta
 			fmt.Fprintf(stdout, "version %d onto %d, hash %.12s, %d bytes:%s\n", d.GetVersion(), d.GetBaseVersion(), d.GetHash(), size, describeDelta(d))

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,11 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	"github.com/sluice-io/sluice/internal/watchstream"
+	"github.com/sluice-io/sluice/client"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
 
@@ -36,14 +32,14 @@ verified (exit 0).
   sluicectl watch --kinds networking.k8s.io/v1/Ingress,v1/Service -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req := &watchv1.WatchRequest{ClientName: "sluicectl"}
+			var kinds []*watchv1.GroupVersionKind
 			for _, k := range kindList {
 				parts := strings.Split(k, "/")
 				switch len(parts) {
 				case 2:
-					req.Kinds = append(req.Kinds, &watchv1.GroupVersionKind{Version: parts[0], Kind: parts[1]})
+					kinds = append(kinds, &watchv1.GroupVersionKind{Version: parts[0], Kind: parts[1]})
 				case 3:
-					req.Kinds = append(req.Kinds, &watchv1.GroupVersionKind{Group: parts[0], Version: parts[1], Kind: parts[2]})
+					kinds = append(kinds, &watchv1.GroupVersionKind{Group: parts[0], Version: parts[1], Kind: parts[2]})
 				default:
 					return usagef("--kinds %q: want group/version/Kind", k)
 				}
@@ -54,36 +50,27 @@ verified (exit 0).
 			}
 			defer conn.Close()
 			ctx := cmd.Context()
-			stream, first, err := openWatch(ctx, watchv1.NewWatchServiceClient(conn), req, connectTimeout)
-			if err != nil {
+			w := client.NewWatch(conn, client.WatchOptions{ClientName: "sluicectl", Kinds: kinds, ConnectTimeout: connectTimeout})
+			if err := w.Open(ctx); err != nil {
 				return fmt.Errorf("%s: %w", cf.addr, err)
 			}
-			m := watchstream.NewMirror()
-			m.StartStream()
 			p := &printer{w: cmd.OutOrStdout(), format: out.format(), quiet: quiet}
 			for {
-				ev, err := first, error(nil)
-				if ev == nil {
-					ev, err = stream.Recv()
-				}
-				first = nil
-				if err != nil {
-					if errors.Is(err, io.EOF) {
-						return errors.New("stream ended by the watcher")
-					}
-					if ctx.Err() != nil {
-						return nil // interrupted: following until then is what was asked, as config --watch
-					}
+				ev, event, err := w.Next()
+				switch {
+				case errors.Is(err, client.ErrStreamEnded):
+					return errors.New("stream ended by the watcher")
+				case err != nil && ev == nil && ctx.Err() != nil:
+					return nil // interrupted: following until then is what was asked, as config --watch
+				case err != nil && ev != nil:
+					return fmt.Errorf("stream check failed at %w", err)
+				case err != nil:
 					return err
 				}
-				change, err := m.Apply(ev)
-				if err != nil {
-					return fmt.Errorf("stream check failed at revision %d: %w", ev.GetRevision(), err)
-				}
-				if err := p.print(ev, m); err != nil {
+				if err := p.print(ev, w); err != nil {
 					return err
 				}
-				if change == watchstream.ChangeSynced && untilSynced {
+				if event == client.EventSynced && untilSynced {
 					return nil
 				}
 			}
@@ -95,29 +82,6 @@ verified (exit 0).
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "print only the marker and errors, not every object")
 	cmd.Flags().DurationVar(&connectTimeout, "connect-timeout", 30*time.Second, "how long to keep trying while the watcher is not serving yet (UNAVAILABLE)")
 	return cmd
-}
-
-// openWatch opens a stream and reads its first message, trying again while the watcher is
-// starting (not listening yet, or still resolving its kinds) for up to timeout.
-func openWatch(ctx context.Context, c watchv1.WatchServiceClient, req *watchv1.WatchRequest, timeout time.Duration) (grpc.ServerStreamingClient[watchv1.WatchResponse], *watchv1.WatchResponse, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		stream, err := c.Watch(ctx, req)
-		if err == nil {
-			var first *watchv1.WatchResponse
-			if first, err = stream.Recv(); err == nil {
-				return stream, first, nil
-			}
-		}
-		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
-			return nil, nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 type printer struct {
@@ -138,7 +102,7 @@ type jsonEvent struct {
 	Inventory map[string]any `json:"inventory,omitempty"`
 }
 
-func (p *printer) print(ev *watchv1.WatchResponse, m *watchstream.Mirror) error {
+func (p *printer) print(ev *watchv1.WatchResponse, m *client.Watch) error {
 	je := jsonEvent{Epoch: ev.GetEpoch(), Revision: ev.GetRevision()}
 	var obj *watchv1.Object
 	switch e := ev.GetEvent().(type) {
@@ -160,11 +124,11 @@ func (p *printer) print(ev *watchv1.WatchResponse, m *watchstream.Mirror) error 
 		je.Type = "initial-sync-complete"
 		je.Inventory = map[string]any{}
 		for _, ki := range e.InitialSyncComplete.GetInventory() {
-			je.Inventory[watchstream.KindKey(ki.GetKind())] = map[string]any{"count": ki.GetCount(), "digest": fmt.Sprintf("%x", ki.GetDigest())}
+			je.Inventory[client.KindKey(ki.GetKind())] = map[string]any{"count": ki.GetCount(), "digest": fmt.Sprintf("%x", ki.GetDigest())}
 		}
 	}
 	if obj != nil {
-		je.Kind, je.Namespace, je.Name, je.RV = watchstream.KindKey(obj.GetKind()), obj.GetNamespace(), obj.GetName(), obj.GetResourceVersion()
+		je.Kind, je.Namespace, je.Name, je.RV = client.KindKey(obj.GetKind()), obj.GetNamespace(), obj.GetName(), obj.GetResourceVersion()
 	}
 	if p.quiet && je.Type != "initial-sync-complete" {
 		return nil
@@ -186,7 +150,7 @@ func (p *printer) print(ev *watchv1.WatchResponse, m *watchstream.Mirror) error 
 	case je.Inventory != nil:
 		fmt.Fprintf(p.w, "%d %s verified:", je.Revision, je.Type)
 		for _, ki := range ev.GetInitialSyncComplete().GetInventory() {
-			fmt.Fprintf(p.w, " %s=%d", watchstream.KindKey(ki.GetKind()), ki.GetCount())
+			fmt.Fprintf(p.w, " %s=%d", client.KindKey(ki.GetKind()), ki.GetCount())
 		}
 		fmt.Fprintln(p.w)
 	case je.Count > 0 || je.Type == "snapshot-start" || je.Type == "snapshot-end":
