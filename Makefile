@@ -13,7 +13,7 @@ TEST_TIMEOUT ?= 20m
 
 export SLUICE_TOOLS_BIN := $(TOOLS)
 
-.PHONY: all build test conformance fuzz bench-components images certs proto proto-check lint demo bench tools tools-dev certs images clean help gateway-crds
+.PHONY: all build test conformance fuzz bench-components images certs proto proto-check proto-release lint demo bench tools tools-dev certs images clean help gateway-crds
 
 all: build
 
@@ -23,7 +23,8 @@ help:
 	@echo "make demo         the whole system on a local apiserver and a real Caddy"
 	@echo "make bench        the benchmark harness (docs/benchmarks.md); BENCH_SIZES=1000,10000,100000"
 	@echo "make conformance  the Gateway API conformance suite, report to docs/conformance/ (docs/conformance.md)"
-	@echo "make proto        regenerate proto/gen;  make proto-check  fail when it is stale or buf lint fails"
+	@echo "make proto        regenerate proto/gen;  make proto-check  fail when it is stale, buf lint fails or"
+	@echo "                  the protocol breaks the released one (proto/released/v1.binpb; make proto-release)"
 	@echo "make lint         gofmt, go vet, staticcheck"
 	@echo "make fuzz         every fuzz target for FUZZTIME each (default 60s), one after another"
 	@echo "make tools        build the pinned kube-apiserver, etcd, caddy, helm and developer tools into .tools/ (progress every 5s)"
@@ -68,6 +69,16 @@ proto-check: tools-dev
 		diff -r $$tmp/proto/gen proto/gen | head -20; \
 		echo "proto-check: proto/gen is stale; run 'make proto' and commit the result" >&2; exit 1; \
 	fi && echo "proto-check: generated code is current, buf lint is clean"
+	$(TOOLS)/buf breaking --against $(PROTO_RELEASED)
+	@echo "proto-check: compatible with the released protocol ($(PROTO_RELEASED))"
+
+# PROTO_RELEASED is the buf image of the protocol as last released. proto-check fails on any
+# change that would break a client built against it (buf's FILE rules: wire, JSON and
+# generated code). When a release changes the protocol compatibly, `make proto-release`
+# records the new one; a breaking change is a new package version (sluice.watch.v2) instead.
+PROTO_RELEASED := proto/released/v1.binpb
+proto-release: tools-dev
+	$(TOOLS)/buf build --exclude-source-info -o $(PROTO_RELEASED)
 
 lint: tools-dev
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^tools/') 2>&1); \
