@@ -137,30 +137,136 @@ func SchemeMatches(s configv1.RouteScheme, scheme string) bool {
 // RouteMatches reports whether rt accepts req: its listener and scheme, path, method, and every header
 // and query match (of each name, only the first match counts, as in the Gateway API).
 func RouteMatches(rt *configv1.Route, req Request) bool {
+	m, err := CompileMatcher(rt)
+	return err == nil && m.Matches(req)
+}
+
+// Matcher is a route's request matches compiled once: listener, scheme, path, method, and
+// the header and query matches that count. It is the one implementation of RouteMatches:
+// the reference compiles one per call, and a data plane that routes in process (the Sluice
+// Caddy module) keeps one per route, so that a request costs no compilation.
+type Matcher struct {
+	route   *configv1.Route
+	path    *regexp.Regexp // a REGEX path match, anchored; nil for the others
+	headers []headerMatcher
+	query   []queryMatcher
+}
+
+type headerMatcher struct {
+	name  string // canonical
+	value string
+	re    *regexp.Regexp // nil: EXACT
+}
+
+type queryMatcher struct {
+	name  string
+	value string
+	re    *regexp.Regexp // nil: EXACT
+}
+
+// CompileMatcher compiles rt's matches. A regular expression that does not compile, or a
+// path match of a type the reference does not know, is an error: such a route matches
+// nothing.
+func CompileMatcher(rt *configv1.Route) (*Matcher, error) { return compileMatcher(rt, compile) }
+
+// CompileRoute checks rt as CheckRoute does and compiles its matches, each expression once
+// (the check compiles them; the Matcher keeps what it compiled).
+func CompileRoute(rt *configv1.Route) (*Matcher, error) {
+	compiled := map[string]*regexp.Regexp{}
+	if err := checkRoute(rt, compiled); err != nil {
+		return nil, err
+	}
+	return compileMatcher(rt, func(expr string) (*regexp.Regexp, error) {
+		if re, ok := compiled[expr]; ok {
+			return re, nil
+		}
+		return compile(expr)
+	})
+}
+
+func compileMatcher(rt *configv1.Route, compile func(string) (*regexp.Regexp, error)) (*Matcher, error) {
+	m := &Matcher{route: rt}
+	switch t := rt.GetPath().GetType(); t {
+	case configv1.PathMatchType_PATH_MATCH_TYPE_EXACT, configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX:
+	case configv1.PathMatchType_PATH_MATCH_TYPE_REGEX:
+		re, err := compile(anchoredPath(rt.GetPath().GetValue()))
+		if err != nil {
+			return nil, fmt.Errorf("path: %w", err)
+		}
+		m.path = re
+	default:
+		return nil, fmt.Errorf("unknown path match type %v", t)
+	}
+	for _, h := range HeaderMatches(rt) {
+		hm := headerMatcher{name: http.CanonicalHeaderKey(h.GetName()), value: h.GetValue()}
+		if h.GetType() == configv1.HeaderMatchType_HEADER_MATCH_TYPE_REGEX {
+			re, err := compile(h.GetValue())
+			if err != nil {
+				return nil, fmt.Errorf("header %s: %w", h.GetName(), err)
+			}
+			hm.re = re
+		}
+		m.headers = append(m.headers, hm)
+	}
+	for _, q := range QueryMatches(rt) {
+		qm := queryMatcher{name: q.GetName(), value: q.GetValue()}
+		if q.GetType() == configv1.QueryMatchType_QUERY_MATCH_TYPE_REGEX {
+			re, err := compile(q.GetValue())
+			if err != nil {
+				return nil, fmt.Errorf("query parameter %s: %w", q.GetName(), err)
+			}
+			qm.re = re
+		}
+		m.query = append(m.query, qm)
+	}
+	return m, nil
+}
+
+// Route is the route m was compiled from.
+func (m *Matcher) Route() *configv1.Route { return m.route }
+
+// Matches reports whether m's route accepts req (RouteMatches).
+func (m *Matcher) Matches(req Request) bool {
+	rt := m.route
 	if rt.GetListener() != req.Listener || !SchemeMatches(rt.GetScheme(), req.Scheme) {
 		return false
 	}
-	if !PathMatches(rt.GetPath(), req.Path) {
+	if !pathAccepts(rt.GetPath(), m.path, req.Path) {
 		return false
 	}
-	if m := rt.GetMethod(); m != "" && m != req.Method {
+	if meth := rt.GetMethod(); meth != "" && meth != req.Method {
 		return false
 	}
-	for _, h := range HeaderMatches(rt) {
-		if !HeaderMatchAccepts(h, req) {
+	for _, h := range m.headers {
+		if !headerAccepts(h, req) {
 			return false
 		}
 	}
-	for _, q := range QueryMatches(rt) {
-		if !QueryMatchAccepts(q, req.Query) {
+	for _, q := range m.query {
+		if !queryAccepts(q, req.Query) {
 			return false
 		}
 	}
 	return true
 }
 
+// anchoredPath is the expression a REGEX path match runs: the whole path must match.
+func anchoredPath(value string) string { return "^(?:" + value + ")$" }
+
 // PathMatches reports whether a path match accepts path.
 func PathMatches(m *configv1.PathMatch, path string) bool {
+	var re *regexp.Regexp
+	if m.GetType() == configv1.PathMatchType_PATH_MATCH_TYPE_REGEX {
+		var err error
+		if re, err = compile(anchoredPath(m.GetValue())); err != nil {
+			return false
+		}
+	}
+	return pathAccepts(m, re, path)
+}
+
+// pathAccepts is PathMatches with a REGEX match's expression compiled (re).
+func pathAccepts(m *configv1.PathMatch, re *regexp.Regexp, path string) bool {
 	switch m.GetType() {
 	case configv1.PathMatchType_PATH_MATCH_TYPE_EXACT:
 		return path == m.GetValue()
@@ -168,8 +274,7 @@ func PathMatches(m *configv1.PathMatch, path string) bool {
 		v := m.GetValue()
 		return v == "/" || path == v || strings.HasPrefix(path, v+"/")
 	case configv1.PathMatchType_PATH_MATCH_TYPE_REGEX:
-		re, err := compile("^(?:" + m.GetValue() + ")$")
-		return err == nil && re.MatchString(path)
+		return re.MatchString(path)
 	}
 	return false
 }
@@ -192,21 +297,25 @@ func HeaderMatches(rt *configv1.Route) []*configv1.HeaderMatch {
 // on its own; "Host" is req.Host) equals the match's value (EXACT) or contains a match of
 // its RE2 expression (REGEX, unanchored). A header the request lacks matches nothing.
 func HeaderMatchAccepts(h *configv1.HeaderMatch, req Request) bool {
-	name := http.CanonicalHeaderKey(h.GetName())
-	vals := req.Header[name]
-	if name == "Host" {
+	hm := headerMatcher{name: http.CanonicalHeaderKey(h.GetName()), value: h.GetValue()}
+	if h.GetType() == configv1.HeaderMatchType_HEADER_MATCH_TYPE_REGEX {
+		re, err := compile(h.GetValue())
+		if err != nil {
+			return false
+		}
+		hm.re = re
+	}
+	return headerAccepts(hm, req)
+}
+
+func headerAccepts(h headerMatcher, req Request) bool {
+	vals := req.Header[h.name]
+	if h.name == "Host" {
 		vals = []string{req.Host}
 	}
 	for _, v := range vals {
-		switch h.GetType() {
-		case configv1.HeaderMatchType_HEADER_MATCH_TYPE_REGEX:
-			if re, err := compile(h.GetValue()); err == nil && re.MatchString(v) {
-				return true
-			}
-		default:
-			if v == h.GetValue() {
-				return true
-			}
+		if (h.re == nil && v == h.value) || (h.re != nil && h.re.MatchString(v)) {
+			return true
 		}
 	}
 	return false
@@ -230,16 +339,27 @@ func QueryMatches(rt *configv1.Route) []*configv1.QueryMatch {
 // values joined with ",", as stock Caddy's placeholder gives them) equals the match's
 // (EXACT) or contains a match of its RE2 expression (REGEX, unanchored).
 func QueryMatchAccepts(q *configv1.QueryMatch, query url.Values) bool {
-	vals, ok := query[q.GetName()]
+	qm := queryMatcher{name: q.GetName(), value: q.GetValue()}
+	if q.GetType() == configv1.QueryMatchType_QUERY_MATCH_TYPE_REGEX {
+		re, err := compile(q.GetValue())
+		if err != nil {
+			return false
+		}
+		qm.re = re
+	}
+	return queryAccepts(qm, query)
+}
+
+func queryAccepts(q queryMatcher, query url.Values) bool {
+	vals, ok := query[q.name]
 	if !ok {
 		return false
 	}
 	v := strings.Join(vals, ",")
-	if q.GetType() == configv1.QueryMatchType_QUERY_MATCH_TYPE_REGEX {
-		re, err := compile(q.GetValue())
-		return err == nil && re.MatchString(v)
+	if q.re != nil {
+		return q.re.MatchString(v)
 	}
-	return v == q.GetValue()
+	return v == q.value
 }
 
 // CheckRoute returns what makes rt unusable by any data plane, naming the field: a Stop
@@ -255,7 +375,11 @@ func QueryMatchAccepts(q *configv1.QueryMatch, query url.Values) bool {
 // a backend or whose share is not a fraction of at most 1 with a denominator up to
 // MaxMirrorDenominator, a CORS policy that fails CheckCORS, a retry policy that fails
 // CheckRetry, a listener that fails CheckListenerName.
-func CheckRoute(rt *configv1.Route) error {
+func CheckRoute(rt *configv1.Route) error { return checkRoute(rt, nil) }
+
+// checkRoute is CheckRoute; each match expression it compiles is kept in compiled (by the
+// expression compiled), when compiled is not nil.
+func checkRoute(rt *configv1.Route, compiled map[string]*regexp.Regexp) error {
 	if rt.GetStop() {
 		if err := checkStop(rt); err != nil {
 			return err
@@ -270,7 +394,7 @@ func CheckRoute(rt *configv1.Route) error {
 		return fmt.Errorf("path: %w", err)
 	}
 	if rt.GetPath().GetType() == configv1.PathMatchType_PATH_MATCH_TYPE_REGEX {
-		if err := checkRegex(rt.GetPath().GetValue(), "^(?:"+rt.GetPath().GetValue()+")$"); err != nil {
+		if err := compileChecked(rt.GetPath().GetValue(), anchoredPath(rt.GetPath().GetValue()), compiled); err != nil {
 			return fmt.Errorf("path: %w", err)
 		}
 	}
@@ -287,7 +411,7 @@ func CheckRoute(rt *configv1.Route) error {
 			return fmt.Errorf("header match: %w", err)
 		}
 		if h.GetType() == configv1.HeaderMatchType_HEADER_MATCH_TYPE_REGEX {
-			if err := CheckRegex(h.GetValue()); err != nil {
+			if err := compileChecked(h.GetValue(), h.GetValue(), compiled); err != nil {
 				return fmt.Errorf("header %s: %w", h.GetName(), err)
 			}
 		} else if err := CheckHeaderValue(h.GetValue()); err != nil {
@@ -302,7 +426,7 @@ func CheckRoute(rt *configv1.Route) error {
 			return fmt.Errorf("query parameter name %q holds braces or a control character", q.GetName())
 		}
 		if q.GetType() == configv1.QueryMatchType_QUERY_MATCH_TYPE_REGEX {
-			if err := CheckRegex(q.GetValue()); err != nil {
+			if err := compileChecked(q.GetValue(), q.GetValue(), compiled); err != nil {
 				return fmt.Errorf("query parameter %s: %w", q.GetName(), err)
 			}
 		}
@@ -463,7 +587,7 @@ func checkModifier(m *configv1.PathModifier) error {
 		}
 		return checkPath(m.GetValue())
 	case configv1.PathModifierType_PATH_MODIFIER_TYPE_REGEX:
-		if err := checkRegex(m.GetPattern(), RewriteExpr(m.GetPattern())); err != nil {
+		if err := compileChecked(m.GetPattern(), RewriteExpr(m.GetPattern()), nil); err != nil {
 			return err
 		}
 		if !strings.HasPrefix(m.GetValue(), "/") {
@@ -627,8 +751,8 @@ func ModifyHeaders(m *configv1.HeaderModifier, h http.Header) {
 }
 
 // compile compiles expr; the reference keeps no cache (it is pure, and called only by
-// tests and checks).
-func compile(expr string) (*regexp.Regexp, error) { return regexp.Compile(expr) }
+// tests and checks). A variable so that a test can count compilations.
+var compile = regexp.Compile
 
 // RewriteExpr is the expression a PATH_MODIFIER_TYPE_REGEX modifier runs over the whole
 // path: pattern's leftmost match with the rest of the path around it, so that replacing the

@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -49,16 +50,20 @@ const (
 
 // CheckRegex returns why expr is not a usable regular expression: over MaxRegexLength, or
 // not RE2.
-func CheckRegex(expr string) error { return checkRegex(expr, expr) }
+func CheckRegex(expr string) error { return compileChecked(expr, expr, nil) }
 
-// checkRegex bounds the expression a tenant wrote (value) and compiles the one a data plane
-// runs (expr: value, or value anchored).
-func checkRegex(value, expr string) error {
+// compileChecked bounds the expression a tenant wrote (value) and compiles the one a data
+// plane runs (expr: value, or value anchored), keeping it in compiled when that is not nil.
+func compileChecked(value, expr string, compiled map[string]*regexp.Regexp) error {
 	if len(value) > MaxRegexLength {
 		return fmt.Errorf("regular expression of %d bytes (at most %d)", len(value), MaxRegexLength)
 	}
-	if _, err := compile(expr); err != nil {
+	re, err := compile(expr)
+	if err != nil {
 		return err
+	}
+	if compiled != nil {
+		compiled[expr] = re
 	}
 	return nil
 }

@@ -38,11 +38,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"net/http"
-	"net/url"
-	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,30 +74,14 @@ type vhost struct {
 type route struct {
 	name string
 	rt   *configv1.Route // what the route does to a request (the reference's functions read it)
-	// The matches, compiled: the path (re for a regular expression), then the header and
-	// query matches that count (contract.HeaderMatches, contract.QueryMatches).
-	typ      configv1.PathMatchType
-	value    string
-	re       *regexp.Regexp
-	headers  []headerMatch
-	query    []queryMatch
+	// match is the route's matches, compiled once by the reference's own Matcher: the module
+	// and the reference router decide a match with one implementation.
+	match    *contract.Matcher
 	backends []*configv1.WeightedBackend
 	timeout  time.Duration
 	clients  *contract.AddressFilter // nil: every client
 	zone     *zone                   // Route.rate_limit's counters; nil: no limit
 	dial     timeouts                // Route.backend_timeouts, for the transport
-}
-
-type headerMatch struct {
-	name  string // canonical
-	value string
-	re    *regexp.Regexp // nil: exact
-}
-
-type queryMatch struct {
-	name  string
-	value string
-	re    *regexp.Regexp // nil: exact
 }
 
 type backend struct {
@@ -312,10 +292,11 @@ func compileHost(vh *configv1.VirtualHost, rf *refusals) *vhost {
 	return h
 }
 
-// compileRoute checks rt as the reference does (contract.CheckRoute) and compiles its
-// matches once, so that a request costs no compilation.
+// compileRoute checks rt as the reference does (contract.CompileRoute, which also compiles
+// its matches, each expression once), so that a request costs no compilation.
 func compileRoute(rt *configv1.Route) (*route, error) {
-	if err := contract.CheckRoute(rt); err != nil {
+	m, err := contract.CompileRoute(rt)
+	if err != nil {
 		return nil, err
 	}
 	if testRule != nil {
@@ -323,31 +304,10 @@ func compileRoute(rt *configv1.Route) (*route, error) {
 			return nil, err
 		}
 	}
-	r := &route{name: rt.GetName(), rt: rt, typ: rt.GetPath().GetType(), value: rt.GetPath().GetValue(), backends: rt.GetBackends(), timeout: rt.GetTimeout().AsDuration()}
+	r := &route{name: rt.GetName(), rt: rt, match: m, backends: rt.GetBackends(), timeout: rt.GetTimeout().AsDuration()}
 	r.clients, _ = contract.CompileAddressFilter(rt.GetClientAddresses()) // CheckRoute parsed it
 	r.zone = zoneOf(rt.GetRateLimit())
 	r.dial = timeoutsOf(rt.GetBackendTimeouts())
-	switch r.typ {
-	case configv1.PathMatchType_PATH_MATCH_TYPE_EXACT, configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX:
-	case configv1.PathMatchType_PATH_MATCH_TYPE_REGEX:
-		r.re = regexp.MustCompile("^(?:" + r.value + ")$") // CheckRoute compiled it
-	default:
-		return nil, fmt.Errorf("unknown path match type %v", r.typ)
-	}
-	for _, m := range contract.HeaderMatches(rt) {
-		hm := headerMatch{name: http.CanonicalHeaderKey(m.GetName()), value: m.GetValue()}
-		if m.GetType() == configv1.HeaderMatchType_HEADER_MATCH_TYPE_REGEX {
-			hm.re = regexp.MustCompile(m.GetValue())
-		}
-		r.headers = append(r.headers, hm)
-	}
-	for _, m := range contract.QueryMatches(rt) {
-		qm := queryMatch{name: m.GetName(), value: m.GetValue()}
-		if m.GetType() == configv1.QueryMatchType_QUERY_MATCH_TYPE_REGEX {
-			qm.re = regexp.MustCompile(m.GetValue())
-		}
-		r.query = append(r.query, qm)
-	}
 	return r, nil
 }
 
@@ -398,75 +358,12 @@ func (t *Table) Match(req contract.Request) *route {
 			if c.Deep && !r.rt.GetAnyDepth() {
 				continue
 			}
-			if r.matches(req) {
+			if r.match.Matches(req) {
 				return r
 			}
 		}
 	}
 	return nil
-}
-
-func (r *route) matches(req contract.Request) bool {
-	if r.rt.GetListener() != req.Listener || !contract.SchemeMatches(r.rt.GetScheme(), req.Scheme) {
-		return false
-	}
-	switch r.typ {
-	case configv1.PathMatchType_PATH_MATCH_TYPE_EXACT:
-		if req.Path != r.value {
-			return false
-		}
-	case configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX:
-		if r.value != "/" && req.Path != r.value && !strings.HasPrefix(req.Path, r.value+"/") {
-			return false
-		}
-	default:
-		if !r.re.MatchString(req.Path) {
-			return false
-		}
-	}
-	if m := r.rt.GetMethod(); m != "" && m != req.Method {
-		return false
-	}
-	for _, h := range r.headers {
-		if !h.accepts(req) {
-			return false
-		}
-	}
-	for _, q := range r.query {
-		if !q.accepts(req.Query) {
-			return false
-		}
-	}
-	return true
-}
-
-// accepts: one of the request's values of the header (Host is the Host) is the value, or
-// contains a match of the expression.
-func (h headerMatch) accepts(req contract.Request) bool {
-	vals := req.Header[h.name]
-	if h.name == "Host" {
-		vals = []string{req.Host}
-	}
-	for _, v := range vals {
-		if (h.re == nil && v == h.value) || (h.re != nil && h.re.MatchString(v)) {
-			return true
-		}
-	}
-	return false
-}
-
-// accepts: the parameter is there and its values, joined with ",", are the value or contain
-// a match of the expression.
-func (q queryMatch) accepts(query url.Values) bool {
-	vals, ok := query[q.name]
-	if !ok {
-		return false
-	}
-	v := strings.Join(vals, ",")
-	if q.re != nil {
-		return q.re.MatchString(v)
-	}
-	return v == q.value
 }
 
 // pick chooses, by weight, a backend of r among those with ready endpoints (b, and wb, the
