@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"errors"
 	"fmt"
 
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
@@ -19,11 +20,13 @@ func VersionOf(d *configv1.ConfigDelta) *configv1.Config {
 		WatcherEpoch: d.GetWatcherEpoch(), WatcherRevision: d.GetWatcherRevision()}
 }
 
-// Chain follows a config stream as every receiver must: the complete state, then each delta
-// onto the version held, checked against its state hash. A complete state sent in chunks
-// counts when its end came (Assembler). A marker starts over: the complete state of its
-// epoch comes next. (The pusher's gate follows the same rules and more: what it admits by
-// epoch and version, and a Resync on a break.)
+// Chain is a receiver's config chain: the complete state, then each delta onto the version
+// held, checked against its state hash. It is the one follower of the rule every receiver
+// keeps (the pusher's gate, the Caddy module, the translator's config server, the public
+// client and sluicectl); each adds its own policy around it (what the gate admits by epoch
+// and version, the module's table, the server's history). Receive follows a whole config
+// stream with it: a complete state sent in chunks counts when its end came (Assembler), and
+// a marker starts over.
 type Chain struct {
 	// State is the state held, nil before a complete state; Version names it.
 	State   *State
@@ -32,6 +35,56 @@ type Chain struct {
 	// last one took.
 	Assembler Assembler
 }
+
+// Onto returns why d is not a delta onto held, the version a receiver holds (nil: none), or
+// nil when it is: a delta is applied only onto the version it was made from, within one
+// epoch, and versions only rise.
+func Onto(held *configv1.Config, d *configv1.ConfigDelta) error {
+	switch {
+	case held == nil:
+		return errors.New("a delta before the complete state")
+	case d.GetEpoch() != held.GetEpoch():
+		return fmt.Errorf("a delta onto %s/%d, but %s/%d is held", d.GetEpoch(), d.GetBaseVersion(), held.GetEpoch(), held.GetVersion())
+	case d.GetBaseVersion() != held.GetVersion():
+		return fmt.Errorf("a delta onto version %d, but version %d is held", d.GetBaseVersion(), held.GetVersion())
+	case d.GetVersion() <= d.GetBaseVersion():
+		return fmt.Errorf("a delta to version %d onto version %d: versions only rise", d.GetVersion(), d.GetBaseVersion())
+	}
+	return nil
+}
+
+// Complete makes cfg, a complete state, the one held: a new chain. encoded keeps the state
+// serialised (NewEncodedState), for a receiver that forwards rather than reads it. On an
+// error (wrapping ErrBrokenChain) nothing changed.
+func (c *Chain) Complete(cfg *configv1.Config, encoded bool) error {
+	from := FromResources
+	if encoded {
+		from = FromResourcesEncoded
+	}
+	st, err := from(cfg.GetResources(), cfg.GetHash())
+	if err != nil {
+		return err
+	}
+	c.State, c.Version = st, RefOf(cfg)
+	return nil
+}
+
+// Delta applies d onto the version held, checked against its hash, and returns what it
+// changed (for Merge). On an error (Onto's, or one wrapping ErrBrokenChain) nothing changed.
+func (c *Chain) Delta(d *configv1.ConfigDelta) (Applied, error) {
+	if err := Onto(c.Version, d); err != nil {
+		return Applied{}, err
+	}
+	applied, err := c.State.Apply(d)
+	if err != nil {
+		return Applied{}, err
+	}
+	c.Version = VersionOf(d)
+	return applied, nil
+}
+
+// Reset forgets the state held (a marker: the complete state of its epoch comes next).
+func (c *Chain) Reset() { c.State, c.Version = nil, nil }
 
 // Receive takes one message of a config stream. It returns the version the message brought
 // (nil for a marker, a heartbeat, or a part of a chunked state before its end), or an error
@@ -45,24 +98,20 @@ func (c *Chain) Receive(m *configv1.StreamConfigResponse) (*configv1.Config, err
 	}
 	switch msg := m.GetMessage().(type) {
 	case *configv1.StreamConfigResponse_InitialSyncComplete:
-		c.State, c.Version = nil, nil
+		c.Reset()
 	case *configv1.StreamConfigResponse_Config:
-		st, err := FromResources(msg.Config.GetResources(), msg.Config.GetHash())
-		if err != nil {
+		if err := c.Complete(msg.Config, false); err != nil {
 			return nil, fmt.Errorf("version %d: %w", msg.Config.GetVersion(), err)
 		}
-		c.State, c.Version = st, RefOf(msg.Config)
 		return c.Version, nil
 	case *configv1.StreamConfigResponse_Delta:
 		d := msg.Delta
-		if c.State == nil || d.GetEpoch() != c.Version.GetEpoch() || d.GetBaseVersion() != c.Version.GetVersion() {
-			return nil, fmt.Errorf("%w: version %d is a delta onto %s/%d, but %s/%d is held", ErrBrokenChain,
-				d.GetVersion(), d.GetEpoch(), d.GetBaseVersion(), c.Version.GetEpoch(), c.Version.GetVersion())
-		}
-		if err := c.State.ApplyDelta(d); err != nil {
+		if _, err := c.Delta(d); err != nil {
+			if !errors.Is(err, ErrBrokenChain) {
+				err = fmt.Errorf("%w: %w", ErrBrokenChain, err)
+			}
 			return nil, fmt.Errorf("version %d: %w", d.GetVersion(), err)
 		}
-		c.Version = VersionOf(d)
 		return c.Version, nil
 	}
 	return nil, nil

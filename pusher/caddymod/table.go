@@ -105,7 +105,7 @@ var ErrRejected = errors.New("config rejected")
 // and the table built from it. Changes are serialised; readers only load the table.
 type Store struct {
 	mu    sync.Mutex
-	state *contract.State
+	chain contract.Chain
 	table atomic.Pointer[Table]
 }
 
@@ -120,8 +120,8 @@ func (s *Store) Current() *Table { return s.table.Load() }
 func (s *Store) Replace(cfg *configv1.Config) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st, err := contract.FromResources(cfg.GetResources(), cfg.GetHash())
-	if err != nil {
+	var chain contract.Chain
+	if err := chain.Complete(cfg, false); err != nil {
 		return fmt.Errorf("%w: %v", ErrRejected, err)
 	}
 	res := cfg.GetResources()
@@ -151,7 +151,7 @@ func (s *Store) Replace(cfg *configv1.Config) error {
 	if err := t.check(byName); err != nil {
 		return err
 	}
-	s.state = st
+	s.chain = chain
 	s.table.Store(t)
 	return nil
 }
@@ -161,11 +161,8 @@ func (s *Store) ApplyDelta(d *configv1.ConfigDelta) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := s.table.Load()
-	if cur == nil || s.state == nil {
-		return fmt.Errorf("%w: nothing is held", ErrNotAtBase)
-	}
-	if d.GetEpoch() != cur.Epoch || d.GetBaseVersion() != cur.Version {
-		return fmt.Errorf("%w: the delta is onto %s/%d, %s/%d is held", ErrNotAtBase, d.GetEpoch(), d.GetBaseVersion(), cur.Epoch, cur.Version)
+	if err := contract.Onto(s.chain.Version, d); err != nil {
+		return fmt.Errorf("%w: %v", ErrNotAtBase, err) // chain.Version is set with the table
 	}
 	// Everything that can fail is done before the state changes.
 	hosts := map[string]*vhost{}
@@ -207,7 +204,7 @@ func (s *Store) ApplyDelta(d *configv1.ConfigDelta) error {
 	if err := t.check(hosts); err != nil {
 		return err
 	}
-	if err := s.state.ApplyDelta(d); err != nil {
+	if _, err := s.chain.Delta(d); err != nil {
 		// The state held is not the sender's base after all: it must send the complete state.
 		return fmt.Errorf("%w: %v", ErrNotAtBase, err)
 	}

@@ -59,7 +59,7 @@ func FuzzStore(f *testing.F) {
 		}
 		s := &Store{}
 		if err := s.Replace(&cfg); err != nil {
-			if !errors.Is(err, ErrRejected) || s.Current() != nil || s.state != nil {
+			if !errors.Is(err, ErrRejected) || s.Current() != nil || s.chain.State != nil {
 				t.Fatalf("a refused state: %v; the store holds %v", err, s.Current())
 			}
 			return
@@ -70,7 +70,7 @@ func FuzzStore(f *testing.F) {
 			d.Epoch, d.BaseVersion = cfg.GetEpoch(), cfg.GetVersion()
 		}
 		if changes, err := contract.Changes(&d); fix&4 != 0 && err == nil {
-			next := s.state.Clone()
+			next := s.chain.State.Clone()
 			for _, c := range changes {
 				if c.Msg == nil {
 					next.Remove(c.Type, c.Key)
@@ -80,12 +80,12 @@ func FuzzStore(f *testing.F) {
 			}
 			d.Hash = next.Hash()
 		}
-		before, hash := s.Current(), s.state.Hash()
+		before, hash := s.Current(), s.chain.State.Hash()
 		if err := s.ApplyDelta(&d); err != nil {
 			if !errors.Is(err, ErrRejected) && !errors.Is(err, ErrNotAtBase) {
 				t.Fatalf("a refused delta: %v is neither rejected nor not at base", err)
 			}
-			if s.Current() != before || s.state.Hash() != hash {
+			if s.Current() != before || s.chain.State.Hash() != hash {
 				t.Fatalf("a refused delta (%v) changed the table or the state", err)
 			}
 			return
@@ -99,10 +99,10 @@ func FuzzStore(f *testing.F) {
 func served(t *testing.T, s *Store, epoch string, version uint64, hash string) {
 	t.Helper()
 	tb := s.Current()
-	if tb == nil || tb.Epoch != epoch || tb.Version != version || tb.Hash != hash || s.state.Hash() != hash {
-		t.Fatalf("the store serves %+v with state hash %.12s, want %s/%d %.12s", tb, s.state.Hash(), epoch, version, hash)
+	if tb == nil || tb.Epoch != epoch || tb.Version != version || tb.Hash != hash || s.chain.State.Hash() != hash {
+		t.Fatalf("the store serves %+v with state hash %.12s, want %s/%d %.12s", tb, s.chain.State.Hash(), epoch, version, hash)
 	}
-	res := s.state.Resources()
+	res := s.chain.State.Resources()
 	if tb.hosts.len() != len(res.GetVirtualHosts()) || tb.backends.len() != len(res.GetBackends()) || tb.certs.len() != len(res.GetCertificates()) {
 		t.Fatalf("the table holds %d hosts, %d backends, %d certificates; the state %d, %d, %d", tb.hosts.len(), tb.backends.len(), tb.certs.len(),
 			len(res.GetVirtualHosts()), len(res.GetBackends()), len(res.GetCertificates()))

@@ -406,7 +406,7 @@ func TestDeltaAppliesWholeOrNotAtAll(t *testing.T) {
 	if err := s.ApplyDelta(badCert); !errors.Is(err, ErrRejected) {
 		t.Fatalf("a delta with a bad certificate: %v, want rejected", err)
 	}
-	if s.Current() != before || s.state.Hash() != cfg.GetHash() {
+	if s.Current() != before || s.chain.State.Hash() != cfg.GetHash() {
 		t.Fatal("a rejected delta changed the table or the state")
 	}
 	if before.Match(get("new.example.com", "/")) != nil {
@@ -428,7 +428,7 @@ func TestDeltaAppliesWholeOrNotAtAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := s.Current()
-	if after.Match(get("new.example.com", "/")) == nil || after.Version != good.GetVersion() || s.state.Hash() != good.GetHash() {
+	if after.Match(get("new.example.com", "/")) == nil || after.Version != good.GetVersion() || s.chain.State.Hash() != good.GetHash() {
 		t.Fatal("the good delta is not what the store serves")
 	}
 	if before.Match(get("new.example.com", "/")) != nil {

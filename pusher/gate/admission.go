@@ -103,13 +103,12 @@ type streamState struct {
 	epoch         string
 	markerVersion uint64
 	open          bool
-	// chain is the translator's state as received in this epoch (nil before the complete
-	// state), at chainRef; broken means it failed and a Resync is outstanding. For a
+	// chain is the translator's state as received in this epoch (its State nil before the
+	// complete state), at chain.Version (without resources); broken means it failed and a Resync is outstanding. For a
 	// DeltaPlane it is an encoded state: the gate reads a resource of it only for the
 	// deletion guard, a refusal, or a complete push (docs/design.md, "Cold start").
-	chain    *contract.State
-	chainRef *configv1.Config // without resources
-	broken   bool
+	chain  contract.Chain
+	broken bool
 	// since are the deltas the chain took after the version last handed to the data plane:
 	// merged, they bring a DeltaPlane from what it runs to the newest.
 	since      []contract.Applied
@@ -154,18 +153,14 @@ func (a *admission) config(c *configv1.Config) decision {
 	if reason := a.admit(c); reason != "" {
 		return decision{act: actDrop, config: c, reason: reason}
 	}
-	if a.st.chainRef != nil && c.GetVersion() < a.st.chainRef.GetVersion() {
+	if a.st.chain.Version != nil && c.GetVersion() < a.st.chain.Version.GetVersion() {
 		return decision{act: actDrop, config: c, reason: "out-of-order"}
 	}
-	fromResources := contract.FromResources
-	if a.cfg.Deltas {
-		fromResources = contract.FromResourcesEncoded
-	}
-	chain, err := fromResources(c.GetResources(), c.GetHash())
-	if err != nil {
+	var chain contract.Chain
+	if err := chain.Complete(c, a.cfg.Deltas); err != nil {
 		return a.breakChain(c, err)
 	}
-	a.st.chain, a.st.chainRef, a.st.broken, a.st.since = chain, contract.RefOf(c), false, nil
+	a.st.chain, a.st.broken, a.st.since = chain, false, nil
 	a.st.pending = c
 	a.trackAll()
 	return decision{act: actNone, config: c}
@@ -177,22 +172,14 @@ func (a *admission) delta(d *configv1.ConfigDelta) decision {
 	if reason := a.admit(c); reason != "" {
 		return decision{act: actDrop, config: c, reason: reason}
 	}
-	switch {
-	case a.st.broken:
+	if a.st.broken {
 		return decision{act: actDrop, config: c, reason: "broken-chain"} // the complete state is on its way
-	case a.st.chain == nil:
-		return a.breakChain(c, errors.New("a delta before the complete state"))
-	case d.GetBaseVersion() != a.st.chainRef.GetVersion():
-		return a.breakChain(c, fmt.Errorf("a delta onto version %d, but version %d is held", d.GetBaseVersion(), a.st.chainRef.GetVersion()))
-	case d.GetVersion() <= d.GetBaseVersion():
-		return a.breakChain(c, fmt.Errorf("a delta to version %d onto version %d: versions only rise", d.GetVersion(), d.GetBaseVersion()))
 	}
-	applied, err := a.st.chain.Apply(d)
+	applied, err := a.st.chain.Delta(d) // contract.Onto: onto the chain's version, rising
 	if err != nil {
 		return a.breakChain(c, err)
 	}
 	a.st.since = append(a.st.since, applied)
-	a.st.chainRef = c
 	a.trackDelta(d)
 	a.st.pending = c // its resources are materialised from the chain when it is handled
 	return decision{act: actNone, config: c}
@@ -221,7 +208,7 @@ func (a *admission) admit(c *configv1.Config) string {
 // breakChain drops c and everything after it until the complete state comes again.
 func (a *admission) breakChain(c *configv1.Config, err error) decision {
 	a.st.broken, a.st.pending, a.st.since = true, nil, nil
-	return decision{act: actResync, config: c, cause: err, have: ref(a.st.chainRef)}
+	return decision{act: actResync, config: c, cause: err, have: ref(a.st.chain.Version)}
 }
 
 // tick re-evaluates a config the deletion guard holds: it is handled again when nothing
@@ -249,8 +236,8 @@ func (a *admission) next() *configv1.Config {
 // complete fills c's resources from the chain when it has none: a DeltaPlane that follows
 // the deltas never needs them.
 func (a *admission) complete(c *configv1.Config) *configv1.Config {
-	if c.GetResources() == nil && a.st.chain != nil {
-		c.Resources = a.st.chain.Resources()
+	if c.GetResources() == nil && a.st.chain.State != nil {
+		c.Resources = a.st.chain.State.Resources()
 	}
 	return c
 }
@@ -265,7 +252,7 @@ func (a *admission) judge(fp string, fpErr error) decision {
 	c := a.st.pending
 	if fpErr != nil {
 		a.st.pending = nil
-		return decision{act: actNack, config: c, reason: fpErr.Error(), rejected: true, objects: objectsAtFault(fpErr, a.st.chain)}
+		return decision{act: actNack, config: c, reason: fpErr.Error(), rejected: true, objects: objectsAtFault(fpErr, a.st.chain.State)}
 	}
 	if a.applied != nil && a.appliedFP == fp {
 		// Nothing the data plane runs changed (a not-ready endpoint, a finding): no push.
@@ -313,7 +300,7 @@ func (a *admission) pushed(err error) decision {
 		a.st.pending, a.st.held, a.st.since = nil, nil, nil
 		return decision{act: actAck, config: c}
 	case errors.As(err, &rej) && rej.Rejected():
-		objs := objectsAtFault(err, a.st.chain)
+		objs := objectsAtFault(err, a.st.chain.State)
 		a.st.pending, a.st.rejectedFP, a.st.rejectedWhy, a.st.rejectedObjs = nil, a.judgedFP, err.Error(), objs
 		return decision{act: actNack, config: c, reason: err.Error(), rejected: true, objects: objs}
 	default:
@@ -396,12 +383,12 @@ func (a *admission) lost() decision {
 		// Applied as a delta: its complete state is the chain's, if the chain is still there.
 		st := &a.st
 		switch {
-		case st.chain != nil && !st.broken && st.chainRef.GetEpoch() == c.GetEpoch() && st.chainRef.GetVersion() == c.GetVersion():
+		case st.chain.State != nil && !st.broken && st.chain.Version.GetEpoch() == c.GetEpoch() && st.chain.Version.GetVersion() == c.GetVersion():
 			c = contract.RefOf(c) // applied stays without resources
-			c.Resources = st.chain.Resources()
-		case st.chain != nil && !st.broken && st.pending == nil:
+			c.Resources = st.chain.State.Resources()
+		case st.chain.State != nil && !st.broken && st.pending == nil:
 			// The chain moved on: its newest version goes in full, as the next to apply.
-			st.pending, st.since = contract.RefOf(st.chainRef), nil
+			st.pending, st.since = contract.RefOf(st.chain.Version), nil
 			return decision{act: actRequeue, config: st.pending}
 		default:
 			return decision{act: actNone} // the next complete state of this stream is pushed in full anyway

@@ -80,7 +80,7 @@ func (a *admission) routesOf(vh *configv1.VirtualHost) routeSet {
 
 // chainHost is the virtual host the chain's newest version holds for host, nil for none.
 func (a *admission) chainHost(host string) *configv1.VirtualHost {
-	vh, _ := a.st.chain.Get(contract.VirtualHosts, host).(*configv1.VirtualHost)
+	vh, _ := a.st.chain.State.Get(contract.VirtualHosts, host).(*configv1.VirtualHost)
 	return vh
 }
 
@@ -145,13 +145,13 @@ func (a *admission) trackAll() {
 // settle is told that the data plane now serves the chain's newest version: the served
 // routes take over the hosts the chain changed, and nothing is removed any more.
 func (a *admission) settle() {
-	if !a.guarded() || a.st.chain == nil {
+	if !a.guarded() || a.st.chain.State == nil {
 		return
 	}
 	r := &a.st.removed
 	if r.all || a.served.hosts == nil {
 		a.served = served{hosts: map[string]routeSet{}}
-		for _, vh := range a.st.chain.Resources().GetVirtualHosts() {
+		for _, vh := range a.st.chain.State.Resources().GetVirtualHosts() {
 			a.setServed(vh.GetHostname(), a.routesOf(vh))
 		}
 	} else {

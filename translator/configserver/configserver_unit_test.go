@@ -280,17 +280,17 @@ func TestPublishDropsWhatDoesNotChainOntoTheNewest(t *testing.T) {
 			d := delta(x.src)
 			d.BaseVersion = 0
 			x.s.PublishDelta(d)
-		}, "built a delta onto another version; not published: version=2 base=0 newest=1"},
+		}, "built a delta that does not apply onto the newest version; not published: version=2 error=\"a delta onto version 0, but version 1 is held\""},
 		{"a delta removing a host not held", func(x setup) {
 			d := delta(x.src)
 			d.RemovedVirtualHosts = append(d.RemovedVirtualHosts, "never.example.com")
 			x.s.PublishDelta(d)
-		}, "does not apply onto its base; not published: version=2 error=\"broken config chain: the delta removes"},
+		}, "does not apply onto the newest version; not published: version=2 error=\"broken config chain: the delta removes"},
 		{"a delta with another resulting hash", func(x setup) {
 			d := delta(x.src)
 			d.Hash = x.src.st.Hash()
 			x.s.PublishDelta(d)
-		}, "does not apply onto its base; not published: version=2 error=\"broken config chain: the state after the delta has hash"},
+		}, "does not apply onto the newest version; not published: version=2 error=\"broken config chain: the state after the delta has hash"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &unitMetrics{}

@@ -226,7 +226,7 @@ func TestLyingPusherAnswersAreRefusedStatusUnchanged(t *testing.T) {
 		script: func(e *liarEnv, p *scriptedPusher) {
 			p.send(hello("p"))
 			p.readVersion(1)
-			p.send(ack("e1", 1, e.s.latest.GetHash()), hello("p"))
+			p.send(ack("e1", 1, e.s.chain.Version.GetHash()), hello("p"))
 		},
 		wantErr: "unexpected *configv1.StreamConfigRequest_Hello after Hello", wantApplied: 1, wantPusher: true,
 	}, {
@@ -234,7 +234,7 @@ func TestLyingPusherAnswersAreRefusedStatusUnchanged(t *testing.T) {
 		script: func(e *liarEnv, p *scriptedPusher) {
 			p.send(hello("p"))
 			p.readVersion(1)
-			p.send(ack("e1", 1, e.s.latest.GetHash()), ack("e1", 7, "")) // 7 was never built
+			p.send(ack("e1", 1, e.s.chain.Version.GetHash()), ack("e1", 7, "")) // 7 was never built
 		},
 		wantErr: "ACK of version e1/7, which this stream was never sent (it was sent e1/1..1)", wantApplied: 1, wantPusher: true,
 	}, {
@@ -305,7 +305,7 @@ func TestLyingPusherNackStormIsRecordedNotLogged(t *testing.T) {
 	p.send(hello("p"))
 	p.readVersion(1)
 	for range storm {
-		p.send(nack("e1", 1, e.s.latest.GetHash(), "the data plane refuses it"))
+		p.send(nack("e1", 1, e.s.chain.Version.GetHash(), "the data plane refuses it"))
 	}
 	e.metrics.waitFor(t, "every NACK recorded", func() bool { return e.metrics.nacks == storm })
 
@@ -320,7 +320,7 @@ func TestLyingPusherNackStormIsRecordedNotLogged(t *testing.T) {
 	// The stream still serves: the next version comes, and its ACK is recorded.
 	e.src.next(e.s, 5, 0)
 	p.readVersion(2)
-	p.send(ack("e1", 2, e.s.latest.GetHash()))
+	p.send(ack("e1", 2, e.s.chain.Version.GetHash()))
 	e.metrics.waitFor(t, "the ACK recorded", func() bool { return e.metrics.acks == 1 })
 	p.cancel()
 	e.metrics.waitFor(t, "the stream ended", func() bool { return e.metrics.connected == 0 })

@@ -80,10 +80,9 @@ type Server struct {
 	marker *configv1.InitialSyncComplete // of the current epoch, nil until complete
 	// The newest version: its state, its reference and, once built for a reader, the
 	// complete config (nil until then; resources are never mutated, so it may be shared).
-	state    *contract.State
-	latest   *configv1.Config // without resources
+	chain    contract.Chain // chain.Version (the newest, without resources) is kept across epochs
 	full     *configv1.Config
-	history  []contract.Applied // the deltas up to latest, contiguous, oldest first
+	history  []contract.Applied // the deltas up to chain.Version, contiguous, oldest first
 	changed  chan struct{}      // closed on every change
 	pushers  map[string]*pusher
 	complete sync.Once
@@ -159,14 +158,14 @@ func (s *Server) Publish(cfg *configv1.Config, st *contract.State) {
 	if cfg.GetEpoch() != s.epoch {
 		return
 	}
-	if s.latest != nil && s.latest.GetEpoch() == cfg.GetEpoch() && cfg.GetVersion() <= s.latest.GetVersion() {
+	if s.chain.Version != nil && s.chain.Version.GetEpoch() == cfg.GetEpoch() && cfg.GetVersion() <= s.chain.Version.GetVersion() {
 		// Versions only grow within an epoch: streams holding the newer one would be left
 		// behind, and new streams would be given an older view.
-		s.log.Error("the translator built a complete config not newer than the newest; not published", "version", cfg.GetVersion(), "newest", s.latest.GetVersion())
+		s.log.Error("the translator built a complete config not newer than the newest; not published", "version", cfg.GetVersion(), "newest", s.chain.Version.GetVersion())
 		return
 	}
-	s.state, s.full, s.history = st, cfg, nil
-	s.latest = contract.RefOf(cfg)
+	s.chain = contract.Chain{State: st, Version: contract.RefOf(cfg)}
+	s.full, s.history = cfg, nil
 	if s.marker == nil {
 		s.marker = &configv1.InitialSyncComplete{Epoch: cfg.GetEpoch(), Version: cfg.GetVersion(),
 			WatcherEpoch: cfg.GetWatcherEpoch(), WatcherRevision: cfg.GetWatcherRevision()}
@@ -181,24 +180,16 @@ func (s *Server) Publish(cfg *configv1.Config, st *contract.State) {
 func (s *Server) PublishDelta(d *configv1.ConfigDelta) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if d.GetEpoch() != s.epoch || s.state == nil {
+	if d.GetEpoch() != s.epoch || s.chain.State == nil {
 		return
 	}
-	if s.latest.GetEpoch() != d.GetEpoch() {
-		// A new epoch begins with its complete state; a delta never crosses epochs.
-		s.log.Error("the translator built a delta onto another epoch's version; not published", "version", d.GetVersion(), "epoch", d.GetEpoch(), "newest_epoch", s.latest.GetEpoch())
-		return
-	}
-	if d.GetBaseVersion() != s.latest.GetVersion() {
-		s.log.Error("the translator built a delta onto another version; not published", "version", d.GetVersion(), "base", d.GetBaseVersion(), "newest", s.latest.GetVersion())
-		return
-	}
-	applied, err := s.state.Apply(d)
+	// A new epoch begins with its complete state: a delta never crosses epochs, and goes onto
+	// the newest version only (contract.Onto).
+	applied, err := s.chain.Delta(d)
 	if err != nil {
-		s.log.Error("the translator built a delta that does not apply onto its base; not published", "version", d.GetVersion(), "error", err)
+		s.log.Error("the translator built a delta that does not apply onto the newest version; not published", "version", d.GetVersion(), "error", err)
 		return
 	}
-	s.latest = contract.VersionOf(d)
 	s.full = nil
 	s.history = append(s.history, applied)
 	if len(s.history) > maxHistory {
@@ -212,8 +203,8 @@ func (s *Server) PublishDelta(d *configv1.ConfigDelta) {
 // fullLocked is the complete config of the newest version, built once per version.
 func (s *Server) fullLocked() *configv1.Config {
 	if s.full == nil {
-		s.full = contract.RefOf(s.latest)
-		s.full.Resources = s.state.Resources()
+		s.full = contract.RefOf(s.chain.Version)
+		s.full.Resources = s.chain.State.Resources()
 	}
 	return s.full
 }
@@ -363,13 +354,13 @@ func (s *Server) StreamConfig(stream configv1.ConfigService_StreamConfigServer) 
 		var nextVersion uint64
 		s.mu.Lock()
 		epoch, marker, changed := s.epoch, s.marker, s.changed
-		if marker != nil && marker.GetEpoch() == epoch && s.latest.GetEpoch() == epoch {
+		if marker != nil && marker.GetEpoch() == epoch && s.chain.Version.GetEpoch() == epoch {
 			if sentEpoch != epoch {
 				out = append(out, &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_InitialSyncComplete{InitialSyncComplete: marker}})
 				sentEpoch, sentVersion = epoch, 0
 			}
-			if s.latest.GetVersion() > sentVersion {
-				next, nextVersion = s.nextLocked(sentVersion), s.latest.GetVersion()
+			if s.chain.Version.GetVersion() > sentVersion {
+				next, nextVersion = s.nextLocked(sentVersion), s.chain.Version.GetVersion()
 			}
 		}
 		s.mu.Unlock()
@@ -595,7 +586,7 @@ func (s *Server) GetStatus(_ context.Context, req *configv1.GetStatusRequest) (*
 	defer s.mu.Unlock()
 	s.sweepLocked()
 	resp := &configv1.GetStatusResponse{Synced: s.marker != nil && s.marker.GetEpoch() == s.epoch}
-	if l := s.latest; l != nil {
+	if l := s.chain.Version; l != nil {
 		resp.Current = contract.RefOf(l)
 		if req.GetIncludeResources() {
 			// Never a private key, to anyone: the status is for reading, not for serving.
