@@ -168,22 +168,6 @@ type parentOut struct {
 	conditions []*watchv1.Condition
 }
 
-// gwClaim is one route or certificate a Gateway or an HTTPRoute asks for on a host.
-type gwClaim struct {
-	route *configv1.Route // nil for a certificate claim
-	cert  string
-	prec  routePrec
-	owner *configv1.ObjectRef
-	field string
-	// listenerHost is the hostname of the listener a route claim attached through: the route
-	// is served on the host only while that listener governs it (isolation.go).
-	listenerHost string
-}
-
-func (c gwClaim) ownerKey() string {
-	return c.owner.GetKind() + "/" + c.owner.GetNamespace() + "/" + c.owner.GetName()
-}
-
 // routePrec is a claim's place in the Gateway API's precedence.
 type routePrec struct {
 	pathRank       int // 0 Exact, 1 RegularExpression, 2 PathPrefix
@@ -1318,68 +1302,6 @@ func (t *Translator) routeBackend(out *routeOut, br gatewayv1.BackendRef, field 
 	}
 	out.refs = append(out.refs, backendRef{name: name, field: field, tls: bt})
 	return name
-}
-
-// gatewayClaims returns the Gateway API's routes on host h in precedence order, and its
-// certificate claims in theirs (Gateways before HTTPRoutes, oldest first), leaving out the
-// HTTPRoutes refused there and the routes of listeners that do not govern h (isolation.go).
-func (t *Translator) gatewayClaims(h string, refused map[string]hostClaimant) ([]*configv1.Route, []gwClaim) {
-	var rs, cs []gwClaim
-	for key := range t.gw.hostUsers.all(h) {
-		if _, ok := refused[key]; ok {
-			continue
-		}
-		var claims []gwClaim
-		kind, rest, _ := strings.Cut(key, "/")
-		ns, name, _ := strings.Cut(rest, "/")
-		switch kind {
-		case "Gateway":
-			claims = t.gw.gwOut[nsName{ns, name}].claims[h]
-		case "HTTPRoute":
-			claims = t.gw.routeOut[nsName{ns, name}].claims[h]
-		}
-		for _, c := range claims {
-			if c.route != nil {
-				rs = append(rs, c)
-			} else {
-				cs = append(cs, c)
-			}
-		}
-	}
-	rs = t.isolated(h, rs)
-	sort.Slice(rs, func(i, j int) bool { return rs[i].prec.less(rs[j].prec) })
-	sort.Slice(cs, func(i, j int) bool {
-		a, b := cs[i], cs[j]
-		if a.prec.kindRank != b.prec.kindRank {
-			return a.prec.kindRank < b.prec.kindRank
-		}
-		if !a.prec.age.Equal(b.prec.age) {
-			return a.prec.age.Before(b.prec.age)
-		}
-		if a.prec.ns != b.prec.ns {
-			return a.prec.ns < b.prec.ns
-		}
-		if a.prec.name != b.prec.name {
-			return a.prec.name < b.prec.name
-		}
-		if a.prec.rule != b.prec.rule {
-			return a.prec.rule < b.prec.rule
-		}
-		return a.cert < b.cert
-	})
-	routes := make([]*configv1.Route, 0, len(rs))
-	for _, c := range rs {
-		routes = append(routes, c.route)
-	}
-	return routes, cs
-}
-
-func (c gwClaim) ownerName() string {
-	return c.owner.GetKind() + " " + c.owner.GetNamespace() + "/" + c.owner.GetName()
-}
-
-func (c gwClaim) finding(cause string) *configv1.Finding {
-	return &configv1.Finding{Object: c.owner, Field: c.field, Cause: cause, Severity: sevError, Reason: "ConflictLost"}
 }
 
 // gatewayFindings are the findings of one Gateway API object (by findings key): its own, its
