@@ -164,8 +164,6 @@ func parseBackendName(name string) (nsName, int32) {
 	return nsName{ns, svc}, int32(p)
 }
 
-// rebuildBackend builds backend name from its Service and EndpointSlices. A change in
-// whether it has ready endpoints changes the findings of every Ingress referring to it.
 // slicesOf yields the EndpointSlices of Service sk.
 func (t *Translator) slicesOf(sk nsName) iter.Seq[*endpointSlice] {
 	return func(yield func(*endpointSlice) bool) {
@@ -177,6 +175,8 @@ func (t *Translator) slicesOf(sk nsName) iter.Seq[*endpointSlice] {
 	}
 }
 
+// rebuildBackend builds backend name from its Service and EndpointSlices. A change in
+// whether it has ready endpoints changes the findings of every object referring to it.
 func (t *Translator) rebuildBackend(name string) {
 	if _, ok := t.rebuilt[name]; ok {
 		return
