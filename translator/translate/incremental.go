@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -17,14 +16,15 @@ import (
 // from each, an index from every source object to what depends on it, and the resulting
 // config state. Set, Remove and SetBroken record a change; Build re-translates only what
 // the changes since the last Build touch, and State then holds exactly what Translate would
-// build from the same objects. The units of work:
-//   - an Ingress: its routes, TLS claims and own findings (from the classes, the Services and
-//     TLS Secrets it names);
-//   - a host: every claim on it, resolved together in precedence order (conflicts, the
-//     certificate), into one virtual host;
-//   - a backend (a Service port): its endpoints, from the Service and its EndpointSlices;
-//   - a certificate (a TLS Secret);
-//   - an object's findings.
+// build from the same objects. The units of work, each in a file of its own:
+//   - an Ingress (ingress.go): its routes, TLS claims and own findings (from the classes, the
+//     Services and TLS Secrets it names);
+//   - a host (hosts.go): every claim on it, resolved together in precedence order (conflicts,
+//     the certificate), into one virtual host;
+//   - a backend, a Service port (backends.go): its endpoints, from the Service and its
+//     EndpointSlices;
+//   - a certificate, a TLS Secret (certificates.go);
+//   - an object's findings (findings.go).
 //
 // It is not safe for concurrent use.
 type Translator struct {
@@ -324,43 +324,4 @@ func (t *Translator) Build() {
 	t.dirtyHosts, t.dirtyBackends, t.dirtyCerts, t.dirtyFindings = set[string]{}, set[string]{}, set[string]{}, set[string]{}
 	t.gw.dirtyGateways, t.gw.dirtyRoutes = set[nsName]{}, set[nsName]{}
 	t.rebuilt = set[string]{}
-}
-
-// buildFindings rebuilds the findings of one object: a broken object's, or an Ingress's own,
-// its conflicts on the hosts it claims, and its references to backends without ready
-// endpoints (the Gateway API's objects likewise, gatewayFindings).
-func (t *Translator) buildFindings(key string) {
-	var fs []*configv1.Finding
-	if f, ok := t.broken[key]; ok {
-		fs = append(fs, f)
-	}
-	if f, ok := t.quarantines()[key]; ok && t.present(key) {
-		fs = append(fs, f)
-	}
-	if rest, ok := strings.CutPrefix(key, "Ingress/"); ok {
-		ns, name, _ := strings.Cut(rest, "/")
-		k := nsName{ns, name}
-		t.statusDirty.add(k)
-		if lo, ok := t.local[k]; ok && lo.served {
-			fs = append(fs, lo.findings...)
-			for _, h := range lo.claims.hosts {
-				fs = append(fs, t.hostFindings[h][key]...)
-			}
-			for _, r := range lo.refs {
-				if b := t.backends[r.name]; b != nil && b.ready == 0 {
-					svc, port := parseBackendName(r.name)
-					fs = append(fs, finding(lo.ing, r.field, sevWarn, "NoReadyEndpoints", fmt.Sprintf("Service %s/%s port %d has no ready endpoints; the route answers 503 until it has", svc.ns, svc.name, port)))
-				}
-			}
-		}
-	} else {
-		fs = append(fs, t.gatewayFindings(key)...)
-		fs = append(fs, t.defaultCertificateFindings(key)...)
-	}
-	if len(fs) == 0 {
-		t.out.Remove(contract.Findings, key)
-		return
-	}
-	contract.SortFindings(fs)
-	t.out.Put(contract.Findings, key, &configv1.ObjectFindings{Object: contract.ObjectOfKey(key), Findings: fs})
 }
