@@ -3,12 +3,13 @@ package translate
 // The Gateway API (sigs.k8s.io/gateway-api v1, standard channel): GatewayClass, Gateway,
 // HTTPRoute and ReferenceGrant, translated into the same virtual hosts, backends and
 // certificates as Ingresses. The units of work, beside the Ingress ones:
-//   - a Gateway: its listeners (protocol, port, hostname, certificate, allowed routes) and
-//     their certificate claims, from its class, the Secrets it names and the ReferenceGrants
-//     of the namespaces it refers into;
-//   - an HTTPRoute: its routes and certificate claims on every host where it attaches to a
-//     listener, from the Gateways it names, the Services it names and the ReferenceGrants of
-//     the namespaces it refers into.
+//   - a Gateway (this file): its listeners (protocol, port, hostname, certificate, allowed
+//     routes; gateway_listeners.go) and their certificate claims, from its class, the
+//     Secrets it names and the ReferenceGrants of the namespaces it refers into;
+//   - an HTTPRoute (gateway_routes.go): its routes and certificate claims on every host where
+//     it attaches to a listener, from the Gateways it names, the Services it names and the
+//     ReferenceGrants of the namespaces it refers into; its rules are compiled apart
+//     (gateway_rules.go, with gateway_filters.go and gateway_backends.go).
 //
 // A host served by both APIs is one virtual host: the HTTPRoutes' routes come first (in the
 // Gateway API's precedence), then the Ingresses' (in theirs); a listener's certificate wins
@@ -16,10 +17,7 @@ package translate
 // Ingress and an HTTPRoute of different namespaces never share a host (crossapi.go).
 
 import (
-	"fmt"
-
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
@@ -115,25 +113,6 @@ type gatewayOut struct {
 	sets map[nsName]*setOut
 	// setsByLabels says its allowedListeners judges ListenerSets by their namespace's labels.
 	setsByLabels bool
-}
-
-// listenerOut is one listener as translated.
-type listenerOut struct {
-	name       string
-	port       int32
-	hostname   string // lower case; "" matches every host
-	scheme     configv1.RouteScheme
-	listener   string // Route.listener of the routes served here
-	ns         string // its owner's namespace: allowedRoutes Same admits routes of it
-	attachable bool   // routes of an allowed namespace may attach
-	served     bool   // programmed: routes attached to it are served
-	allowAll   bool   // allowedRoutes.namespaces.from All
-	cert       string
-	certNames  []string
-	kinds      []*watchv1.RouteGroupKind
-	conditions []*watchv1.Condition
-	// selector is allowedRoutes.namespaces.from Selector's: the namespaces admitted.
-	selector labels.Selector
 }
 
 func gatewayKey(k nsName) string   { return "Gateway/" + k.ns + "/" + k.name }
@@ -400,39 +379,4 @@ func (t *Translator) translateGateway(gw *gatewayv1.Gateway) *gatewayOut {
 	// Listeners of the ListenerSets it admits come after its own, oldest set first.
 	t.translateListenerSets(out, lc)
 	return out
-}
-
-// listenerCertificate resolves an HTTPS listener's certificate reference.
-func (t *Translator) listenerCertificate(lc *listenerCtx, lo *listenerOut, ref gatewayv1.SecretObjectReference, unresolved func(reason, msg string)) {
-	out := lc.out
-	group, kind := "", "Secret"
-	if ref.Group != nil {
-		group = string(*ref.Group)
-	}
-	if ref.Kind != nil {
-		kind = string(*ref.Kind)
-	}
-	if group != "" || kind != "Secret" {
-		unresolved("InvalidCertificateRef", fmt.Sprintf("certificateRef %s/%s %s is not a Secret", group, kind, ref.Name))
-		return
-	}
-	ns := lc.ns
-	if ref.Namespace != nil {
-		ns = string(*ref.Namespace)
-	}
-	sk := nsName{ns, string(ref.Name)}
-	out.secrets = append(out.secrets, sk)
-	if ns != lc.ns {
-		out.grantNs = append(out.grantNs, ns)
-		if !t.granted(lc.ns, lc.kind, ns, "Secret", sk.name) {
-			unresolved("RefNotPermitted", fmt.Sprintf("Secret %s/%s is in another namespace and no ReferenceGrant there allows it", ns, sk.name))
-			return
-		}
-	}
-	c := t.certificate(sk)
-	if c.cert == nil {
-		unresolved("InvalidCertificateRef", c.why)
-		return
-	}
-	lo.cert, lo.certNames = c.cert.GetName(), c.cert.GetDnsNames()
 }
