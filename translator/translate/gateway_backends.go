@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
@@ -74,4 +75,50 @@ func (t *Translator) routeBackend(out *routeOut, br gatewayv1.BackendRef, field 
 	}
 	out.refs = append(out.refs, backendRef{name: name, field: field, tls: bt})
 	return name
+}
+
+// ruleBackends adds a rule's backendRefs and mirrors to its route template tmpl, for a rule
+// that sends its requests on (it does not redirect), and returns why the rule is dropped
+// ("" when it is not). authFailed: the rule's authentication service does not resolve.
+func (t *Translator) ruleBackends(out *routeOut, tmpl *configv1.Route, refs []gatewayv1.HTTPBackendRef, mirrors []mirrorRef, field string, authFailed bool, unresolved func(field, reason, msg string)) string {
+	for bi, br := range refs {
+		bfield := fmt.Sprintf("%s.backendRefs[%d]", field, bi)
+		reqHeaders, why := backendRefFilters(br, bi)
+		if why != "" {
+			return why
+		}
+		name := t.routeBackend(out, br.BackendRef, bfield, unresolved, true)
+		weight := int32(1)
+		if br.Weight != nil {
+			weight = *br.Weight
+		}
+		// An invalid backend's share is answered 500, as the Gateway API asks; weight 0 is
+		// never chosen (and so not referred to).
+		switch {
+		case name != "" && weight > 0:
+			tmpl.Backends = append(tmpl.Backends, &configv1.WeightedBackend{Backend: name, Weight: uint32(weight), RequestHeaders: reqHeaders})
+		case name != "":
+			out.refs = out.refs[:len(out.refs)-1]
+		case weight > 0:
+			tmpl.InvalidWeight += uint32(weight)
+		}
+	}
+	// A rule with no backend to take traffic (none listed, or every weight 0) answers
+	// 500, as one whose backends are all invalid; so does one whose authentication
+	// service does not resolve.
+	if len(tmpl.Backends) == 0 && tmpl.InvalidWeight == 0 || authFailed {
+		tmpl.Backends, tmpl.InvalidWeight = nil, max(tmpl.InvalidWeight, 1)
+	}
+	// A mirror whose backendRef does not resolve is reported as any other and left out;
+	// the rule is served without it.
+	for _, m := range mirrors {
+		mfield := fmt.Sprintf("%s.filters[%d].requestMirror.backendRef", field, m.fi)
+		if name := t.routeBackend(out, gatewayv1.BackendRef{BackendObjectReference: m.ref}, mfield, unresolved, false); name != "" {
+			tmpl.Mirrors = append(tmpl.Mirrors, &configv1.Mirror{Backend: name, Numerator: m.share.Numerator, Denominator: m.share.Denominator})
+		}
+	}
+	if err := contract.CheckRoute(tmpl); err != nil {
+		return fmt.Sprintf("filters: %v", err)
+	}
+	return ""
 }
