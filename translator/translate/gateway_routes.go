@@ -174,40 +174,8 @@ func (t *Translator) unindexRoute(k nsName, out *routeOut) {
 // translateRoute is the part of the translation that depends on one HTTPRoute (and on the
 // Gateways, Services and grants it names).
 func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
-	g := &t.gw
 	out := &routeOut{rt: rt, claims: map[string][]gwClaim{}}
-	for i, pr := range rt.Spec.ParentRefs {
-		ns := rt.Namespace
-		if pr.Namespace != nil {
-			ns = string(*pr.Namespace)
-		}
-		if isListenerSetParent(pr) {
-			// A ListenerSet's listeners are its Gateway's: the route depends on both.
-			sk := nsName{ns, string(pr.Name)}
-			out.sets = append(out.sets, sk)
-			ls := g.listenerSets[sk]
-			if ls == nil {
-				continue
-			}
-			gk, ok := listenerSetParent(ls)
-			if !ok {
-				continue
-			}
-			out.gateways = append(out.gateways, gk)
-			if o := g.gwOut[gk]; o != nil && o.ours {
-				out.parents = append(out.parents, &parentOut{index: i, ref: pr, gw: gk, set: &sk})
-			}
-			continue
-		}
-		if !isGatewayParent(pr) {
-			continue
-		}
-		gk := nsName{ns, string(pr.Name)}
-		out.gateways = append(out.gateways, gk)
-		if o := g.gwOut[gk]; o != nil && o.ours {
-			out.parents = append(out.parents, &parentOut{index: i, ref: pr, gw: gk})
-		}
-	}
+	t.routeParents(out)
 	if len(out.parents) == 0 {
 		return out
 	}
@@ -245,120 +213,195 @@ func (t *Translator) translateRoute(rt *gatewayv1.HTTPRoute) *routeOut {
 	for _, h := range rt.Spec.Hostnames {
 		hosts = append(hosts, strings.ToLower(string(h)))
 	}
+	rc := routeCtx{out: out, gen: gen, add: add, rules: rules, dropped: dropped, hosts: hosts, seen: seen}
 	for _, p := range out.parents {
-		pi := p.index
-		gout := g.gwOut[p.gw]
-		listeners, parentName := gout.listeners, fmt.Sprintf("Gateway %s/%s", p.gw.ns, p.gw.name)
-		if p.set != nil {
-			listeners, parentName = nil, fmt.Sprintf("ListenerSet %s/%s", p.set.ns, p.set.name)
-			if so := gout.sets[*p.set]; so != nil {
-				listeners = so.listeners
-			}
-		}
-		var candidates, allowed []*listenerOut
-		for _, lo := range listeners {
-			if (p.ref.SectionName == nil || string(*p.ref.SectionName) == lo.name) && (p.ref.Port == nil || *p.ref.Port == lo.port) {
-				candidates = append(candidates, lo)
-			}
-		}
-		for _, lo := range candidates {
-			if !lo.attachable {
-				continue
-			}
-			admitted := lo.allowAll || lo.ns == rt.Namespace && lo.selector == nil
-			if lo.selector != nil {
-				out.byLabels = true
-				admitted = t.selectedBy(lo, rt.Namespace)
-			}
-			if admitted {
-				allowed = append(allowed, lo)
-			}
-		}
-		var accepted *watchv1.Condition
-		var claimed []string // hosts of the served listeners this parent attaches to
-		switch {
-		case len(candidates) == 0:
-			accepted = cond(gatewayv1.RouteConditionAccepted, condFalse, gatewayv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s has no listener matching the sectionName and port", parentName), gen)
-		case len(allowed) == 0:
-			accepted = cond(gatewayv1.RouteConditionAccepted, condFalse, gatewayv1.RouteReasonNotAllowedByListeners, fmt.Sprintf("no listener of %s allows this route (namespace, kind, or listener not valid)", parentName), gen)
-		}
-		for _, lo := range allowed {
-			inter := intersectHosts(lo.hostname, hosts)
-			if len(inter) == 0 {
-				continue
-			}
-			p.attached = append(p.attached, lo.name)
-			if !lo.served {
-				continue
-			}
-			claimed = append(claimed, inter...)
-			for _, h := range inter {
-				if lo.cert != "" && h != "" {
-					key := h + "|cert|" + lo.cert
-					if !seen[key] {
-						seen[key] = true
-						if covers(lo.certNames, h) {
-							out.claims[h] = append(out.claims[h], gwClaim{cert: lo.cert, owner: owner, field: fmt.Sprintf("spec.parentRefs[%d]", pi),
-								prec: routePrec{kindRank: 1, age: rt.CreationTimestamp.Time, ns: rt.Namespace, name: rt.Name}})
-						} else {
-							add("spec.hostnames", sevError, "CertificateHostMismatch", fmt.Sprintf("certificate %s of Gateway %s/%s listener %q does not cover host %q; the host is not served over HTTPS",
-								lo.cert, p.gw.ns, p.gw.name, lo.name, h))
-						}
-					}
-				}
-				for ri, r := range rules {
-					if r.dropped != "" {
-						continue
-					}
-					for mi, tmpl := range r.routes {
-						// One claim per listener hostname too: of two listeners on one proxy
-						// listener giving the route the same host, the one governing it
-						// serves it (isolation.go).
-						key := fmt.Sprintf("%s|%d|%s|%s|%d|%d", h, lo.scheme, lo.listener, lo.hostname, ri, mi)
-						if seen[key] {
-							continue
-						}
-						seen[key] = true
-						route := proto.Clone(tmpl).(*configv1.Route)
-						route.Scheme = lo.scheme
-						route.Listener = lo.listener
-						// The Gateway API's wildcard hostnames match any number of labels.
-						route.AnyDepth = isWildcard(h)
-						route.Name = fmt.Sprintf("httproute/%s/%s/rules[%d]/matches[%d]/%s", rt.Namespace, rt.Name, ri, mi, schemeName(lo.scheme))
-						if lo.listener != "" {
-							route.Name += "@" + lo.listener
-						}
-						prec := r.precs[mi]
-						prec.scheme, prec.listener = lo.scheme, lo.listener
-						out.claims[h] = append(out.claims[h], gwClaim{route: route, owner: owner, prec: prec, listenerHost: lo.hostname})
-					}
-				}
-			}
-		}
-		sort.Strings(claimed)
-		for i, h := range claimed {
-			if (i == 0 || h != claimed[i-1]) && len(out.claims[h]) > 0 {
-				p.hosts = append(p.hosts, h)
-			}
-		}
-		if accepted == nil && len(p.attached) == 0 {
-			accepted = cond(gatewayv1.RouteConditionAccepted, condFalse, gatewayv1.RouteReasonNoMatchingListenerHostname, fmt.Sprintf("no listener of %s has a hostname matching the route's hostnames", parentName), gen)
-		}
-		if accepted == nil && len(rt.Spec.Rules) > 0 && len(dropped) == len(rt.Spec.Rules) {
-			accepted = cond(gatewayv1.RouteConditionAccepted, condFalse, gatewayv1.RouteReasonUnsupportedValue, "no rule can be served: "+strings.Join(dropped, "; "), gen)
-		}
-		if accepted == nil {
-			accepted = cond(gatewayv1.RouteConditionAccepted, condTrue, gatewayv1.RouteReasonAccepted, "route accepted", gen)
-		}
-		if accepted.Status == condFalse {
-			add(fmt.Sprintf("spec.parentRefs[%d]", pi), sevError, accepted.Reason, accepted.Message)
-		}
-		p.conditions = []*watchv1.Condition{accepted, resolved}
-		if accepted.Status == condTrue && len(dropped) > 0 {
-			p.conditions = append(p.conditions, cond(gatewayv1.RouteConditionPartiallyInvalid, condTrue, gatewayv1.RouteReasonUnsupportedValue, "Dropped Rule(s): "+strings.Join(dropped, "; "), gen))
-		}
+		t.attachParent(&rc, p, owner, resolved)
 	}
 	return out
+}
+
+// routeParents records the Gateways and ListenerSets out's route names in its parentRefs
+// (found or not), and its parents among them: those of a Gateway of ours.
+func (t *Translator) routeParents(out *routeOut) {
+	g := &t.gw
+	rt := out.rt
+	for i, pr := range rt.Spec.ParentRefs {
+		ns := rt.Namespace
+		if pr.Namespace != nil {
+			ns = string(*pr.Namespace)
+		}
+		if isListenerSetParent(pr) {
+			// A ListenerSet's listeners are its Gateway's: the route depends on both.
+			sk := nsName{ns, string(pr.Name)}
+			out.sets = append(out.sets, sk)
+			ls := g.listenerSets[sk]
+			if ls == nil {
+				continue
+			}
+			gk, ok := listenerSetParent(ls)
+			if !ok {
+				continue
+			}
+			out.gateways = append(out.gateways, gk)
+			if o := g.gwOut[gk]; o != nil && o.ours {
+				out.parents = append(out.parents, &parentOut{index: i, ref: pr, gw: gk, set: &sk})
+			}
+			continue
+		}
+		if !isGatewayParent(pr) {
+			continue
+		}
+		gk := nsName{ns, string(pr.Name)}
+		out.gateways = append(out.gateways, gk)
+		if o := g.gwOut[gk]; o != nil && o.ours {
+			out.parents = append(out.parents, &parentOut{index: i, ref: pr, gw: gk})
+		}
+	}
+}
+
+// routeCtx is what placing an HTTPRoute's compiled rules on the listeners of each of its
+// parents needs: the route's own, the same for every parent. The owner and ResolvedRefs,
+// which the claims and conditions keep, are passed beside it: a field that the output keeps
+// would move everything the context points to (the seen map, the rules) to the heap.
+type routeCtx struct {
+	out     *routeOut
+	gen     int64
+	add     func(field string, sev configv1.FindingSeverity, reason, cause string)
+	rules   []compiledRule
+	dropped []string        // "rules[i] (why)" of each rule not served
+	hosts   []string        // spec.hostnames, lower case
+	seen    map[string]bool // host, scheme, rule, match: one claim each
+}
+
+// attachParent attaches the route to the listeners of parent p that allow it, claims its
+// routes and certificates on the hosts it gets there, and sets p's conditions.
+func (t *Translator) attachParent(rc *routeCtx, p *parentOut, owner *configv1.ObjectRef, resolved *watchv1.Condition) {
+	rt := rc.out.rt
+	listeners, parentName := t.parentListeners(p)
+	var candidates, allowed []*listenerOut
+	for _, lo := range listeners {
+		if (p.ref.SectionName == nil || string(*p.ref.SectionName) == lo.name) && (p.ref.Port == nil || *p.ref.Port == lo.port) {
+			candidates = append(candidates, lo)
+		}
+	}
+	for _, lo := range candidates {
+		if lo.attachable && t.admits(rc.out, lo) {
+			allowed = append(allowed, lo)
+		}
+	}
+	var claimed []string // hosts of the served listeners this parent attaches to
+	for _, lo := range allowed {
+		inter := intersectHosts(lo.hostname, rc.hosts)
+		if len(inter) == 0 {
+			continue
+		}
+		p.attached = append(p.attached, lo.name)
+		if !lo.served {
+			continue
+		}
+		claimed = append(claimed, inter...)
+		for _, h := range inter {
+			rc.claimHost(p, lo, h, owner)
+		}
+	}
+	sort.Strings(claimed)
+	for i, h := range claimed {
+		if (i == 0 || h != claimed[i-1]) && len(rc.out.claims[h]) > 0 {
+			p.hosts = append(p.hosts, h)
+		}
+	}
+	gen := rc.gen
+	var accepted *watchv1.Condition
+	switch {
+	case len(candidates) == 0:
+		accepted = cond(gatewayv1.RouteConditionAccepted, condFalse, gatewayv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s has no listener matching the sectionName and port", parentName), gen)
+	case len(allowed) == 0:
+		accepted = cond(gatewayv1.RouteConditionAccepted, condFalse, gatewayv1.RouteReasonNotAllowedByListeners, fmt.Sprintf("no listener of %s allows this route (namespace, kind, or listener not valid)", parentName), gen)
+	case len(p.attached) == 0:
+		accepted = cond(gatewayv1.RouteConditionAccepted, condFalse, gatewayv1.RouteReasonNoMatchingListenerHostname, fmt.Sprintf("no listener of %s has a hostname matching the route's hostnames", parentName), gen)
+	case len(rt.Spec.Rules) > 0 && len(rc.dropped) == len(rt.Spec.Rules):
+		accepted = cond(gatewayv1.RouteConditionAccepted, condFalse, gatewayv1.RouteReasonUnsupportedValue, "no rule can be served: "+strings.Join(rc.dropped, "; "), gen)
+	default:
+		accepted = cond(gatewayv1.RouteConditionAccepted, condTrue, gatewayv1.RouteReasonAccepted, "route accepted", gen)
+	}
+	if accepted.Status == condFalse {
+		rc.add(fmt.Sprintf("spec.parentRefs[%d]", p.index), sevError, accepted.Reason, accepted.Message)
+	}
+	p.conditions = []*watchv1.Condition{accepted, resolved}
+	if accepted.Status == condTrue && len(rc.dropped) > 0 {
+		p.conditions = append(p.conditions, cond(gatewayv1.RouteConditionPartiallyInvalid, condTrue, gatewayv1.RouteReasonUnsupportedValue, "Dropped Rule(s): "+strings.Join(rc.dropped, "; "), gen))
+	}
+}
+
+// parentListeners are the listeners of parent p (its Gateway's own, or its ListenerSet's),
+// and p's name in conditions.
+func (t *Translator) parentListeners(p *parentOut) ([]*listenerOut, string) {
+	gout := t.gw.gwOut[p.gw]
+	if p.set == nil {
+		return gout.listeners, fmt.Sprintf("Gateway %s/%s", p.gw.ns, p.gw.name)
+	}
+	var listeners []*listenerOut
+	if so := gout.sets[*p.set]; so != nil {
+		listeners = so.listeners
+	}
+	return listeners, fmt.Sprintf("ListenerSet %s/%s", p.set.ns, p.set.name)
+}
+
+// admits says whether attachable listener lo admits out's route by its namespace.
+func (t *Translator) admits(out *routeOut, lo *listenerOut) bool {
+	rt := out.rt
+	admitted := lo.allowAll || lo.ns == rt.Namespace && lo.selector == nil
+	if lo.selector != nil {
+		out.byLabels = true
+		admitted = t.selectedBy(lo, rt.Namespace)
+	}
+	return admitted
+}
+
+// claimHost claims host h for the route through listener lo of parent p: the listener's
+// certificate, and a route per match of every rule served.
+func (rc *routeCtx) claimHost(p *parentOut, lo *listenerOut, h string, owner *configv1.ObjectRef) {
+	out, rt := rc.out, rc.out.rt
+	if lo.cert != "" && h != "" {
+		key := h + "|cert|" + lo.cert
+		if !rc.seen[key] {
+			rc.seen[key] = true
+			if covers(lo.certNames, h) {
+				out.claims[h] = append(out.claims[h], gwClaim{cert: lo.cert, owner: owner, field: fmt.Sprintf("spec.parentRefs[%d]", p.index),
+					prec: routePrec{kindRank: 1, age: rt.CreationTimestamp.Time, ns: rt.Namespace, name: rt.Name}})
+			} else {
+				rc.add("spec.hostnames", sevError, "CertificateHostMismatch", fmt.Sprintf("certificate %s of Gateway %s/%s listener %q does not cover host %q; the host is not served over HTTPS",
+					lo.cert, p.gw.ns, p.gw.name, lo.name, h))
+			}
+		}
+	}
+	for ri, r := range rc.rules {
+		if r.dropped != "" {
+			continue
+		}
+		for mi, tmpl := range r.routes {
+			// One claim per listener hostname too: of two listeners on one proxy
+			// listener giving the route the same host, the one governing it
+			// serves it (isolation.go).
+			key := fmt.Sprintf("%s|%d|%s|%s|%d|%d", h, lo.scheme, lo.listener, lo.hostname, ri, mi)
+			if rc.seen[key] {
+				continue
+			}
+			rc.seen[key] = true
+			route := proto.Clone(tmpl).(*configv1.Route)
+			route.Scheme = lo.scheme
+			route.Listener = lo.listener
+			// The Gateway API's wildcard hostnames match any number of labels.
+			route.AnyDepth = isWildcard(h)
+			route.Name = fmt.Sprintf("httproute/%s/%s/rules[%d]/matches[%d]/%s", rt.Namespace, rt.Name, ri, mi, schemeName(lo.scheme))
+			if lo.listener != "" {
+				route.Name += "@" + lo.listener
+			}
+			prec := r.precs[mi]
+			prec.scheme, prec.listener = lo.scheme, lo.listener
+			out.claims[h] = append(out.claims[h], gwClaim{route: route, owner: owner, prec: prec, listenerHost: lo.hostname})
+		}
+	}
 }
 
 func isGatewayParent(pr gatewayv1.ParentReference) bool {
