@@ -125,19 +125,91 @@ func (c gwClaim) finding(cause string) *configv1.Finding {
 // share the host: the older one keeps it and the other's claims on it are left out
 // (crossAPIRefused). The losers get findings.
 func (t *Translator) resolveHost(h string) {
-	type owned struct {
-		claim
-		lo *ingressOut
-	}
 	refused := t.crossAPIRefused(h)
-	var claims []owned
+	claims := t.ingressClaimsOn(h, refused)
+
+	findings := map[string][]*configv1.Finding{}
+	lose := func(key string, f *configv1.Finding) {
+		findings[key] = append(findings[key], f)
+	}
+	var cert hostCert
+	t.refuseCrossAPI(h, refused, lose)
+
+	// The Gateway API's claims, in their precedence order.
+	gwRoutes, gwCerts := t.gatewayClaims(h, refused)
+	for _, c := range gwCerts {
+		switch {
+		case cert.name == "":
+			cert.name, cert.from = c.cert, c.ownerName()
+		case cert.name != c.cert:
+			lose(c.ownerKey(), c.finding(fmt.Sprintf("host %q already has certificate %s from %s, which takes precedence; this certificate is not used for it",
+				h, cert.name, cert.from)))
+		}
+	}
+
+	// ingress-nginx makes every path of a host a regular expression when one Ingress of the
+	// host asks for it (use-regex, rewrite-target); a canary's own annotations do not count.
+	regexHost := false
+	for _, c := range claims {
+		regexHost = regexHost || c.route != nil && c.lo.nginx.regex && c.lo.nginx.canary == nil
+	}
+	mains := map[writtenPath]int{} // an Ingress path as written -> its winner in served
+	served, canaries := resolveIngressClaims(h, claims, regexHost, &cert, mains, lose)
+	joined := map[int][]*configv1.Route{}
+	joinCanaries(h, canaries, served, mains, joined, lose)
+	t.setHostFindings(h, findings)
+
+	// The default certificate is the catch-all's when nothing else gave it one; it does not
+	// make the catch-all's Ingress routes redirect to HTTPS (ingress-nginx's neither).
+	hasCert := cert.name != ""
+	if h == "" && cert.name == "" {
+		cert.name = t.defaultCertificate()
+	}
+
+	routes := t.ingressRoutes(served, joined, hasCert, regexHost)
+	routes = append(gwRoutes, routes...)
+	// A Gateway listener's hostname ends with its stop routes, after the Ingresses' too, so
+	// that no less specific host serves what that listener governs (isolation.go).
+	routes = append(routes, t.stopRoutes(h)...)
+
+	use := hostUseOf(routes, cert.name)
+	t.countHostUse(h, use)
+	if len(routes) == 0 && cert.name == "" {
+		delete(t.hostUses, h)
+		t.out.Remove(contract.VirtualHosts, h)
+		return
+	}
+	t.hostUses[h] = use
+	// A host with a certificate but no route still serves TLS (and 404s).
+	t.out.Put(contract.VirtualHosts, h, &configv1.VirtualHost{Hostname: h, Certificate: cert.name, Routes: routes})
+}
+
+// ownedClaim is an Ingress's claim on a host, with the Ingress's translation.
+type ownedClaim struct {
+	claim
+	lo *ingressOut
+}
+
+// writtenPath is an Ingress path as written: a canary joins the main Ingress's route of the
+// same path and pathType.
+type writtenPath struct{ path, pathType string }
+
+// hostCert is the certificate a host gets (the first claimed in precedence order) and the
+// object it comes from, for the findings of the claims it makes lose.
+type hostCert struct{ name, from string }
+
+// ingressClaimsOn are the claims on host h of the Ingresses not refused there, in
+// precedence order: rules before defaultBackends, then the oldest Ingress, then the
+// Ingress's own order.
+func (t *Translator) ingressClaimsOn(h string, refused map[string]hostClaimant) []ownedClaim {
+	var claims []ownedClaim
 	for k := range t.hostUsers.all(h) {
 		if _, ok := refused[ingressKey(k)]; ok {
 			continue
 		}
 		lo := t.local[k]
 		for _, c := range lo.claims.of(h) {
-			claims = append(claims, owned{c, lo})
+			claims = append(claims, ownedClaim{c, lo})
 		}
 	}
 	sort.Slice(claims, func(i, j int) bool {
@@ -150,38 +222,15 @@ func (t *Translator) resolveHost(h string) {
 		}
 		return a.seq < b.seq
 	})
+	return claims
+}
 
-	findings := map[string][]*configv1.Finding{}
-	lose := func(key string, f *configv1.Finding) {
-		findings[key] = append(findings[key], f)
-	}
-	winners := map[routeKey]owned{}
-	var routes []*configv1.Route
-	var cert, certFrom string
-	t.refuseCrossAPI(h, refused, lose)
-
-	// The Gateway API's claims, in their precedence order.
-	gwRoutes, gwCerts := t.gatewayClaims(h, refused)
-	for _, c := range gwCerts {
-		switch {
-		case cert == "":
-			cert, certFrom = c.cert, c.ownerName()
-		case cert != c.cert:
-			lose(c.ownerKey(), c.finding(fmt.Sprintf("host %q already has certificate %s from %s, which takes precedence; this certificate is not used for it",
-				h, cert, certFrom)))
-		}
-	}
-
-	// ingress-nginx makes every path of a host a regular expression when one Ingress of the
-	// host asks for it (use-regex, rewrite-target); a canary's own annotations do not count.
-	regexHost := false
-	for _, c := range claims {
-		regexHost = regexHost || c.route != nil && c.lo.nginx.regex && c.lo.nginx.canary == nil
-	}
-	var served []owned
-	var canaries []owned
-	type writtenPath struct{ path, pathType string }
-	mains := map[writtenPath]int{} // an Ingress path as written -> its winner in served
+// resolveIngressClaims resolves the Ingresses' claims on host h, in precedence order, after
+// the Gateway API's certificate claims: per route key the first claim wins, and so does the
+// first certificate. It returns the winning routes (served, each path as written recorded
+// in mains) and the canaries' claims, which join them after.
+func resolveIngressClaims(h string, claims []ownedClaim, regexHost bool, cert *hostCert, mains map[writtenPath]int, lose func(key string, f *configv1.Finding)) (served, canaries []ownedClaim) {
+	winners := map[routeKey]ownedClaim{}
 	for _, c := range claims {
 		ing := c.lo.ing
 		if c.lo.nginx.canary != nil {
@@ -198,11 +247,11 @@ func (t *Translator) resolveHost(h string) {
 		}
 		if c.route == nil {
 			switch {
-			case cert == "":
-				cert, certFrom = c.cert, "Ingress "+ing.Namespace+"/"+ing.Name
-			case cert != c.cert:
+			case cert.name == "":
+				cert.name, cert.from = c.cert, "Ingress "+ing.Namespace+"/"+ing.Name
+			case cert.name != c.cert:
 				lose(ingressKey(nsName{ing.Namespace, ing.Name}), finding(ing, c.field, sevError, "ConflictLost", fmt.Sprintf("host %q already has certificate %s from %s, which takes precedence",
-					h, cert, certFrom)))
+					h, cert.name, cert.from)))
 			}
 			continue
 		}
@@ -230,11 +279,14 @@ func (t *Translator) resolveHost(h string) {
 				host, pathTypeName(c.key.typ), c.key.path, cur.lo.ing.Namespace, cur.lo.ing.Name, why)))
 		}
 	}
+	return served, canaries
+}
 
-	// Canaries join their main Ingress's route: the oldest canary of a path, one per path
-	// as in ingress-nginx.
-	joined := map[int][]*configv1.Route{}
-	joinedBy := map[int]owned{}
+// joinCanaries joins each canary to its main Ingress's route: the oldest canary of a path,
+// one per path as in ingress-nginx. joined gets, by the main route's index in served, the
+// routes that replace it.
+func joinCanaries(h string, canaries, served []ownedClaim, mains map[writtenPath]int, joined map[int][]*configv1.Route, lose func(key string, f *configv1.Finding)) {
+	joinedBy := map[int]ownedClaim{}
 	for _, c := range canaries {
 		ing := c.lo.ing
 		key := ingressKey(nsName{ing.Namespace, ing.Name})
@@ -270,8 +322,11 @@ func (t *Translator) resolveHost(h string) {
 		joinedBy[i] = c
 		joined[i] = c.lo.nginx.canary.routes(main.route, c.route, cb)
 	}
+}
 
-	// Conflict findings: the objects that lost before or lose now get theirs rebuilt.
+// setHostFindings records the conflict findings of host h: the objects that lost before or
+// lose now get theirs rebuilt.
+func (t *Translator) setHostFindings(h string, findings map[string][]*configv1.Finding) {
 	for k := range t.hostFindings[h] {
 		t.dirtyFindings.add(k)
 	}
@@ -283,15 +338,13 @@ func (t *Translator) resolveHost(h string) {
 	} else {
 		delete(t.hostFindings, h)
 	}
+}
 
-	// The default certificate is the catch-all's when nothing else gave it one; it does not
-	// make the catch-all's Ingress routes redirect to HTTPS (ingress-nginx's neither).
-	hasCert := cert != ""
-	if h == "" && cert == "" {
-		cert = t.defaultCertificate()
-	}
-
-	// The HTTPS redirect, now that the host's certificate is known.
+// ingressRoutes are the routes of the Ingresses' winning claims on a host (served, with the
+// canaries joined to them), each redirecting to HTTPS as its Ingress asks now that the
+// host's certificate is known, in their order on the host.
+func (t *Translator) ingressRoutes(served []ownedClaim, joined map[int][]*configv1.Route, hasCert, regexHost bool) []*configv1.Route {
+	var routes []*configv1.Route
 	for i, c := range served {
 		redirects := t.redirectsToHTTPS(c.claim, *c.lo.nginx, c.route, hasCert)
 		if rs, ok := joined[i]; ok {
@@ -326,13 +379,12 @@ func (t *Translator) resolveHost(h string) {
 		}
 		return len(contract.HeaderMatches(a)) > len(contract.HeaderMatches(b))
 	})
-	routes = append(gwRoutes, routes...)
-	// A Gateway listener's hostname ends with its stop routes, after the Ingresses' too, so
-	// that no less specific host serves what that listener governs (isolation.go).
-	routes = append(routes, t.stopRoutes(h)...)
+	return routes
+}
 
-	// What the virtual host refers to: backends and certificates are in the output while a
-	// virtual host uses them.
+// hostUseOf is what a virtual host with routes and certificate cert refers to: backends and
+// certificates are in the output while a virtual host uses them.
+func hostUseOf(routes []*configv1.Route, cert string) hostUse {
 	var use hostUse
 	use.cert = cert
 	for _, r := range routes {
@@ -346,6 +398,12 @@ func (t *Translator) resolveHost(h string) {
 			use.backends = append(use.backends, a.GetBackend())
 		}
 	}
+	return use
+}
+
+// countHostUse moves the counts of the backends and certificate host h uses from what it
+// used to use: one that comes into use or goes out of it is re-examined for the output.
+func (t *Translator) countHostUse(h string, use hostUse) {
 	old := t.hostUses[h]
 	for _, b := range old.backends {
 		if t.backendRefs[b]--; t.backendRefs[b] == 0 {
@@ -369,15 +427,6 @@ func (t *Translator) resolveHost(h string) {
 			t.dirtyCerts.add(use.cert)
 		}
 	}
-
-	if len(routes) == 0 && cert == "" {
-		delete(t.hostUses, h)
-		t.out.Remove(contract.VirtualHosts, h)
-		return
-	}
-	t.hostUses[h] = use
-	// A host with a certificate but no route still serves TLS (and 404s).
-	t.out.Put(contract.VirtualHosts, h, &configv1.VirtualHost{Hostname: h, Certificate: cert, Routes: routes})
 }
 
 // gatewayClaims returns the Gateway API's routes on host h in precedence order, and its
