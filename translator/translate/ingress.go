@@ -153,16 +153,7 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 		lo.claims.add(host, c)
 	}
 
-	var timeout *durationpb.Duration
-	if v, ok := ing.Annotations[AnnotationRequestTimeout]; ok {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			add("metadata.annotations["+AnnotationRequestTimeout+"]", sevWarn, "InvalidAnnotation",
-				fmt.Sprintf("invalid duration %q (want a positive duration such as \"30s\"); served without a timeout", v))
-		} else {
-			timeout = durationpb.New(d)
-		}
-	}
+	timeout := requestTimeout(ing, add)
 	regexPaths := ing.Annotations[AnnotationPathRegex] == "true"
 	ngx := readNginx(ing, add)
 	lo.nginx = ngx.kept()
@@ -176,6 +167,43 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 		return lo // served by no route: the findings say which annotation keeps it out
 	}
 
+	t.claimTLS(lo, ngx.canary != nil, add, claimOn)
+	t.claimRules(lo, &ngx, timeout, regexPaths, add, claimOn)
+	if len(ngx.aliases) > 0 && len(ing.Spec.Rules) > 0 {
+		claimAliases(lo, ngx.aliases, claimOn)
+	}
+	if ngx.toWWW {
+		claimWWWRedirects(ing, claimOn)
+	}
+	if ngx.appRoot != "" {
+		claimAppRoot(ing, ngx.appRoot, claimOn)
+	}
+	if ing.Spec.DefaultBackend != nil {
+		t.claimDefaultBackend(lo, claimOn)
+	}
+	return lo
+}
+
+// requestTimeout is the timeout an Ingress's AnnotationRequestTimeout asks for; nil when it
+// has none, or an invalid one (a finding says so).
+func requestTimeout(ing *networkingv1.Ingress, add func(field string, sev configv1.FindingSeverity, reason, cause string)) *durationpb.Duration {
+	var timeout *durationpb.Duration
+	if v, ok := ing.Annotations[AnnotationRequestTimeout]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			add("metadata.annotations["+AnnotationRequestTimeout+"]", sevWarn, "InvalidAnnotation",
+				fmt.Sprintf("invalid duration %q (want a positive duration such as \"30s\"); served without a timeout", v))
+		} else {
+			timeout = durationpb.New(d)
+		}
+	}
+	return timeout
+}
+
+// claimTLS claims the certificate of each spec.tls entry on its hosts (the rules' hosts when
+// it names none), where the certificate covers them. A canary's entries are not used.
+func (t *Translator) claimTLS(lo *ingressOut, canary bool, add func(field string, sev configv1.FindingSeverity, reason, cause string), claimOn func(host string, c claim)) {
+	ing := lo.ing
 	// Hosts of this Ingress's rules, for TLS entries without hosts.
 	var ruleHosts []string
 	for _, r := range ing.Spec.Rules {
@@ -185,7 +213,7 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 	}
 	for i, entry := range ing.Spec.TLS {
 		field := fmt.Sprintf("spec.tls[%d]", i)
-		if ngx.canary != nil {
+		if canary {
 			// As ingress-nginx: a canary serves the main Ingress's paths, certificate and all.
 			add(field, sevWarn, "CanaryNotServed", "a canary Ingress's tls is not used: the main Ingress's host has the certificate it has")
 			continue
@@ -215,7 +243,11 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 			claimOn(h, claim{cert: name, field: field + ".hosts", hostField: field + ".hosts"})
 		}
 	}
+}
 
+// claimRules claims the route of each path of the Ingress's rules on its host.
+func (t *Translator) claimRules(lo *ingressOut, ngx *nginxIngress, timeout *durationpb.Duration, regexPaths bool, add func(field string, sev configv1.FindingSeverity, reason, cause string), claimOn func(host string, c claim)) {
+	ing := lo.ing
 	for ri, rule := range ing.Spec.Rules {
 		field := fmt.Sprintf("spec.rules[%d]", ri)
 		host := rule.Host
@@ -276,89 +308,92 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 			claimOn(host, c)
 		}
 	}
+}
 
-	// server-alias: each alias serves the routes of the Ingress's first rule's host, as
-	// ingress-nginx adds the aliases to that host's server.
-	if len(ngx.aliases) > 0 && len(ing.Spec.Rules) > 0 {
-		first := ing.Spec.Rules[0].Host
-		hosts := map[string]bool{}
-		for _, r := range ing.Spec.Rules {
-			hosts[r.Host] = true
-		}
-		for _, a := range ngx.aliases {
-			if hosts[a] {
-				continue // a host of the Ingress's own rules already
-			}
-			hosts[a] = true
-			for _, c := range lo.claims.of(first) {
-				if c.route == nil {
-					continue
-				}
-				c.key.host, c.hostField = a, "metadata.annotations["+NginxAnnotationPrefix+"server-alias]"
-				claimOn(a, c)
-			}
-		}
+// claimAliases claims, for server-alias, the routes of the Ingress's first rule's host on
+// each alias, as ingress-nginx adds the aliases to that host's server.
+func claimAliases(lo *ingressOut, aliases []string, claimOn func(host string, c claim)) {
+	ing := lo.ing
+	first := ing.Spec.Rules[0].Host
+	hosts := map[string]bool{}
+	for _, r := range ing.Spec.Rules {
+		hosts[r.Host] = true
 	}
-
-	// from-to-www-redirect: the other name of each rule's host (with or without "www.")
-	// answers 308 to the same URL on the host, as ingress-nginx's redirect server does;
-	// it yields to any rule of the other name, as a defaultBackend does.
-	if ngx.toWWW {
-		done := map[string]bool{}
-		for ri, rule := range ing.Spec.Rules {
-			h := rule.Host
-			if h == "" || strings.HasPrefix(h, "*.") || done[h] || checkHost(h) != "" {
+	for _, a := range aliases {
+		if hosts[a] {
+			continue // a host of the Ingress's own rules already
+		}
+		hosts[a] = true
+		for _, c := range lo.claims.of(first) {
+			if c.route == nil {
 				continue
 			}
-			done[h] = true
-			other := "www." + h
-			if rest, ok := strings.CutPrefix(h, "www."); ok {
-				other = rest
-			}
-			if checkHost(other) != "" {
-				continue
-			}
-			route := &configv1.Route{
-				Name:     fmt.Sprintf("%s/%s/from-to-www-redirect[%d]", ing.Namespace, ing.Name, ri),
-				Path:     &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: "/"},
-				Source:   ref(ing),
-				Redirect: &configv1.Redirect{Hostname: h, StatusCode: 308},
-			}
-			claimOn(other, claim{defaultBackend: true, route: route, key: routeKey{other, route.Path.Type, "/"},
-				field: "metadata.annotations[" + NginxAnnotationPrefix + "from-to-www-redirect]", hostField: fmt.Sprintf("spec.rules[%d].host", ri)})
+			c.key.host, c.hostField = a, "metadata.annotations["+NginxAnnotationPrefix+"server-alias]"
+			claimOn(a, c)
 		}
 	}
+}
 
-	// app-root: "/" of every host of the rules redirects to the application's root.
-	if ngx.appRoot != "" {
-		done := map[string]bool{}
-		for ri, rule := range ing.Spec.Rules {
-			if done[rule.Host] || (rule.Host != "" && checkHost(rule.Host) != "") {
-				continue
-			}
-			done[rule.Host] = true
-			route := &configv1.Route{
-				Name:   fmt.Sprintf("%s/%s/app-root", ing.Namespace, ing.Name),
-				Path:   &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_EXACT, Value: "/"},
-				Source: ref(ing),
-				Redirect: &configv1.Redirect{StatusCode: 302,
-					Path: &configv1.PathModifier{Type: configv1.PathModifierType_PATH_MODIFIER_TYPE_FULL, Value: ngx.appRoot}},
-			}
-			claimOn(rule.Host, claim{route: route, key: routeKey{rule.Host, route.Path.Type, "/"}, field: "metadata.annotations[" + NginxAnnotationPrefix + "app-root]",
-				hostField: fmt.Sprintf("spec.rules[%d].host", ri), path: "/"})
+// claimWWWRedirects claims, for from-to-www-redirect, the other name of each rule's host
+// (with or without "www."): it answers 308 to the same URL on the host, as ingress-nginx's
+// redirect server does, and yields to any rule of the other name, as a defaultBackend does.
+func claimWWWRedirects(ing *networkingv1.Ingress, claimOn func(host string, c claim)) {
+	done := map[string]bool{}
+	for ri, rule := range ing.Spec.Rules {
+		h := rule.Host
+		if h == "" || strings.HasPrefix(h, "*.") || done[h] || checkHost(h) != "" {
+			continue
 		}
-	}
-
-	if ing.Spec.DefaultBackend != nil {
+		done[h] = true
+		other := "www." + h
+		if rest, ok := strings.CutPrefix(h, "www."); ok {
+			other = rest
+		}
+		if checkHost(other) != "" {
+			continue
+		}
 		route := &configv1.Route{
-			Name:   fmt.Sprintf("%s/%s/defaultBackend", ing.Namespace, ing.Name),
-			Path:   &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: "/"},
-			Source: ref(ing),
+			Name:     fmt.Sprintf("%s/%s/from-to-www-redirect[%d]", ing.Namespace, ing.Name, ri),
+			Path:     &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: "/"},
+			Source:   ref(ing),
+			Redirect: &configv1.Redirect{Hostname: h, StatusCode: 308},
 		}
-		if b := t.resolveBackend(lo, *ing.Spec.DefaultBackend, "spec.defaultBackend"); b != "" {
-			route.Backends = []*configv1.WeightedBackend{{Backend: b, Weight: 1}}
-		}
-		claimOn("", claim{defaultBackend: true, route: route, key: routeKey{"", route.Path.Type, "/"}, field: "spec.defaultBackend", hostField: "spec.defaultBackend"})
+		claimOn(other, claim{defaultBackend: true, route: route, key: routeKey{other, route.Path.Type, "/"},
+			field: "metadata.annotations[" + NginxAnnotationPrefix + "from-to-www-redirect]", hostField: fmt.Sprintf("spec.rules[%d].host", ri)})
 	}
-	return lo
+}
+
+// claimAppRoot claims, for app-root, "/" of every host of the rules: it redirects to the
+// application's root.
+func claimAppRoot(ing *networkingv1.Ingress, appRoot string, claimOn func(host string, c claim)) {
+	done := map[string]bool{}
+	for ri, rule := range ing.Spec.Rules {
+		if done[rule.Host] || (rule.Host != "" && checkHost(rule.Host) != "") {
+			continue
+		}
+		done[rule.Host] = true
+		route := &configv1.Route{
+			Name:   fmt.Sprintf("%s/%s/app-root", ing.Namespace, ing.Name),
+			Path:   &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_EXACT, Value: "/"},
+			Source: ref(ing),
+			Redirect: &configv1.Redirect{StatusCode: 302,
+				Path: &configv1.PathModifier{Type: configv1.PathModifierType_PATH_MODIFIER_TYPE_FULL, Value: appRoot}},
+		}
+		claimOn(rule.Host, claim{route: route, key: routeKey{rule.Host, route.Path.Type, "/"}, field: "metadata.annotations[" + NginxAnnotationPrefix + "app-root]",
+			hostField: fmt.Sprintf("spec.rules[%d].host", ri), path: "/"})
+	}
+}
+
+// claimDefaultBackend claims the route of spec.defaultBackend on the catch-all host.
+func (t *Translator) claimDefaultBackend(lo *ingressOut, claimOn func(host string, c claim)) {
+	ing := lo.ing
+	route := &configv1.Route{
+		Name:   fmt.Sprintf("%s/%s/defaultBackend", ing.Namespace, ing.Name),
+		Path:   &configv1.PathMatch{Type: configv1.PathMatchType_PATH_MATCH_TYPE_PREFIX, Value: "/"},
+		Source: ref(ing),
+	}
+	if b := t.resolveBackend(lo, *ing.Spec.DefaultBackend, "spec.defaultBackend"); b != "" {
+		route.Backends = []*configv1.WeightedBackend{{Backend: b, Weight: 1}}
+	}
+	claimOn("", claim{defaultBackend: true, route: route, key: routeKey{"", route.Path.Type, "/"}, field: "spec.defaultBackend", hostField: "spec.defaultBackend"})
 }
