@@ -281,40 +281,12 @@ func readNginx(ing *networkingv1.Ingress, add func(field string, sev configv1.Fi
 		return b
 	}
 
-	for _, k := range names {
-		name := strings.TrimPrefix(k, NginxAnnotationPrefix)
-		if nginxServed[name] {
-			continue
-		}
-		v := ing.Annotations[k]
-		r, known := nginxRules[name]
-		switch {
-		case !known:
-			add(field(name), sevWarn, "UnsupportedAnnotation", fmt.Sprintf("%s is not an ingress-nginx annotation Sluice knows; it is ignored", k))
-		case r.served != nil && r.served(v):
-		case r.closed:
-			n.refused = true
-			add(field(name), sevError, "UnsupportedAnnotation", fmt.Sprintf("%s is not supported and the Ingress is not served: %s", k, r.alt))
-		case r.error:
-			add(field(name), sevError, "UnsupportedAnnotation", fmt.Sprintf("%s: %q is not supported: %s", k, v, r.alt))
-		default:
-			add(field(name), sevWarn, "UnsupportedAnnotation", fmt.Sprintf("%s is not supported and is ignored: %s", k, r.alt))
-		}
-	}
+	n.refused = unservedNginx(ing, names, field, add)
 
 	if boolean("canary", false) {
 		n.canary = readCanary(get, field, add)
 	}
-	for _, k := range names {
-		name := strings.TrimPrefix(k, NginxAnnotationPrefix)
-		switch {
-		case !nginxServed[name] || name == "canary":
-		case n.canary == nil && canaryOwnAnnotations[name] && name != "backend-protocol":
-			add(field(name), sevWarn, "InvalidAnnotation", `without canary: "true" it does nothing`)
-		case n.canary != nil && !canaryOwnAnnotations[name]:
-			add(field(name), sevWarn, "InvalidAnnotation", "ignored on a canary Ingress: its paths are served as the main Ingress's are, as ingress-nginx does")
-		}
-	}
+	checkCanaryAnnotations(names, n.canary != nil, field, add)
 
 	n.sslRedirect = boolean("ssl-redirect", true)
 	if v, ok := ing.Annotations[AnnotationSSLRedirect]; ok {
@@ -328,12 +300,75 @@ func readNginx(ing *networkingv1.Ingress, add func(field string, sev configv1.Fi
 	n.forceSSLRedirect = boolean("force-ssl-redirect", false)
 	n.regex = boolean("use-regex", false)
 
+	n.readRedirects(ing, get, field, add, invalid)
+	n.readRewrites(get, field, add)
+	n.h2c, n.tls = readBackendProtocol(get, field, add)
+	n.proxySSL = readProxySSL(ing, n.tls, get, field, add, &n.refused)
+	n.cors = readCORS(ing, get, field, add)
+	n.clients = readSourceRanges(get, field, add, &n.refused)
+	n.rateLimit = readRateLimit(ing, get, field, add)
+	n.affinity = readAffinity(get, field, add)
+	n.timeouts = readTimeouts(get, field, add)
+	n.auth = readAuth(ing, get, field, add, &n.refused)
+	n.toWWW = boolean("from-to-www-redirect", false)
+	n.aliases = readAliases(get, field, add)
+	n.maxBody = readBodySize(get, field, add)
+	return n
+}
+
+// unservedNginx adds a finding for each of names (the Ingress's ingress-nginx annotations,
+// sorted) that Sluice does not serve, and reports whether one keeps the Ingress from being
+// served.
+func unservedNginx(ing *networkingv1.Ingress, names []string, field func(string) string, add func(string, configv1.FindingSeverity, string, string)) (refused bool) {
+	for _, k := range names {
+		name := strings.TrimPrefix(k, NginxAnnotationPrefix)
+		if nginxServed[name] {
+			continue
+		}
+		v := ing.Annotations[k]
+		r, known := nginxRules[name]
+		switch {
+		case !known:
+			add(field(name), sevWarn, "UnsupportedAnnotation", fmt.Sprintf("%s is not an ingress-nginx annotation Sluice knows; it is ignored", k))
+		case r.served != nil && r.served(v):
+		case r.closed:
+			refused = true
+			add(field(name), sevError, "UnsupportedAnnotation", fmt.Sprintf("%s is not supported and the Ingress is not served: %s", k, r.alt))
+		case r.error:
+			add(field(name), sevError, "UnsupportedAnnotation", fmt.Sprintf("%s: %q is not supported: %s", k, v, r.alt))
+		default:
+			add(field(name), sevWarn, "UnsupportedAnnotation", fmt.Sprintf("%s is not supported and is ignored: %s", k, r.alt))
+		}
+	}
+	return refused
+}
+
+// checkCanaryAnnotations adds a finding for each of names that does nothing on this
+// Ingress: a canary's own annotation without canary: "true", or another on a canary.
+func checkCanaryAnnotations(names []string, canary bool, field func(string) string, add func(string, configv1.FindingSeverity, string, string)) {
+	for _, k := range names {
+		name := strings.TrimPrefix(k, NginxAnnotationPrefix)
+		switch {
+		case !nginxServed[name] || name == "canary":
+		case !canary && canaryOwnAnnotations[name] && name != "backend-protocol":
+			add(field(name), sevWarn, "InvalidAnnotation", `without canary: "true" it does nothing`)
+		case canary && !canaryOwnAnnotations[name]:
+			add(field(name), sevWarn, "InvalidAnnotation", "ignored on a canary Ingress: its paths are served as the main Ingress's are, as ingress-nginx does")
+		}
+	}
+}
+
+// readRedirects reads temporal-redirect and permanent-redirect (with their codes), and
+// app-root.
+func (n *nginxIngress) readRedirects(ing *networkingv1.Ingress, get func(string) (string, bool), field func(string) string, add func(string, configv1.FindingSeverity, string, string), invalid func(name, cause string)) {
 	// temporal-redirect comes before permanent-redirect, as ingress-nginx reads them.
+	// Each code's name is written out: built from the name here, it would be allocated on
+	// the heap, since get and invalid may keep their argument as far as the compiler knows.
 	for _, r := range []struct {
-		name string
-		code uint32
-		max  int
-	}{{"temporal-redirect", 302, 307}, {"permanent-redirect", 301, 308}} {
+		name, codeName string
+		code           uint32
+		max            int
+	}{{"temporal-redirect", "temporal-redirect-code", 302, 307}, {"permanent-redirect", "permanent-redirect-code", 301, 308}} {
 		v, ok := get(r.name)
 		if !ok || v == "" {
 			continue
@@ -348,13 +383,13 @@ func readNginx(ing *networkingv1.Ingress, add func(field string, sev configv1.Fi
 			continue
 		}
 		code := r.code
-		if c, ok := get(r.name + "-code"); ok {
+		if c, ok := get(r.codeName); ok {
 			i, err := strconv.Atoi(c)
 			switch {
 			case err != nil || i < 300 || i > r.max:
-				invalid(r.name+"-code", fmt.Sprintf("%q is not a status code from 300 to %d; %d applies", c, r.max, r.code))
+				invalid(r.codeName, fmt.Sprintf("%q is not a status code from 300 to %d; %d applies", c, r.max, r.code))
 			case i != 301 && i != 302 && i != 303 && i != 307 && i != 308:
-				invalid(r.name+"-code", fmt.Sprintf("%d is not a redirect the proxy answers (301, 302, 303, 307 or 308); %d applies", i, r.code))
+				invalid(r.codeName, fmt.Sprintf("%d is not a redirect the proxy answers (301, 302, 303, 307 or 308); %d applies", i, r.code))
 			default:
 				code = uint32(i)
 			}
@@ -375,7 +410,11 @@ func readNginx(ing *networkingv1.Ingress, add func(field string, sev configv1.Fi
 			n.appRoot = v
 		}
 	}
+}
 
+// readRewrites reads rewrite-target (which makes the paths regular expressions),
+// upstream-vhost and x-forwarded-prefix.
+func (n *nginxIngress) readRewrites(get func(string) (string, bool), field func(string) string, add func(string, configv1.FindingSeverity, string, string)) {
 	if v, ok := get("rewrite-target"); ok && v != "" {
 		if !strings.HasPrefix(v, "/") || strings.ContainsAny(v, " \t\r\n#?") {
 			add(field("rewrite-target"), sevError, "InvalidAnnotation", fmt.Sprintf("%q is not a path (a query in the target is not supported); the Ingress's paths are not rewritten", v))
@@ -399,30 +438,33 @@ func readNginx(ing *networkingv1.Ingress, add func(field string, sev configv1.Fi
 			n.requestHeaders = &configv1.HeaderModifier{Set: []*configv1.HeaderValue{{Name: "X-Forwarded-Prefix", Value: v}}}
 		}
 	}
+}
+
+// readBackendProtocol reads backend-protocol: whether the endpoints speak h2c, or TLS.
+func readBackendProtocol(get func(string) (string, bool), field func(string) string, add func(string, configv1.FindingSeverity, string, string)) (h2c, tls bool) {
 	if v, ok := get("backend-protocol"); ok {
 		switch strings.ToUpper(v) {
 		case "", "HTTP":
 		case "GRPC", "H2C":
 			// nginx's grpc_pass and h2c both speak HTTP/2 with prior knowledge, in cleartext.
-			n.h2c = true
+			h2c = true
 		case "HTTPS", "GRPCS":
 			// nginx's proxy_pass https:// and grpcs://: TLS, the certificate unverified unless
 			// proxy-ssl-verify (readProxySSL), HTTP/2 for gRPC by ALPN.
-			n.tls = true
+			tls = true
 		case "AJP", "FCGI":
 			add(field("backend-protocol"), sevError, "UnsupportedAnnotation", fmt.Sprintf("%sbackend-protocol: %q is not supported (AJP and FCGI upstreams are not): the endpoints are spoken to in HTTP/1.1, so the routes cannot reach them as meant", NginxAnnotationPrefix, v))
 		default:
 			add(field("backend-protocol"), sevError, "InvalidAnnotation", fmt.Sprintf("%q is not a backend protocol (HTTP, HTTPS, GRPC, GRPCS, H2C, AJP or FCGI); the endpoints are spoken to in HTTP/1.1", v))
 		}
 	}
-	n.proxySSL = readProxySSL(ing, n.tls, get, field, add, &n.refused)
-	n.cors = readCORS(ing, get, field, add)
-	n.clients = readSourceRanges(get, field, add, &n.refused)
-	n.rateLimit = readRateLimit(ing, get, field, add)
-	n.affinity = readAffinity(get, field, add)
-	n.timeouts = readTimeouts(get, field, add)
-	n.auth = readAuth(ing, get, field, add, &n.refused)
-	n.toWWW = boolean("from-to-www-redirect", false)
+	return h2c, tls
+}
+
+// readAliases reads server-alias: the host names that serve the routes of the Ingress's
+// first rule's host.
+func readAliases(get func(string) (string, bool), field func(string) string, add func(string, configv1.FindingSeverity, string, string)) []string {
+	var aliases []string
 	if v, ok := get("server-alias"); ok && v != "" {
 		for _, a := range strings.Split(v, ",") {
 			a = strings.ToLower(strings.TrimSpace(a))
@@ -433,18 +475,24 @@ func readNginx(ing *networkingv1.Ingress, add func(field string, sev configv1.Fi
 				add(field("server-alias"), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q: %s; it is not served", a, err))
 				continue
 			}
-			n.aliases = append(n.aliases, a)
+			aliases = append(aliases, a)
 		}
 	}
+	return aliases
+}
+
+// readBodySize reads proxy-body-size: the largest request body, 0 for no limit.
+func readBodySize(get func(string) (string, bool), field func(string) string, add func(string, configv1.FindingSeverity, string, string)) uint64 {
+	var maxBody uint64
 	if v, ok := get("proxy-body-size"); ok && v != "" {
 		size, err := nginxSize(v)
 		if err != nil {
 			add(field("proxy-body-size"), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not a size (bytes, or a number with k, m or g); request bodies are not limited", v))
 		} else {
-			n.maxBody = size
+			maxBody = size
 		}
 	}
-	return n
+	return maxBody
 }
 
 // readSourceRanges reads allowlist-source-range (or its older name whitelist-source-range)
