@@ -106,6 +106,20 @@ func (t *Translator) translateListener(lc *listenerCtx, i int, l gatewayv1.Liste
 	if _, ok := lc.protocols[l.Port]; !ok {
 		lc.protocols[l.Port] = l.Protocol
 	}
+	t.listenerScheme(lc, lo, l, refuse)
+	httpRoutes := listenerKinds(lo, l, unresolved)
+	listenerNamespaces(lo, l, refuse)
+	if lo.scheme == configv1.RouteScheme_ROUTE_SCHEME_HTTPS && accepted == nil {
+		t.listenerTLS(lc, lo, l, field, refuse, unresolved)
+	}
+	lc.listenerConditions(lo, l, field, accepted, resolved, httpRoutes)
+	lc.claimCertificate(lo, i, field, l.Name)
+	return lo
+}
+
+// listenerScheme sets the scheme of lo by l's protocol, and the proxy listener it is served
+// on, refusing a protocol or a port the proxies do not serve.
+func (t *Translator) listenerScheme(lc *listenerCtx, lo *listenerOut, l gatewayv1.Listener, refuse func(reason, msg string)) {
 	switch l.Protocol {
 	case gatewayv1.HTTPProtocolType:
 		lo.scheme = configv1.RouteScheme_ROUTE_SCHEME_HTTP
@@ -121,7 +135,11 @@ func (t *Translator) translateListener(lc *listenerCtx, i int, l gatewayv1.Liste
 		}
 		lo.listener = contract.ListenerName(lc.out.address, l.Port, t.gatewayPort(lo.scheme))
 	}
+}
 
+// listenerKinds sets the route kinds lo supports, and says whether HTTPRoutes may attach to
+// it; kinds other than HTTPRoute leave ResolvedRefs false.
+func listenerKinds(lo *listenerOut, l gatewayv1.Listener, unresolved func(reason, msg string)) bool {
 	// Route kinds: HTTPRoute only.
 	httpRoutes := true
 	if l.AllowedRoutes != nil && len(l.AllowedRoutes.Kinds) > 0 {
@@ -145,6 +163,11 @@ func (t *Translator) translateListener(lc *listenerCtx, i int, l gatewayv1.Liste
 	if httpRoutes && lo.scheme != configv1.RouteScheme_ROUTE_SCHEME_UNSPECIFIED {
 		lo.kinds = []*watchv1.RouteGroupKind{{Group: GatewayGroup, Kind: "HTTPRoute"}}
 	}
+	return httpRoutes
+}
+
+// listenerNamespaces sets the namespaces whose routes lo admits (allowedRoutes.namespaces).
+func listenerNamespaces(lo *listenerOut, l gatewayv1.Listener, refuse func(reason, msg string)) {
 	from := gatewayv1.NamespacesFromSame
 	if l.AllowedRoutes != nil && l.AllowedRoutes.Namespaces != nil && l.AllowedRoutes.Namespaces.From != nil {
 		from = *l.AllowedRoutes.Namespaces.From
@@ -162,21 +185,28 @@ func (t *Translator) translateListener(lc *listenerCtx, i int, l gatewayv1.Liste
 	default:
 		refuse("UnsupportedValue", fmt.Sprintf("allowedRoutes.namespaces.from %q is not supported", from))
 	}
+}
 
-	if lo.scheme == configv1.RouteScheme_ROUTE_SCHEME_HTTPS && accepted == nil {
-		switch {
-		case l.TLS != nil && l.TLS.Mode != nil && *l.TLS.Mode == gatewayv1.TLSModePassthrough:
-			refuse("UnsupportedValue", "tls.mode Passthrough is not supported (only Terminate)")
-		case l.TLS == nil || len(l.TLS.CertificateRefs) == 0:
-			unresolved("InvalidCertificateRef", "an HTTPS listener needs tls.certificateRefs")
-		default:
-			if len(l.TLS.CertificateRefs) > 1 {
-				lc.add(field+".tls.certificateRefs", sevWarn, "UnsupportedValue", fmt.Sprintf("listener %q: only the first certificateRef is used", l.Name))
-			}
-			t.listenerCertificate(lc, lo, l.TLS.CertificateRefs[0], unresolved)
+// listenerTLS resolves the certificate of an accepted HTTPS listener lo (its first
+// certificateRef); only TLS termination is served.
+func (t *Translator) listenerTLS(lc *listenerCtx, lo *listenerOut, l gatewayv1.Listener, field string, refuse, unresolved func(reason, msg string)) {
+	switch {
+	case l.TLS != nil && l.TLS.Mode != nil && *l.TLS.Mode == gatewayv1.TLSModePassthrough:
+		refuse("UnsupportedValue", "tls.mode Passthrough is not supported (only Terminate)")
+	case l.TLS == nil || len(l.TLS.CertificateRefs) == 0:
+		unresolved("InvalidCertificateRef", "an HTTPS listener needs tls.certificateRefs")
+	default:
+		if len(l.TLS.CertificateRefs) > 1 {
+			lc.add(field+".tls.certificateRefs", sevWarn, "UnsupportedValue", fmt.Sprintf("listener %q: only the first certificateRef is used", l.Name))
 		}
+		t.listenerCertificate(lc, lo, l.TLS.CertificateRefs[0], unresolved)
 	}
+}
 
+// listenerConditions sets lo's conditions (accepted and resolved are nil when nothing made
+// them false), whether routes may attach to it and whether it is served, and records its
+// port and hostname as taken when it is accepted.
+func (lc *listenerCtx) listenerConditions(lo *listenerOut, l gatewayv1.Listener, field string, accepted, resolved *watchv1.Condition, httpRoutes bool) {
 	if accepted == nil {
 		accepted = cond(gatewayv1.ListenerConditionAccepted, condTrue, gatewayv1.ListenerReasonAccepted, "listener accepted", lc.gen)
 	}
@@ -203,7 +233,11 @@ func (t *Translator) translateListener(lc *listenerCtx, i int, l gatewayv1.Liste
 		programmed = cond(gatewayv1.ListenerConditionProgrammed, condFalse, gatewayv1.ListenerReasonInvalid, "listener not programmed: see its other conditions", lc.gen)
 	}
 	lo.conditions = []*watchv1.Condition{accepted, programmed, resolved, conflicted}
+}
 
+// claimCertificate claims the certificate of listener i (lo), when it is served, on its
+// hostname (every name when it has none), where the certificate covers it.
+func (lc *listenerCtx) claimCertificate(lo *listenerOut, i int, field string, name gatewayv1.SectionName) {
 	// A listener without hostname serves every name: its certificate is the catch-all
 	// host's, for handshakes whose name no more specific claim covers (the oldest
 	// Gateway's when several claim it; gatewayClaims orders them).
@@ -217,11 +251,9 @@ func (t *Translator) translateListener(lc *listenerCtx, i int, l gatewayv1.Liste
 				prec: routePrec{kindRank: 0, age: lc.age, ns: lc.ns, name: lc.name, rule: i}})
 		} else {
 			lc.add(field+".tls.certificateRefs[0]", sevError, "CertificateHostMismatch", fmt.Sprintf("listener %q: certificate %s does not cover hostname %q (it covers %s); the hostname is not served over HTTPS",
-				l.Name, lo.cert, lo.hostname, strings.Join(lo.certNames, ", ")))
+				name, lo.cert, lo.hostname, strings.Join(lo.certNames, ", ")))
 		}
 	}
-
-	return lo
 }
 
 // conflicted is a ListenerSet's listener refused for a conflict: not accepted, not
