@@ -143,92 +143,23 @@ func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBal
 	k := nsName{key.GetNamespace(), key.GetName()}
 	st := &watchv1.GatewayAPIStatus{Key: &watchv1.ObjectKey{Kind: key.GetKind(), Namespace: key.GetNamespace(), Name: key.GetName()},
 		ControllerName: t.gatewayControllerName()}
+	var served bool
 	switch key.GetKind() {
 	case "GatewayClass":
-		c, ok := t.gw.classes[key.GetName()]
-		if !ok || !t.ourClass(key.GetName()) {
-			return nil
-		}
-		st.Uid = string(c.UID)
-		st.Conditions = []*watchv1.Condition{cond(gatewayv1.GatewayClassConditionStatusAccepted, condTrue, gatewayv1.GatewayClassReasonAccepted, "accepted by "+t.gatewayControllerName(), c.Generation)}
-		st.SupportedFeatures = Features(t.opts)
+		served = t.gatewayClassStatus(st, key.GetName())
 	case "Gateway":
-		o := t.gw.gwOut[k]
-		if o == nil || !o.ours {
-			return nil
-		}
-		st.Uid = string(o.gw.UID)
-		st.Conditions = o.conditions
-		attached := t.attachedRoutes(t.gw.routeUsers.all(k), func(p *parentOut) bool { return p.gw == k && p.set == nil })
-		for _, lo := range o.listeners {
-			st.Listeners = append(st.Listeners, &watchv1.ListenerStatus{Name: lo.name, AttachedRoutes: attached[lo.name],
-				SupportedKinds: lo.kinds, Conditions: lo.conditions})
-		}
-		for _, so := range o.sets {
-			if so.attached {
-				st.AttachedListenerSets++
-			}
-		}
-		st.ManageAddresses = manage
-		if len(t.opts.GatewayAddresses) > 0 {
-			// A Gateway of the pool shows its own address, or none while it has none.
-			st.ManageAddresses = true
-			if o.address != "" {
-				st.Addresses = []*watchv1.GatewayAddress{{Type: "IPAddress", Value: o.address}}
-			}
-		} else if manage {
-			for _, a := range lb {
-				if a.GetIp() != "" {
-					st.Addresses = append(st.Addresses, &watchv1.GatewayAddress{Type: "IPAddress", Value: a.GetIp()})
-				} else {
-					st.Addresses = append(st.Addresses, &watchv1.GatewayAddress{Type: "Hostname", Value: a.GetHostname()})
-				}
-			}
-		}
+		served = t.gatewayStatus(st, k, lb, manage)
 	case "ListenerSet":
-		so := t.listenerSetOut(k)
-		if so == nil {
-			return nil
-		}
-		st.Uid = string(so.ls.UID)
-		st.Conditions = so.conditions
-		attached := t.attachedRoutes(t.gw.setRoutes.all(k), func(p *parentOut) bool { return p.set != nil && *p.set == k })
-		for _, lo := range so.listeners {
-			st.Listeners = append(st.Listeners, &watchv1.ListenerStatus{Name: lo.name, AttachedRoutes: attached[lo.name],
-				SupportedKinds: lo.kinds, Conditions: lo.conditions})
-		}
+		served = t.listenerSetStatus(st, k)
 	case "HTTPRoute":
-		o := t.gw.routeOut[k]
-		if o == nil || !o.ours {
-			return nil
-		}
-		st.Uid = string(o.rt.UID)
-		for _, p := range o.parents {
-			ref := &watchv1.ParentReference{Name: string(p.ref.Name)} // as written: unset stays unset
-			if p.ref.Group != nil {
-				ref.Group = string(*p.ref.Group)
-			}
-			if p.ref.Kind != nil {
-				ref.Kind = string(*p.ref.Kind)
-			}
-			if p.ref.Namespace != nil {
-				ref.Namespace = string(*p.ref.Namespace)
-			}
-			if p.ref.SectionName != nil {
-				ref.SectionName = string(*p.ref.SectionName)
-			}
-			if p.ref.Port != nil {
-				ref.Port = *p.ref.Port
-			}
-			st.Parents = append(st.Parents, &watchv1.RouteParentStatus{ParentRef: ref, Conditions: t.crossAPIConditions(httpRouteKey(k), p, o.rt.Generation)})
-		}
+		served = t.httpRouteStatus(st, k)
 	case "BackendTLSPolicy":
 		p, ancestors := t.policyStatus(k)
-		if len(ancestors) == 0 {
-			return nil
+		if served = len(ancestors) > 0; served {
+			st.Uid, st.Parents = string(p.UID), ancestors
 		}
-		st.Uid, st.Parents = string(p.UID), ancestors
-	default:
+	}
+	if !served {
 		return nil
 	}
 	if g, ok := t.out.Get(contract.Findings, contract.KeyOfObject(&configv1.ObjectRef{Kind: key.GetKind(), Namespace: key.GetNamespace(), Name: key.GetName()})).(*configv1.ObjectFindings); ok {
@@ -239,6 +170,108 @@ func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBal
 		}
 	}
 	return st
+}
+
+// gatewayClassStatus fills st with GatewayClass name's status; false when it is not ours.
+func (t *Translator) gatewayClassStatus(st *watchv1.GatewayAPIStatus, name string) bool {
+	c, ok := t.gw.classes[name]
+	if !ok || !t.ourClass(name) {
+		return false
+	}
+	st.Uid = string(c.UID)
+	st.Conditions = []*watchv1.Condition{cond(gatewayv1.GatewayClassConditionStatusAccepted, condTrue, gatewayv1.GatewayClassReasonAccepted, "accepted by "+t.gatewayControllerName(), c.Generation)}
+	st.SupportedFeatures = Features(t.opts)
+	return true
+}
+
+// gatewayStatus fills st with Gateway k's status (lb and manage: the published addresses and
+// whether they are known); false when it is not ours.
+func (t *Translator) gatewayStatus(st *watchv1.GatewayAPIStatus, k nsName, lb []*watchv1.LoadBalancerIngress, manage bool) bool {
+	o := t.gw.gwOut[k]
+	if o == nil || !o.ours {
+		return false
+	}
+	st.Uid = string(o.gw.UID)
+	st.Conditions = o.conditions
+	attached := t.attachedRoutes(t.gw.routeUsers.all(k), func(p *parentOut) bool { return p.gw == k && p.set == nil })
+	for _, lo := range o.listeners {
+		st.Listeners = append(st.Listeners, &watchv1.ListenerStatus{Name: lo.name, AttachedRoutes: attached[lo.name],
+			SupportedKinds: lo.kinds, Conditions: lo.conditions})
+	}
+	for _, so := range o.sets {
+		if so.attached {
+			st.AttachedListenerSets++
+		}
+	}
+	st.ManageAddresses = manage
+	if len(t.opts.GatewayAddresses) > 0 {
+		// A Gateway of the pool shows its own address, or none while it has none.
+		st.ManageAddresses = true
+		if o.address != "" {
+			st.Addresses = []*watchv1.GatewayAddress{{Type: "IPAddress", Value: o.address}}
+		}
+	} else if manage {
+		for _, a := range lb {
+			if a.GetIp() != "" {
+				st.Addresses = append(st.Addresses, &watchv1.GatewayAddress{Type: "IPAddress", Value: a.GetIp()})
+			} else {
+				st.Addresses = append(st.Addresses, &watchv1.GatewayAddress{Type: "Hostname", Value: a.GetHostname()})
+			}
+		}
+	}
+	return true
+}
+
+// listenerSetStatus fills st with ListenerSet k's status; false when it names no Gateway of
+// ours.
+func (t *Translator) listenerSetStatus(st *watchv1.GatewayAPIStatus, k nsName) bool {
+	so := t.listenerSetOut(k)
+	if so == nil {
+		return false
+	}
+	st.Uid = string(so.ls.UID)
+	st.Conditions = so.conditions
+	attached := t.attachedRoutes(t.gw.setRoutes.all(k), func(p *parentOut) bool { return p.set != nil && *p.set == k })
+	for _, lo := range so.listeners {
+		st.Listeners = append(st.Listeners, &watchv1.ListenerStatus{Name: lo.name, AttachedRoutes: attached[lo.name],
+			SupportedKinds: lo.kinds, Conditions: lo.conditions})
+	}
+	return true
+}
+
+// httpRouteStatus fills st with HTTPRoute k's status, a parent status per parentRef to a
+// Gateway of ours; false when it names none.
+func (t *Translator) httpRouteStatus(st *watchv1.GatewayAPIStatus, k nsName) bool {
+	o := t.gw.routeOut[k]
+	if o == nil || !o.ours {
+		return false
+	}
+	st.Uid = string(o.rt.UID)
+	for _, p := range o.parents {
+		st.Parents = append(st.Parents, &watchv1.RouteParentStatus{ParentRef: parentReference(p.ref), Conditions: t.crossAPIConditions(httpRouteKey(k), p, o.rt.Generation)})
+	}
+	return true
+}
+
+// parentReference is a parentRef as written: unset stays unset.
+func parentReference(pr gatewayv1.ParentReference) *watchv1.ParentReference {
+	ref := &watchv1.ParentReference{Name: string(pr.Name)}
+	if pr.Group != nil {
+		ref.Group = string(*pr.Group)
+	}
+	if pr.Kind != nil {
+		ref.Kind = string(*pr.Kind)
+	}
+	if pr.Namespace != nil {
+		ref.Namespace = string(*pr.Namespace)
+	}
+	if pr.SectionName != nil {
+		ref.SectionName = string(*pr.SectionName)
+	}
+	if pr.Port != nil {
+		ref.Port = *pr.Port
+	}
+	return ref
 }
 
 // attachedRoutes counts, per listener name, the routes among routes attached to it through a
