@@ -80,14 +80,7 @@ func readProxySSL(ing *networkingv1.Ingress, tls bool, get func(string) (string,
 			p.name = strings.ToLower(v)
 		}
 	}
-	if v, set := get("proxy-ssl-verify-depth"); set && v != "" {
-		d, err := strconv.ParseUint(v, 10, 8)
-		if err != nil || d == 0 {
-			add(field("proxy-ssl-verify-depth"), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not a depth (a number from 1); the default %d applies, as in ingress-nginx", v, defaultProxySSLVerifyDepth))
-		} else {
-			p.depth = uint32(d)
-		}
-	}
+	p.depth = readVerifyDepth(get, field, add)
 	if v, set := get("proxy-ssl-secret"); set && v != "" {
 		if first == "" {
 			first = "proxy-ssl-secret"
@@ -118,6 +111,20 @@ func readProxySSL(ing *networkingv1.Ingress, tls bool, get func(string) (string,
 		add(field("proxy-ssl-verify"), sevWarn, "ProxySSLNameDefault", "no proxy-ssl-name: the endpoints' certificates are verified for the Service's DNS name, SERVICE.NAMESPACE.svc (ingress-nginx verifies them for its internal name upstream_balancer, which fails); set proxy-ssl-name to the name they hold")
 	}
 	return p
+}
+
+// readVerifyDepth reads proxy-ssl-verify-depth: the default when it is unset or invalid.
+func readVerifyDepth(get func(string) (string, bool), field func(string) string, add func(string, configv1.FindingSeverity, string, string)) uint32 {
+	depth := uint32(defaultProxySSLVerifyDepth)
+	if v, set := get("proxy-ssl-verify-depth"); set && v != "" {
+		d, err := strconv.ParseUint(v, 10, 8)
+		if err != nil || d == 0 {
+			add(field("proxy-ssl-verify-depth"), sevWarn, "InvalidAnnotation", fmt.Sprintf("%q is not a depth (a number from 1); the default %d applies, as in ingress-nginx", v, defaultProxySSLVerifyDepth))
+		} else {
+			depth = uint32(d)
+		}
+	}
+	return depth
 }
 
 // resolveProxySSL reads the proxy-ssl-secret of lo's Ingress: its ca.crt (from a Secret of
