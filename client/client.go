@@ -13,6 +13,7 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 
 	"google.golang.org/grpc"
@@ -38,6 +39,10 @@ var ErrInsecure = grpcx.ErrInsecure
 // on first use and re-made after failures; Close it when done.
 func Dial(target string, tls TLS) (*grpc.ClientConn, error) {
 	conn, err := grpcx.Dial(target, grpcx.ClientConfig{TLS: grpcx.TLSFiles{CA: tls.CA, Cert: tls.Cert, Key: tls.Key, ServerName: tls.ServerName}})
+	if errors.Is(err, ErrInsecure) {
+		// grpcx's text names the processes' flags; say what a caller of Dial can do.
+		return nil, fmt.Errorf("dial %s: %w: off loopback Sluice answers only mutual TLS: give TLS.CA, TLS.Cert and TLS.Key", target, ErrInsecure)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", target, err)
 	}

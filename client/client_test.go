@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -64,13 +63,16 @@ func snapshot(epoch string, rev uint64, lie bool, objs ...*watchv1.Object) []*wa
 }
 
 // fakeWatcher serves one scripted stream per Watch call, in order, and keeps the requests.
-// The first `unavailable` calls are refused as a starting watcher refuses them.
+// The first `unavailable` calls are refused as a starting watcher refuses them. A stream
+// ends after its messages, unless its last is nil: it is then held open until the client
+// ends it, which is told on ended.
 type fakeWatcher struct {
 	watchv1.UnimplementedWatchServiceServer
 	mu          sync.Mutex
 	unavailable int
 	streams     [][]*watchv1.WatchResponse
 	requests    []*watchv1.WatchRequest
+	ended       chan struct{}
 }
 
 func (f *fakeWatcher) Watch(req *watchv1.WatchRequest, s grpc.ServerStreamingServer[watchv1.WatchResponse]) error {
@@ -87,6 +89,11 @@ func (f *fakeWatcher) Watch(req *watchv1.WatchRequest, s grpc.ServerStreamingSer
 	}
 	f.mu.Unlock()
 	for _, m := range msgs {
+		if m == nil {
+			<-s.Context().Done()
+			f.ended <- struct{}{}
+			return nil
+		}
 		if err := s.Send(m); err != nil {
 			return err
 		}
@@ -110,6 +117,17 @@ func serve(t *testing.T, register func(*grpc.Server)) *grpc.ClientConn {
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn
+}
+
+// streamEnded waits until the server saw the client end a stream it was holding open; the
+// bound only turns a stream left open into a failure rather than a hang.
+func streamEnded(t *testing.T, ended <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s was left open", what)
+	}
 }
 
 // until reads w until want (or an error).
@@ -168,7 +186,8 @@ func TestWatchVerifiesTheMarkerAndResumesAfterAnEndedStream(t *testing.T) {
 
 // docs/design.md, reliability scenario 10, from a consumer's side: a marker whose inventory
 // does not match what was received, or a revision gap, is an error naming the cause, the view
-// is dropped (never reported synced), and the next stream starts from a fresh snapshot.
+// is dropped (never reported synced), the stream is ended, and the next stream starts from
+// a fresh snapshot.
 func TestWatchRefusesALyingWatcherAndStartsOver(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -180,7 +199,7 @@ func TestWatchRefusesALyingWatcherAndStartsOver(t *testing.T) {
 		{"epoch changed mid-stream", append(snapshot("e1", 5, false, svc("a", "1")), ev("e2", 6, &watchv1.Upsert{Object: svc("b", "2")})), client.ErrEpoch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeWatcher{streams: [][]*watchv1.WatchResponse{tc.stream, snapshot("e1", 9, false, svc("a", "1"))}}
+			f := &fakeWatcher{ended: make(chan struct{}, 1), streams: [][]*watchv1.WatchResponse{append(tc.stream, nil), snapshot("e1", 9, false, svc("a", "1"))}}
 			conn := serve(t, func(s *grpc.Server) { watchv1.RegisterWatchServiceServer(s, f) })
 			w := client.NewWatch(conn, client.WatchOptions{})
 			if err := w.Open(context.Background()); err != nil {
@@ -195,6 +214,10 @@ func TestWatchRefusesALyingWatcherAndStartsOver(t *testing.T) {
 			}
 			if tc.want == client.ErrInventory && w.Synced() {
 				t.Fatal("synced after a lying marker")
+			}
+			streamEnded(t, f.ended, "the stream it refused")
+			if _, _, err := w.Next(); !errors.Is(err, client.ErrNotOpen) {
+				t.Fatalf("Next after the refusal: %v, want ErrNotOpen", err)
 			}
 			if err := w.Open(context.Background()); err != nil {
 				t.Fatal(err)
@@ -212,6 +235,7 @@ type fakeTranslator struct {
 	configv1.UnimplementedConfigServiceServer
 	msgs  []*configv1.StreamConfigResponse
 	hello chan *configv1.Hello
+	ended chan struct{}
 }
 
 func (f *fakeTranslator) StreamConfig(s grpc.BidiStreamingServer[configv1.StreamConfigRequest, configv1.StreamConfigResponse]) error {
@@ -225,6 +249,8 @@ func (f *fakeTranslator) StreamConfig(s grpc.BidiStreamingServer[configv1.Stream
 			return err
 		}
 	}
+	<-s.Context().Done() // held open until the client ends it
+	f.ended <- struct{}{}
 	return nil
 }
 
@@ -236,7 +262,7 @@ func vhost(name string) *configv1.VirtualHost {
 // docs/design.md, "The config stream", from a consumer's side: a complete state sent in
 // chunks counts when whole; each delta applies onto the version held and its hash is
 // checked; a delta whose hash is not the state's it makes is refused with ErrBrokenChain
-// and the state held stays as it was.
+// and the state held stays as it was; the stream is ended then, not followed further.
 func TestConfigFollowsChunksAndDeltasAndRefusesABrokenChain(t *testing.T) {
 	res := &configv1.Resources{}
 	for i := range 200 {
@@ -259,7 +285,7 @@ func TestConfigFollowsChunksAndDeltasAndRefusesABrokenChain(t *testing.T) {
 	for _, d := range []*configv1.ConfigDelta{delta, broken} {
 		msgs = append(msgs, &configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Delta{Delta: d}})
 	}
-	f := &fakeTranslator{msgs: msgs, hello: make(chan *configv1.Hello, 1)}
+	f := &fakeTranslator{msgs: msgs, hello: make(chan *configv1.Hello, 1), ended: make(chan struct{}, 1)}
 	conn := serve(t, func(s *grpc.Server) { configv1.RegisterConfigServiceServer(s, f) })
 	c, err := client.FollowConfig(context.Background(), conn, client.ConfigOptions{ID: "test-client"})
 	if err != nil {
@@ -290,7 +316,64 @@ func TestConfigFollowsChunksAndDeltasAndRefusesABrokenChain(t *testing.T) {
 	if !proto.Equal(c.Resources(), next) {
 		t.Fatal("the state held after the refused delta is not version 2's")
 	}
-	if _, _, err := c.Next(); !errors.Is(err, io.EOF) {
-		t.Fatalf("at the stream's end: %v, want io.EOF", err)
+	// The chain is broken: the stream is not followed further, even by a complete state.
+	if _, _, err := c.Next(); !errors.Is(err, client.ErrBrokenChain) {
+		t.Fatalf("after the broken chain: %v, want the same ErrBrokenChain again", err)
 	}
+	streamEnded(t, f.ended, "the broken chain's stream")
+}
+
+// docs/design.md, "The watch stream": a view is complete only from its marker on. A fresh
+// snapshot of the same epoch (the watcher sends one when a resume is too far behind) makes
+// the view incomplete until its own marker; a stream that breaks within a snapshot leaves a
+// partial view, which the next stream does not resume from.
+func TestWatchIsCompleteOnlyFromTheMarkerOfTheViewHeld(t *testing.T) {
+	part := snapshot("e1", 9, false, svc("a", "1"), svc("b", "2"))
+	f := &fakeWatcher{streams: [][]*watchv1.WatchResponse{
+		snapshot("e1", 5, false, svc("a", "1")),
+		snapshot("e1", 9, false, svc("a", "1"), svc("b", "2")),
+		part[:2], // ends after SnapshotStart and one object
+		snapshot("e1", 12, false, svc("a", "1")),
+	}}
+	conn := serve(t, func(s *grpc.Server) { watchv1.RegisterWatchServiceServer(s, f) })
+	ctx := context.Background()
+	w := client.NewWatch(conn, client.WatchOptions{})
+	if err := w.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	until(t, w, client.EventSynced)
+	if _, _, err := w.Next(); !errors.Is(err, client.ErrStreamEnded) {
+		t.Fatal(err)
+	}
+	if err := w.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	until(t, w, client.EventReset)
+	if w.Synced() || w.Inventory() != nil {
+		t.Fatalf("within a fresh snapshot of the same epoch: synced %v, inventory %v; want neither", w.Synced(), w.Inventory())
+	}
+	until(t, w, client.EventSynced)
+	if inv := w.Inventory(); len(inv) != 1 || inv[0].GetCount() != 2 {
+		t.Fatalf("inventory %v, want the new snapshot's", inv)
+	}
+	if _, _, err := w.Next(); !errors.Is(err, client.ErrStreamEnded) {
+		t.Fatal(err)
+	}
+	if err := w.Open(ctx); err != nil { // resumes after revision 9
+		t.Fatal(err)
+	}
+	var err error
+	for err == nil {
+		_, _, err = w.Next()
+	}
+	if !errors.Is(err, client.ErrStreamEnded) || w.Synced() {
+		t.Fatalf("a stream ended within its snapshot: %v, synced %v", err, w.Synced())
+	}
+	if err := w.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.requests[3]; r.GetResumeEpoch() != "" {
+		t.Fatalf("after a stream ended within its snapshot, the next resumed at %s/%d; want a fresh snapshot", r.GetResumeEpoch(), r.GetResumeRevision())
+	}
+	until(t, w, client.EventSynced)
 }

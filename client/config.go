@@ -14,8 +14,8 @@ import (
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 )
 
-// Errors of the config stream's checks. Each means the stream cannot be followed further:
-// open a new one, which starts with a complete state.
+// Errors of the config stream's checks. Each means the stream cannot be followed further: it
+// is ended, and a new one (FollowConfig) starts with a complete state.
 var (
 	// ErrBrokenChain is a version that does not follow from the one held: a delta onto
 	// another version, or a state whose hash is not the one the message names.
@@ -38,51 +38,76 @@ type ConfigOptions struct {
 // are checked all the same. It is not safe for concurrent use.
 type Config struct {
 	stream grpc.BidiStreamingClient[configv1.StreamConfigRequest, configv1.StreamConfigResponse]
+	cancel context.CancelFunc
 	chain  contract.Chain
 	marker *configv1.InitialSyncComplete
+	err    error // the error that ended the stream; Next returns it again
 }
 
 // FollowConfig opens a config stream on a connection to a translator (see Dial) and
-// introduces the client. The stream lasts until ctx ends.
+// introduces the client. The stream lasts until ctx ends, Close, or an error of Next. It
+// does not wait for a translator that is not serving yet: the first Next returns that.
 func FollowConfig(ctx context.Context, cc grpc.ClientConnInterface, opts ConfigOptions) (*Config, error) {
 	if opts.ID == "" {
 		host, _ := os.Hostname()
 		opts.ID = fmt.Sprintf("client-%s-%d", host, os.Getpid())
 	}
-	stream, err := configv1.NewConfigServiceClient(cc).StreamConfig(ctx)
+	sctx, cancel := context.WithCancel(ctx)
+	stream, err := configv1.NewConfigServiceClient(cc).StreamConfig(sctx)
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("open the config stream: %w", err)
 	}
 	hello := &configv1.Hello{PusherId: opts.ID, DataPlane: configv1.DataPlaneKind_DATA_PLANE_KIND_NONE,
 		SoftwareVersion: version.Version, TakesChunks: true}
 	if err := stream.Send(&configv1.StreamConfigRequest{Message: &configv1.StreamConfigRequest_Hello{Hello: hello}}); err != nil {
+		cancel()
 		return nil, fmt.Errorf("open the config stream: %w", err)
 	}
-	return &Config{stream: stream}, nil
+	return &Config{stream: stream, cancel: cancel}, nil
 }
 
 // Next receives the next message and checks it. It returns the message and, when the
 // message completed a version (a complete state, whole or at its last chunk, or a delta),
 // that version without its resources (Resources has them). The version is nil for a marker,
 // a heartbeat, or a chunk before the last. An error wrapping ErrBrokenChain or
-// ErrBrokenStream is a failed check; io.EOF is the translator ending the stream. The state
-// held does not change on an error.
+// ErrBrokenStream is a failed check (the message is returned with it); ErrStreamEnded is the
+// translator ending the stream; any other is the stream's own (a cancelled ctx among them).
+// The state held does not change on an error, and the stream is ended: Next returns the
+// same error from then on.
 func (c *Config) Next() (*configv1.StreamConfigResponse, *configv1.Config, error) {
+	if c.err != nil {
+		return nil, nil, c.err
+	}
 	m, err := c.stream.Recv()
 	if err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, nil, io.EOF
+			err = ErrStreamEnded
 		}
+		c.fail(err)
 		return nil, nil, err
 	}
 	v, err := c.chain.Receive(m)
 	if err != nil {
+		c.fail(err)
 		return m, nil, err
 	}
 	if mk := m.GetInitialSyncComplete(); mk != nil {
 		c.marker = mk
 	}
 	return m, v, nil
+}
+
+func (c *Config) fail(err error) {
+	c.err = err
+	c.cancel()
+}
+
+// Close ends the stream. What is held stays readable.
+func (c *Config) Close() {
+	if c.err == nil {
+		c.fail(ErrNotOpen)
+	}
 }
 
 // Version is the version held (epoch, version, hash, and the watcher's view it was built

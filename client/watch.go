@@ -29,9 +29,14 @@ var (
 	ErrInventory = watchstream.ErrInventory
 )
 
-// ErrStreamEnded is returned by Next when the watcher ended the stream. What was held stays
-// trusted: the next Open resumes after it.
-var ErrStreamEnded = errors.New("the watcher ended the stream")
+// ErrStreamEnded is returned by Next when the server ended the stream. For a Watch, what was
+// held stays trusted when the stream ended between events (the next Open resumes after it)
+// and is dropped when it ended within a snapshot (the next Open asks for a fresh one).
+var ErrStreamEnded = errors.New("the server ended the stream")
+
+// ErrNotOpen is returned by Next before Open, after an error (Open starts a new stream), and
+// after Close.
+var ErrNotOpen = errors.New("the stream is not open")
 
 // Event is what one message of the Watch stream did to the view held.
 type Event int
@@ -79,10 +84,16 @@ type Watch struct {
 	opts   WatchOptions
 	m      *watchstream.Mirror
 	stream grpc.ServerStreamingClient[watchv1.WatchResponse]
+	cancel context.CancelFunc // ends the open stream; nil when none is open
 	// first is the message Open read to know the stream was served.
 	first *watchv1.WatchResponse
-	// marker is the last marker verified in the current epoch.
+	// marker is the marker verified for the objects held, nil while they are not known
+	// complete: before a marker, and from the start of a snapshot (also one of the same
+	// epoch, sent when a resume was too far behind) until its marker.
 	marker *watchv1.InitialSyncComplete
+	// inSnapshot: a snapshot started and has not ended; a stream that breaks there leaves a
+	// partial view, which is not resumed.
+	inSnapshot bool
 }
 
 // NewWatch returns a Watch over a connection to a watcher (see Dial).
@@ -90,50 +101,73 @@ func NewWatch(cc grpc.ClientConnInterface, opts WatchOptions) *Watch {
 	return &Watch{client: watchv1.NewWatchServiceClient(cc), opts: opts, m: watchstream.NewMirror()}
 }
 
-// Open starts a stream: a fresh snapshot the first time and after a failed check, or only
-// the changes after what is held when the previous stream merely ended (the watcher sends a
-// fresh snapshot instead when it no longer holds them). The stream lasts until ctx ends.
+// Open starts a stream, ending the one open, if any: a fresh snapshot the first time and
+// after a failed check, or only the changes after what is held when the previous stream
+// merely ended (the watcher sends a fresh snapshot instead when it no longer holds them).
+// The stream lasts until ctx ends, Close, or an error of Next.
 func (w *Watch) Open(ctx context.Context) error {
+	w.end()
 	req := &watchv1.WatchRequest{ClientName: w.opts.ClientName, Kinds: w.opts.Kinds}
 	if w.m.Epoch() != "" {
 		req.ResumeEpoch, req.ResumeRevision = w.m.Epoch(), w.m.Revision()
 	}
 	deadline := time.Now().Add(w.opts.ConnectTimeout)
 	for {
-		stream, err := w.client.Watch(ctx, req)
+		sctx, cancel := context.WithCancel(ctx)
+		stream, err := w.client.Watch(sctx, req)
 		if err == nil {
 			var first *watchv1.WatchResponse
 			if first, err = stream.Recv(); err == nil {
-				w.stream, w.first = stream, first
+				w.stream, w.cancel, w.first = stream, cancel, first
 				w.m.StartStream()
 				return nil
 			}
 		}
+		cancel()
 		if status.Code(err) != codes.Unavailable || !time.Now().Before(deadline) {
 			return fmt.Errorf("open the watch stream: %w", err)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return fmt.Errorf("open the watch stream: %w", ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
+// Close ends the stream open, if any. What is held stays, for a later Open to resume.
+func (w *Watch) Close() { w.end() }
+
+func (w *Watch) end() {
+	if w.cancel != nil {
+		w.cancel()
+	}
+	w.stream, w.cancel, w.first = nil, nil, nil
+}
+
+// drop forgets the view held: the next Open asks for a fresh snapshot.
+func (w *Watch) drop() {
+	w.m, w.marker, w.inSnapshot = watchstream.NewMirror(), nil, false
+}
+
 // Next receives the next message of the stream, checks it and applies it to the view held.
 // It returns ErrStreamEnded when the watcher ended the stream, an error wrapping one of
 // ErrProtocol, ErrGap, ErrEpoch or ErrInventory when a check failed (the view is then
-// dropped), and the stream's own error otherwise. After any error, Open starts a new stream.
+// dropped), ErrNotOpen without an open stream, and the stream's own error otherwise (a
+// cancelled ctx among them). After any error the stream is ended, and Open starts a new one.
 func (w *Watch) Next() (*watchv1.WatchResponse, Event, error) {
 	if w.stream == nil {
-		return nil, EventNone, errors.New("the watch stream is not open")
+		return nil, EventNone, ErrNotOpen
 	}
 	msg := w.first
 	w.first = nil
 	if msg == nil {
 		var err error
 		if msg, err = w.stream.Recv(); err != nil {
-			w.stream = nil
+			w.end()
+			if w.inSnapshot {
+				w.drop() // a partial snapshot is no base for a resume
+			}
 			if errors.Is(err, io.EOF) {
 				return nil, EventNone, ErrStreamEnded
 			}
@@ -149,13 +183,19 @@ func (w *Watch) Next() (*watchv1.WatchResponse, Event, error) {
 		change, err = w.m.Apply(msg)
 	}
 	if err != nil {
-		w.stream, w.m, w.marker = nil, watchstream.NewMirror(), nil
+		w.end()
+		w.drop()
 		return msg, EventNone, fmt.Errorf("revision %d: %w", msg.GetRevision(), err)
 	}
 	if w.m.Epoch() != epoch {
 		w.marker = nil
 	}
-	if change == watchstream.ChangeSynced {
+	switch change {
+	case watchstream.ChangeReset:
+		w.marker, w.inSnapshot = nil, true
+	case watchstream.ChangeSnapshot:
+		w.inSnapshot = false
+	case watchstream.ChangeSynced:
 		w.marker = msg.GetInitialSyncComplete()
 	}
 	return msg, eventOf[change], nil
@@ -165,17 +205,17 @@ func (w *Watch) Next() (*watchv1.WatchResponse, Event, error) {
 func (w *Watch) Epoch() string    { return w.m.Epoch() }
 func (w *Watch) Revision() uint64 { return w.m.Revision() }
 
-// Synced reports whether the view held is complete: a marker of this epoch was verified.
-func (w *Watch) Synced() bool { return w.m.Synced() }
+// Synced reports whether the view held is complete: a marker was verified for it.
+func (w *Watch) Synced() bool { return w.marker != nil }
 
 // Len is the number of objects held.
 func (w *Watch) Len() int { return w.m.Len() }
 
 // Inventory is the verified marker's inventory, one entry per kind (its count and the digest
-// of its objects' identities and resourceVersions); nil before a marker of this epoch.
+// of its objects' identities and resourceVersions); nil while the view is not complete.
 func (w *Watch) Inventory() []*watchv1.KindInventory { return w.marker.GetInventory() }
 
-// Marker is the verified marker of this epoch, nil before one.
+// Marker is the marker verified for the view held, nil while it is not complete.
 func (w *Watch) Marker() *watchv1.InitialSyncComplete { return w.marker }
 
 // Kinds are the kinds the current stream carries.

@@ -66,7 +66,7 @@ func follow(ctx context.Context, addr string, tls client.TLS, timeout time.Durat
 		for {
 			_, event, err := w.Next()
 			if errors.Is(err, client.ErrStreamEnded) {
-				break // the watcher ended the stream: the next one resumes after what is held
+				break // the watcher ended the stream: the next one resumes, or starts a fresh snapshot
 			}
 			if err != nil {
 				return err
