@@ -751,7 +751,8 @@ func ModifyHeaders(m *configv1.HeaderModifier, h http.Header) {
 }
 
 // compile compiles expr; the reference keeps no cache (it is pure, and called only by
-// tests and checks). A variable so that a test can count compilations.
+// tests and checks). A variable so that a test can count compilations; a test that swaps it
+// must not run in parallel with others.
 var compile = regexp.Compile
 
 // RewriteExpr is the expression a PATH_MODIFIER_TYPE_REGEX modifier runs over the whole

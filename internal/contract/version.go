@@ -72,7 +72,11 @@ func (c *Chain) Complete(cfg *configv1.Config, encoded bool) error {
 // Delta applies d onto the version held, checked against its hash, and returns what it
 // changed (for Merge). On an error (Onto's, or one wrapping ErrBrokenChain) nothing changed.
 func (c *Chain) Delta(d *configv1.ConfigDelta) (Applied, error) {
-	if err := Onto(c.Version, d); err != nil {
+	held := c.Version
+	if c.State == nil {
+		held = nil // a Version without a State holds nothing to apply onto
+	}
+	if err := Onto(held, d); err != nil {
 		return Applied{}, err
 	}
 	applied, err := c.State.Apply(d)
