@@ -340,7 +340,7 @@ func (t *Translator) translateGateway(gw *gatewayv1.Gateway) *gatewayOut {
 		}
 		out.address = g.address
 	case len(gw.Spec.Addresses) > 0:
-		add("spec.addresses", sevWarn, "UnsupportedAddress", "requested addresses are not supported without a pool of Gateway addresses; status.addresses shows the proxy's published addresses")
+		add("spec.addresses", sevWarn, string(gatewayv1.GatewayReasonUnsupportedAddress), "requested addresses are not supported without a pool of Gateway addresses; status.addresses shows the proxy's published addresses")
 	}
 	lc := &listenerCtx{out: out, ns: gw.Namespace, kind: "Gateway", owner: owner, gen: gen, add: add, addrRefused: addrRefused,
 		field: "spec.listeners", age: gw.CreationTimestamp.Time, name: gw.Name, taken: map[hostPort]string{}, protocols: map[int32]gatewayv1.ProtocolType{}}

@@ -60,7 +60,7 @@ func addressRequest(gw *gatewayv1.Gateway, pool map[string]int) (want string, re
 	var values []string
 	for _, a := range gw.Spec.Addresses {
 		if a.Type != nil && *a.Type != gatewayv1.IPAddressType {
-			return "", &addressGrant{unsupported: true, reason: "UnsupportedAddress",
+			return "", &addressGrant{unsupported: true, reason: string(gatewayv1.GatewayReasonUnsupportedAddress),
 				message: fmt.Sprintf("address type %q is not supported (only IPAddress)", *a.Type)}
 		}
 		if a.Value != "" {
@@ -71,14 +71,14 @@ func addressRequest(gw *gatewayv1.Gateway, pool map[string]int) (want string, re
 	case len(values) == 0:
 		return "", nil
 	case len(values) > 1:
-		return "", &addressGrant{reason: "AddressNotUsable", message: "a Gateway is given one address, and spec.addresses names " + strings.Join(values, ", ")}
+		return "", &addressGrant{reason: string(gatewayv1.GatewayReasonAddressNotUsable), message: "a Gateway is given one address, and spec.addresses names " + strings.Join(values, ", ")}
 	}
 	ap, err := netip.ParseAddr(values[0])
 	if err != nil {
-		return "", &addressGrant{reason: "AddressNotUsable", message: fmt.Sprintf("address %q is not an IP address", values[0])}
+		return "", &addressGrant{reason: string(gatewayv1.GatewayReasonAddressNotUsable), message: fmt.Sprintf("address %q is not an IP address", values[0])}
 	}
 	if _, ok := pool[ap.String()]; !ok {
-		return "", &addressGrant{reason: "AddressNotUsable", message: "address " + values[0] + " is not one of the proxies' (--gateway-address, --gateway-reserved-address)"}
+		return "", &addressGrant{reason: string(gatewayv1.GatewayReasonAddressNotUsable), message: "address " + values[0] + " is not one of the proxies' (--gateway-address, --gateway-reserved-address)"}
 	}
 	return ap.String(), nil
 }
@@ -141,13 +141,13 @@ func (t *Translator) assignAddresses() map[nsName]addressGrant {
 		case want == "":
 			rest = append(rest, k)
 		case holder[index[want]] != "":
-			out[k] = addressGrant{reason: "AddressNotAssigned", message: "address " + want + " is in use by Gateway " + holder[index[want]]}
+			out[k] = addressGrant{reason: string(gatewayv1.GatewayReasonAddressNotAssigned), message: "address " + want + " is in use by Gateway " + holder[index[want]]}
 		default:
 			take(k, want)
 		}
 	}
 	for _, k := range rest {
-		g := addressGrant{reason: "AddressNotAssigned", message: "every address of the pool is taken (" + joinPool(pool) + ")"}
+		g := addressGrant{reason: string(gatewayv1.GatewayReasonAddressNotAssigned), message: "every address of the pool is taken (" + joinPool(pool) + ")"}
 		if n := len(pool); n > 0 {
 			h := fnv.New32a()
 			h.Write([]byte(k.ns + "/" + k.name))

@@ -28,7 +28,7 @@ func (t *Translator) routeBackend(out *routeOut, br gatewayv1.BackendRef, field 
 		kind = string(*br.Kind)
 	}
 	if group != "" || kind != "Service" {
-		unresolved(field, "InvalidKind", fmt.Sprintf("backendRef %s/%s %s is not a Service", group, kind, br.Name))
+		unresolved(field, string(gatewayv1.RouteReasonInvalidKind), fmt.Sprintf("backendRef %s/%s %s is not a Service", group, kind, br.Name))
 		return ""
 	}
 	ns := rt.Namespace
@@ -40,26 +40,26 @@ func (t *Translator) routeBackend(out *routeOut, br gatewayv1.BackendRef, field 
 	if ns != rt.Namespace {
 		out.grantNs = append(out.grantNs, ns)
 		if !t.granted(rt.Namespace, "HTTPRoute", ns, "Service", sk.name) {
-			unresolved(field, "RefNotPermitted", fmt.Sprintf("Service %s/%s is in another namespace and no ReferenceGrant there allows it", ns, sk.name))
+			unresolved(field, string(gatewayv1.RouteReasonRefNotPermitted), fmt.Sprintf("Service %s/%s is in another namespace and no ReferenceGrant there allows it", ns, sk.name))
 			return ""
 		}
 	}
 	svc, ok := t.services[sk]
 	if !ok {
-		unresolved(field, "BackendNotFound", fmt.Sprintf("Service %s/%s not found", ns, sk.name))
+		unresolved(field, string(gatewayv1.RouteReasonBackendNotFound), fmt.Sprintf("Service %s/%s not found", ns, sk.name))
 		return ""
 	}
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		unresolved(field, "InvalidKind", fmt.Sprintf("Service %s/%s is of type ExternalName, which is not supported", ns, sk.name))
+		unresolved(field, string(gatewayv1.RouteReasonInvalidKind), fmt.Sprintf("Service %s/%s is of type ExternalName, which is not supported", ns, sk.name))
 		return ""
 	}
 	if br.Port == nil {
-		unresolved(field+".port", "BackendNotFound", fmt.Sprintf("backendRef to Service %s/%s has no port", ns, sk.name))
+		unresolved(field+".port", string(gatewayv1.RouteReasonBackendNotFound), fmt.Sprintf("backendRef to Service %s/%s has no port", ns, sk.name))
 		return ""
 	}
 	port := svc.port(*br.Port)
 	if port == nil {
-		unresolved(field+".port", "BackendNotFound", fmt.Sprintf("Service %s/%s has no port %d", ns, sk.name, *br.Port))
+		unresolved(field+".port", string(gatewayv1.RouteReasonBackendNotFound), fmt.Sprintf("Service %s/%s has no port %d", ns, sk.name, *br.Port))
 		return ""
 	}
 	name := backendName(ns, sk.name, *br.Port)

@@ -97,10 +97,10 @@ func (t *Translator) translateListener(lc *listenerCtx, i int, l gatewayv1.Liste
 	// Gateway's own keeps Accepted and says Conflicted.
 	if lc.set {
 		if p, ok := lc.protocols[l.Port]; ok && p != l.Protocol {
-			return lc.conflicted(lo, field, l, "ProtocolConflict", fmt.Sprintf("port %d is %s on a listener before it", l.Port, p))
+			return lc.conflicted(lo, field, l, string(gatewayv1.ListenerReasonProtocolConflict), fmt.Sprintf("port %d is %s on a listener before it", l.Port, p))
 		}
 		if first, ok := lc.taken[hostPort{lo.hostname, l.Port}]; ok {
-			return lc.conflicted(lo, field, l, "HostnameConflict", fmt.Sprintf("listener %s has the same port and hostname and comes first", first))
+			return lc.conflicted(lo, field, l, string(gatewayv1.ListenerReasonHostnameConflict), fmt.Sprintf("listener %s has the same port and hostname and comes first", first))
 		}
 	}
 	if _, ok := lc.protocols[l.Port]; !ok {
@@ -126,12 +126,12 @@ func (t *Translator) listenerScheme(lc *listenerCtx, lo *listenerOut, l gatewayv
 	case gatewayv1.HTTPSProtocolType:
 		lo.scheme = configv1.RouteScheme_ROUTE_SCHEME_HTTPS
 	default:
-		refuse("UnsupportedProtocol", fmt.Sprintf("protocol %q is not supported (only HTTP and HTTPS)", l.Protocol))
+		refuse(string(gatewayv1.ListenerReasonUnsupportedProtocol), fmt.Sprintf("protocol %q is not supported (only HTTP and HTTPS)", l.Protocol))
 	}
 	if lo.scheme != configv1.RouteScheme_ROUTE_SCHEME_UNSPECIFIED {
 		https := lo.scheme == configv1.RouteScheme_ROUTE_SCHEME_HTTPS
 		if !t.portServed(l.Port, https) {
-			refuse("PortUnavailable", fmt.Sprintf("port %d is not available: the proxies serve %s listeners on %s only", l.Port, l.Protocol, t.servedPorts(https)))
+			refuse(string(gatewayv1.ListenerReasonPortUnavailable), fmt.Sprintf("port %d is not available: the proxies serve %s listeners on %s only", l.Port, l.Protocol, t.servedPorts(https)))
 		}
 		lo.listener = contract.ListenerName(lc.out.address, l.Port, t.gatewayPort(lo.scheme))
 	}
@@ -157,7 +157,7 @@ func listenerKinds(lo *listenerOut, l gatewayv1.Listener, unresolved func(reason
 			}
 		}
 		if len(bad) > 0 {
-			unresolved("InvalidRouteKinds", fmt.Sprintf("route kinds %s are not supported (only HTTPRoute)", strings.Join(bad, ", ")))
+			unresolved(string(gatewayv1.ListenerReasonInvalidRouteKinds), fmt.Sprintf("route kinds %s are not supported (only HTTPRoute)", strings.Join(bad, ", ")))
 		}
 	}
 	if httpRoutes && lo.scheme != configv1.RouteScheme_ROUTE_SCHEME_UNSPECIFIED {
@@ -178,12 +178,12 @@ func listenerNamespaces(lo *listenerOut, l gatewayv1.Listener, refuse func(reaso
 		lo.allowAll = true
 	case gatewayv1.NamespacesFromSelector:
 		if sel, why := listenerSelector(l.AllowedRoutes); why != "" {
-			refuse("UnsupportedValue", why)
+			refuse(string(gatewayv1.ListenerReasonUnsupportedValue), why)
 		} else {
 			lo.selector = sel
 		}
 	default:
-		refuse("UnsupportedValue", fmt.Sprintf("allowedRoutes.namespaces.from %q is not supported", from))
+		refuse(string(gatewayv1.ListenerReasonUnsupportedValue), fmt.Sprintf("allowedRoutes.namespaces.from %q is not supported", from))
 	}
 }
 
@@ -192,12 +192,12 @@ func listenerNamespaces(lo *listenerOut, l gatewayv1.Listener, refuse func(reaso
 func (t *Translator) listenerTLS(lc *listenerCtx, lo *listenerOut, l gatewayv1.Listener, field string, refuse, unresolved func(reason, msg string)) {
 	switch {
 	case l.TLS != nil && l.TLS.Mode != nil && *l.TLS.Mode == gatewayv1.TLSModePassthrough:
-		refuse("UnsupportedValue", "tls.mode Passthrough is not supported (only Terminate)")
+		refuse(string(gatewayv1.ListenerReasonUnsupportedValue), "tls.mode Passthrough is not supported (only Terminate)")
 	case l.TLS == nil || len(l.TLS.CertificateRefs) == 0:
-		unresolved("InvalidCertificateRef", "an HTTPS listener needs tls.certificateRefs")
+		unresolved(string(gatewayv1.ListenerReasonInvalidCertificateRef), "an HTTPS listener needs tls.certificateRefs")
 	default:
 		if len(l.TLS.CertificateRefs) > 1 {
-			lc.add(field+".tls.certificateRefs", sevWarn, "UnsupportedValue", fmt.Sprintf("listener %q: only the first certificateRef is used", l.Name))
+			lc.add(field+".tls.certificateRefs", sevWarn, string(gatewayv1.ListenerReasonUnsupportedValue), fmt.Sprintf("listener %q: only the first certificateRef is used", l.Name))
 		}
 		t.listenerCertificate(lc, lo, l.TLS.CertificateRefs[0], unresolved)
 	}
@@ -218,7 +218,7 @@ func (lc *listenerCtx) listenerConditions(lo *listenerOut, l gatewayv1.Listener,
 		hp := hostPort{lo.hostname, l.Port}
 		if first, ok := lc.taken[hp]; ok {
 			conflicted = cond(gatewayv1.ListenerConditionConflicted, condTrue, gatewayv1.ListenerReasonHostnameConflict, fmt.Sprintf("listener %q has the same port and hostname and comes first", first), lc.gen)
-			lc.add(field, sevError, "HostnameConflict", fmt.Sprintf("listener %q: same port and hostname as listener %q, which is served instead", l.Name, first))
+			lc.add(field, sevError, string(gatewayv1.ListenerReasonHostnameConflict), fmt.Sprintf("listener %q: same port and hostname as listener %q, which is served instead", l.Name, first))
 		} else {
 			lc.taken[hp] = lc.qualified(l.Name)
 		}
@@ -280,7 +280,7 @@ func (t *Translator) listenerCertificate(lc *listenerCtx, lo *listenerOut, ref g
 		kind = string(*ref.Kind)
 	}
 	if group != "" || kind != "Secret" {
-		unresolved("InvalidCertificateRef", fmt.Sprintf("certificateRef %s/%s %s is not a Secret", group, kind, ref.Name))
+		unresolved(string(gatewayv1.ListenerReasonInvalidCertificateRef), fmt.Sprintf("certificateRef %s/%s %s is not a Secret", group, kind, ref.Name))
 		return
 	}
 	ns := lc.ns
@@ -292,13 +292,13 @@ func (t *Translator) listenerCertificate(lc *listenerCtx, lo *listenerOut, ref g
 	if ns != lc.ns {
 		out.grantNs = append(out.grantNs, ns)
 		if !t.granted(lc.ns, lc.kind, ns, "Secret", sk.name) {
-			unresolved("RefNotPermitted", fmt.Sprintf("Secret %s/%s is in another namespace and no ReferenceGrant there allows it", ns, sk.name))
+			unresolved(string(gatewayv1.ListenerReasonRefNotPermitted), fmt.Sprintf("Secret %s/%s is in another namespace and no ReferenceGrant there allows it", ns, sk.name))
 			return
 		}
 	}
 	c := t.certificate(sk)
 	if c.cert == nil {
-		unresolved("InvalidCertificateRef", c.why)
+		unresolved(string(gatewayv1.ListenerReasonInvalidCertificateRef), c.why)
 		return
 	}
 	lo.cert, lo.certNames = c.cert.GetName(), c.cert.GetDnsNames()

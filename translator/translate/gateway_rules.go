@@ -43,29 +43,29 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 	if rule.Retry != nil {
 		r, why := retryPolicy(rule.Retry)
 		if why != "" {
-			return drop("UnsupportedValue", "retry: "+why)
+			return drop(string(gatewayv1.RouteReasonUnsupportedValue), "retry: "+why)
 		}
 		tmpl.Retry = r
 	}
 	if rule.SessionPersistence != nil {
 		a, why := sessionAffinity(rule.SessionPersistence)
 		if why != "" {
-			return drop("UnsupportedValue", "sessionPersistence: "+why)
+			return drop(string(gatewayv1.RouteReasonUnsupportedValue), "sessionPersistence: "+why)
 		}
 		tmpl.SessionAffinity = a
 	}
 
 	rf, why := compileFilters(tmpl, rule.Filters, field)
 	if why != "" {
-		return drop("UnsupportedValue", why)
+		return drop(string(gatewayv1.RouteReasonUnsupportedValue), why)
 	}
 	if tmpl.Redirect != nil && tmpl.Rewrite != nil {
-		return drop("IncompatibleFilters", "RequestRedirect and URLRewrite cannot be combined")
+		return drop(string(gatewayv1.RouteReasonIncompatibleFilters), "RequestRedirect and URLRewrite cannot be combined")
 	}
 	// What the filters ask for, checked as every data plane checks it (the matches are
 	// checked with them below).
 	if err := contract.CheckRoute(tmpl); err != nil {
-		return drop("UnsupportedValue", fmt.Sprintf("filters: %v", err))
+		return drop(string(gatewayv1.RouteReasonUnsupportedValue), fmt.Sprintf("filters: %v", err))
 	}
 
 	// The authentication service, wherever the rule sends its requests: one that does not
@@ -80,7 +80,7 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 	}
 	if tmpl.Redirect == nil {
 		if why := t.ruleBackends(out, tmpl, rule.BackendRefs, rf.mirrors, field, authFailed, unresolved); why != "" {
-			return drop("UnsupportedValue", why)
+			return drop(string(gatewayv1.RouteReasonUnsupportedValue), why)
 		}
 	}
 
@@ -93,7 +93,7 @@ func (t *Translator) compileRule(out *routeOut, ri int, owner *configv1.ObjectRe
 		prec := routePrec{age: rt.CreationTimestamp.Time, ns: rt.Namespace, name: rt.Name, rule: ri, match: mi, kindRank: 1}
 		route, prec, why := compileMatch(tmpl, m, mi, prec, rf.prefixRewrite)
 		if why != "" {
-			return drop("UnsupportedValue", why)
+			return drop(string(gatewayv1.RouteReasonUnsupportedValue), why)
 		}
 		cr.routes = append(cr.routes, route)
 		cr.precs = append(cr.precs, prec)
@@ -111,7 +111,7 @@ func ruleTimeout(out *routeOut, owner *configv1.ObjectRef, field string, timeout
 		}
 		pd, err := time.ParseDuration(string(*v))
 		if err != nil {
-			out.findings = append(out.findings, &configv1.Finding{Object: owner, Field: field + ".timeouts", Severity: sevWarn, Reason: "UnsupportedValue",
+			out.findings = append(out.findings, &configv1.Finding{Object: owner, Field: field + ".timeouts", Severity: sevWarn, Reason: string(gatewayv1.RouteReasonUnsupportedValue),
 				Cause: fmt.Sprintf("invalid duration %q (want a Gateway API duration such as \"30s\"); this timeout is not applied", *v)})
 			continue
 		}

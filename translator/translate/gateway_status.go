@@ -208,14 +208,14 @@ func (t *Translator) gatewayStatus(st *watchv1.GatewayAPIStatus, k nsName, lb []
 		// A Gateway of the pool shows its own address, or none while it has none.
 		st.ManageAddresses = true
 		if o.address != "" {
-			st.Addresses = []*watchv1.GatewayAddress{{Type: "IPAddress", Value: o.address}}
+			st.Addresses = []*watchv1.GatewayAddress{{Type: string(gatewayv1.IPAddressType), Value: o.address}}
 		}
 	} else if manage {
 		for _, a := range lb {
 			if a.GetIp() != "" {
-				st.Addresses = append(st.Addresses, &watchv1.GatewayAddress{Type: "IPAddress", Value: a.GetIp()})
+				st.Addresses = append(st.Addresses, &watchv1.GatewayAddress{Type: string(gatewayv1.IPAddressType), Value: a.GetIp()})
 			} else {
-				st.Addresses = append(st.Addresses, &watchv1.GatewayAddress{Type: "Hostname", Value: a.GetHostname()})
+				st.Addresses = append(st.Addresses, &watchv1.GatewayAddress{Type: string(gatewayv1.HostnameAddressType), Value: a.GetHostname()})
 			}
 		}
 	}
