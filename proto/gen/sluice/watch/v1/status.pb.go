@@ -24,25 +24,43 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// ReportStatusRequest is one report.
+// ReportStatusRequest is one report. Objects and RemovedObjects carry every kind of object in
+// one shape; a translator of this version sets only those. Statuses, Removed, GatewayStatuses
+// and RemovedGateway are the per-API shape of translators before it: a watcher still takes
+// them (as if they were Objects and RemovedObjects), so that a rolling upgrade loses no
+// status, and a report may not mix the two shapes.
 type ReportStatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Source names the reporter, such as "sluice.io/ingress-controller/sluice" (controller
 	// name and class). Reports of different sources are kept apart; two sources claiming the
-	// same Ingress are resolved by the smaller source name.
+	// same object are resolved by the smaller source name.
 	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
-	// Full is true on the first request of a stream: Statuses then hold every Ingress the
+	// Full is true on the first request of a stream: Objects then hold every object the
 	// source serves, and the ones it reported before and does not mention are no longer its.
 	Full bool `protobuf:"varint,2,opt,name=full,proto3" json:"full,omitempty"`
-	// Statuses are the desired statuses of Ingresses, new or changed.
+	// Statuses are the desired statuses of Ingresses, in the earlier per-API shape.
+	//
+	// Deprecated: Marked as deprecated in sluice/watch/v1/status.proto.
 	Statuses []*IngressStatus `protobuf:"bytes,3,rep,name=statuses,proto3" json:"statuses,omitempty"`
-	// Removed are Ingresses the source no longer serves (deleted, or of another class now).
+	// Removed are Ingresses no longer served, in the earlier per-API shape.
+	//
+	// Deprecated: Marked as deprecated in sluice/watch/v1/status.proto.
 	Removed []*IngressKey `protobuf:"bytes,4,rep,name=removed,proto3" json:"removed,omitempty"`
-	// GatewayStatuses are the desired statuses of Gateway API objects (GatewayClass, Gateway,
-	// HTTPRoute) the source serves, new or changed; Full covers them as it covers Statuses.
+	// GatewayStatuses are the desired statuses of Gateway API objects, in the earlier per-API
+	// shape.
+	//
+	// Deprecated: Marked as deprecated in sluice/watch/v1/status.proto.
 	GatewayStatuses []*GatewayAPIStatus `protobuf:"bytes,5,rep,name=gateway_statuses,json=gatewayStatuses,proto3" json:"gateway_statuses,omitempty"`
-	// RemovedGateway are Gateway API objects the source no longer serves.
+	// RemovedGateway are Gateway API objects no longer served, in the earlier per-API shape.
+	//
+	// Deprecated: Marked as deprecated in sluice/watch/v1/status.proto.
 	RemovedGateway []*ObjectKey `protobuf:"bytes,6,rep,name=removed_gateway,json=removedGateway,proto3" json:"removed_gateway,omitempty"`
+	// Objects are the desired statuses of the objects the source serves (Ingresses and Gateway
+	// API objects), new or changed, each key once.
+	Objects []*ObjectStatus `protobuf:"bytes,7,rep,name=objects,proto3" json:"objects,omitempty"`
+	// RemovedObjects are objects the source no longer serves (deleted, of another class now,
+	// or no longer attached to a Gateway of its controller).
+	RemovedObjects []*ObjectKey `protobuf:"bytes,8,rep,name=removed_objects,json=removedObjects,proto3" json:"removed_objects,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -91,6 +109,7 @@ func (x *ReportStatusRequest) GetFull() bool {
 	return false
 }
 
+// Deprecated: Marked as deprecated in sluice/watch/v1/status.proto.
 func (x *ReportStatusRequest) GetStatuses() []*IngressStatus {
 	if x != nil {
 		return x.Statuses
@@ -98,6 +117,7 @@ func (x *ReportStatusRequest) GetStatuses() []*IngressStatus {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in sluice/watch/v1/status.proto.
 func (x *ReportStatusRequest) GetRemoved() []*IngressKey {
 	if x != nil {
 		return x.Removed
@@ -105,6 +125,7 @@ func (x *ReportStatusRequest) GetRemoved() []*IngressKey {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in sluice/watch/v1/status.proto.
 func (x *ReportStatusRequest) GetGatewayStatuses() []*GatewayAPIStatus {
 	if x != nil {
 		return x.GatewayStatuses
@@ -112,6 +133,7 @@ func (x *ReportStatusRequest) GetGatewayStatuses() []*GatewayAPIStatus {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in sluice/watch/v1/status.proto.
 func (x *ReportStatusRequest) GetRemovedGateway() []*ObjectKey {
 	if x != nil {
 		return x.RemovedGateway
@@ -119,8 +141,24 @@ func (x *ReportStatusRequest) GetRemovedGateway() []*ObjectKey {
 	return nil
 }
 
-// ObjectKey names a Gateway API object: kind is "GatewayClass", "Gateway" or "HTTPRoute"
-// (group gateway.networking.k8s.io); namespace is empty for a GatewayClass.
+func (x *ReportStatusRequest) GetObjects() []*ObjectStatus {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+func (x *ReportStatusRequest) GetRemovedObjects() []*ObjectKey {
+	if x != nil {
+		return x.RemovedObjects
+	}
+	return nil
+}
+
+// ObjectKey names an object whose status is reported: kind is "Ingress" (group
+// networking.k8s.io) or a Gateway API kind, "GatewayClass", "Gateway", "ListenerSet",
+// "HTTPRoute" or "BackendTLSPolicy" (group gateway.networking.k8s.io); namespace is empty for
+// a GatewayClass.
 type ObjectKey struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
@@ -260,9 +298,158 @@ func (x *Condition) GetObservedGeneration() int64 {
 	return 0
 }
 
-// GatewayAPIStatus is what one Gateway API object should show. For a GatewayClass and a
-// Gateway the source owns the whole status; for an HTTPRoute it owns only the entries of
-// status.parents whose controllerName is ControllerName, and the writer keeps the others.
+// ObjectStatus is what one object should show, whatever its API: the one shape of the status
+// stream. Which fields apply depends on the kind:
+//   - Ingress: ManageAddresses and Addresses (status.loadBalancer.ingress: an IPAddress is
+//     an ip, a Hostname a hostname), and Findings.
+//   - GatewayClass, Gateway and ListenerSet: the source owns the whole status.
+//   - HTTPRoute and BackendTLSPolicy: the source owns only the entries of status.parents
+//     (status.ancestors) whose controllerName is ControllerName; the writer keeps the others.
+type ObjectStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   *ObjectKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Uid is the object the status was computed for: a recreated object (another uid) is not
+	// written until the source reports on it.
+	Uid string `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	// ControllerName is, for a Gateway API object, the Gateway controller name the source
+	// implements; the writer refuses a report naming another than its own. Empty for an
+	// Ingress (its IngressClass says whose it is).
+	ControllerName string `protobuf:"bytes,3,opt,name=controller_name,json=controllerName,proto3" json:"controller_name,omitempty"`
+	// Conditions of a GatewayClass, a Gateway or a ListenerSet.
+	Conditions []*Condition `protobuf:"bytes,4,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// Listeners of a Gateway or a ListenerSet, in spec order.
+	Listeners []*ListenerStatus `protobuf:"bytes,5,rep,name=listeners,proto3" json:"listeners,omitempty"`
+	// ManageAddresses is true when the source knows the proxy's addresses: an Ingress's
+	// status.loadBalancer.ingress, or a Gateway's status.addresses, is then set to Addresses.
+	// When false they are left as they are.
+	ManageAddresses bool `protobuf:"varint,6,opt,name=manage_addresses,json=manageAddresses,proto3" json:"manage_addresses,omitempty"`
+	// Addresses are the proxy's addresses.
+	Addresses []*GatewayAddress `protobuf:"bytes,7,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	// Parents of an HTTPRoute (ancestors of a BackendTLSPolicy): one per parent this
+	// controller handles, in spec order.
+	Parents []*RouteParentStatus `protobuf:"bytes,8,rep,name=parents,proto3" json:"parents,omitempty"`
+	// Findings are the problems the source found with the object, in canonical order; they
+	// are recorded as Events on it.
+	Findings []*StatusFinding `protobuf:"bytes,9,rep,name=findings,proto3" json:"findings,omitempty"`
+	// SupportedFeatures of a GatewayClass: the Gateway API features its controller supports
+	// (status.supportedFeatures), in ascending order as the API requires.
+	SupportedFeatures []string `protobuf:"bytes,10,rep,name=supported_features,json=supportedFeatures,proto3" json:"supported_features,omitempty"`
+	// AttachedListenerSets of a Gateway: how many ListenerSets are accepted on it
+	// (status.attachedListenerSets).
+	AttachedListenerSets int32 `protobuf:"varint,11,opt,name=attached_listener_sets,json=attachedListenerSets,proto3" json:"attached_listener_sets,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ObjectStatus) Reset() {
+	*x = ObjectStatus{}
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectStatus) ProtoMessage() {}
+
+func (x *ObjectStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectStatus.ProtoReflect.Descriptor instead.
+func (*ObjectStatus) Descriptor() ([]byte, []int) {
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ObjectStatus) GetKey() *ObjectKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *ObjectStatus) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *ObjectStatus) GetControllerName() string {
+	if x != nil {
+		return x.ControllerName
+	}
+	return ""
+}
+
+func (x *ObjectStatus) GetConditions() []*Condition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+func (x *ObjectStatus) GetListeners() []*ListenerStatus {
+	if x != nil {
+		return x.Listeners
+	}
+	return nil
+}
+
+func (x *ObjectStatus) GetManageAddresses() bool {
+	if x != nil {
+		return x.ManageAddresses
+	}
+	return false
+}
+
+func (x *ObjectStatus) GetAddresses() []*GatewayAddress {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
+}
+
+func (x *ObjectStatus) GetParents() []*RouteParentStatus {
+	if x != nil {
+		return x.Parents
+	}
+	return nil
+}
+
+func (x *ObjectStatus) GetFindings() []*StatusFinding {
+	if x != nil {
+		return x.Findings
+	}
+	return nil
+}
+
+func (x *ObjectStatus) GetSupportedFeatures() []string {
+	if x != nil {
+		return x.SupportedFeatures
+	}
+	return nil
+}
+
+func (x *ObjectStatus) GetAttachedListenerSets() int32 {
+	if x != nil {
+		return x.AttachedListenerSets
+	}
+	return 0
+}
+
+// GatewayAPIStatus is the earlier per-API shape of a Gateway API object's status (see
+// ReportStatusRequest); ObjectStatus has the same fields, by the same numbers.
 type GatewayAPIStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Key   *ObjectKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -295,7 +482,7 @@ type GatewayAPIStatus struct {
 
 func (x *GatewayAPIStatus) Reset() {
 	*x = GatewayAPIStatus{}
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[3]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -307,7 +494,7 @@ func (x *GatewayAPIStatus) String() string {
 func (*GatewayAPIStatus) ProtoMessage() {}
 
 func (x *GatewayAPIStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[3]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -320,7 +507,7 @@ func (x *GatewayAPIStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayAPIStatus.ProtoReflect.Descriptor instead.
 func (*GatewayAPIStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{3}
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GatewayAPIStatus) GetKey() *ObjectKey {
@@ -413,7 +600,7 @@ type ListenerStatus struct {
 
 func (x *ListenerStatus) Reset() {
 	*x = ListenerStatus{}
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[4]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -425,7 +612,7 @@ func (x *ListenerStatus) String() string {
 func (*ListenerStatus) ProtoMessage() {}
 
 func (x *ListenerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[4]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -438,7 +625,7 @@ func (x *ListenerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListenerStatus.ProtoReflect.Descriptor instead.
 func (*ListenerStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{4}
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListenerStatus) GetName() string {
@@ -480,7 +667,7 @@ type RouteGroupKind struct {
 
 func (x *RouteGroupKind) Reset() {
 	*x = RouteGroupKind{}
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[5]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +679,7 @@ func (x *RouteGroupKind) String() string {
 func (*RouteGroupKind) ProtoMessage() {}
 
 func (x *RouteGroupKind) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[5]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +692,7 @@ func (x *RouteGroupKind) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteGroupKind.ProtoReflect.Descriptor instead.
 func (*RouteGroupKind) Descriptor() ([]byte, []int) {
-	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{5}
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RouteGroupKind) GetGroup() string {
@@ -522,10 +709,11 @@ func (x *RouteGroupKind) GetKind() string {
 	return ""
 }
 
-// GatewayAddress is one entry of a Gateway's status.addresses.
+// GatewayAddress is one address of the proxy: an entry of a Gateway's status.addresses, or
+// of an Ingress's status.loadBalancer.ingress.
 type GatewayAddress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Type is "IPAddress" or "Hostname".
+	// Type is "IPAddress" or "Hostname" (empty: IPAddress, the Gateway API's default).
 	Type          string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
 	Value         string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -534,7 +722,7 @@ type GatewayAddress struct {
 
 func (x *GatewayAddress) Reset() {
 	*x = GatewayAddress{}
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[6]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -546,7 +734,7 @@ func (x *GatewayAddress) String() string {
 func (*GatewayAddress) ProtoMessage() {}
 
 func (x *GatewayAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[6]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -559,7 +747,7 @@ func (x *GatewayAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayAddress.ProtoReflect.Descriptor instead.
 func (*GatewayAddress) Descriptor() ([]byte, []int) {
-	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{6}
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GatewayAddress) GetType() string {
@@ -587,7 +775,7 @@ type RouteParentStatus struct {
 
 func (x *RouteParentStatus) Reset() {
 	*x = RouteParentStatus{}
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[7]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -599,7 +787,7 @@ func (x *RouteParentStatus) String() string {
 func (*RouteParentStatus) ProtoMessage() {}
 
 func (x *RouteParentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[7]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -612,7 +800,7 @@ func (x *RouteParentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteParentStatus.ProtoReflect.Descriptor instead.
 func (*RouteParentStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{7}
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RouteParentStatus) GetParentRef() *ParentReference {
@@ -644,7 +832,7 @@ type ParentReference struct {
 
 func (x *ParentReference) Reset() {
 	*x = ParentReference{}
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[8]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +844,7 @@ func (x *ParentReference) String() string {
 func (*ParentReference) ProtoMessage() {}
 
 func (x *ParentReference) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[8]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +857,7 @@ func (x *ParentReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParentReference.ProtoReflect.Descriptor instead.
 func (*ParentReference) Descriptor() ([]byte, []int) {
-	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{8}
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ParentReference) GetGroup() string {
@@ -725,7 +913,7 @@ type IngressKey struct {
 
 func (x *IngressKey) Reset() {
 	*x = IngressKey{}
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[9]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +925,7 @@ func (x *IngressKey) String() string {
 func (*IngressKey) ProtoMessage() {}
 
 func (x *IngressKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[9]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +938,7 @@ func (x *IngressKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngressKey.ProtoReflect.Descriptor instead.
 func (*IngressKey) Descriptor() ([]byte, []int) {
-	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{9}
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *IngressKey) GetNamespace() string {
@@ -767,7 +955,7 @@ func (x *IngressKey) GetName() string {
 	return ""
 }
 
-// IngressStatus is what one Ingress should show.
+// IngressStatus is the earlier per-API shape of an Ingress's status (see ReportStatusRequest).
 type IngressStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Key   *IngressKey            `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -786,7 +974,7 @@ type IngressStatus struct {
 
 func (x *IngressStatus) Reset() {
 	*x = IngressStatus{}
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[10]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +986,7 @@ func (x *IngressStatus) String() string {
 func (*IngressStatus) ProtoMessage() {}
 
 func (x *IngressStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[10]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +999,7 @@ func (x *IngressStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngressStatus.ProtoReflect.Descriptor instead.
 func (*IngressStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{10}
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *IngressStatus) GetKey() *IngressKey {
@@ -860,7 +1048,7 @@ type LoadBalancerIngress struct {
 
 func (x *LoadBalancerIngress) Reset() {
 	*x = LoadBalancerIngress{}
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[11]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +1060,7 @@ func (x *LoadBalancerIngress) String() string {
 func (*LoadBalancerIngress) ProtoMessage() {}
 
 func (x *LoadBalancerIngress) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[11]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +1073,7 @@ func (x *LoadBalancerIngress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerIngress.ProtoReflect.Descriptor instead.
 func (*LoadBalancerIngress) Descriptor() ([]byte, []int) {
-	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{11}
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LoadBalancerIngress) GetIp() string {
@@ -902,7 +1090,7 @@ func (x *LoadBalancerIngress) GetHostname() string {
 	return ""
 }
 
-// StatusFinding is one problem with an Ingress, as an Event will show it.
+// StatusFinding is one problem with an object, as an Event will show it.
 type StatusFinding struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Reason is a CamelCase category, such as "ServiceNotFound".
@@ -918,7 +1106,7 @@ type StatusFinding struct {
 
 func (x *StatusFinding) Reset() {
 	*x = StatusFinding{}
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[12]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1118,7 @@ func (x *StatusFinding) String() string {
 func (*StatusFinding) ProtoMessage() {}
 
 func (x *StatusFinding) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[12]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1131,7 @@ func (x *StatusFinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusFinding.ProtoReflect.Descriptor instead.
 func (*StatusFinding) Descriptor() ([]byte, []int) {
-	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{12}
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StatusFinding) GetReason() string {
@@ -987,7 +1175,7 @@ type ReportStatusResponse struct {
 
 func (x *ReportStatusResponse) Reset() {
 	*x = ReportStatusResponse{}
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[13]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1187,7 @@ func (x *ReportStatusResponse) String() string {
 func (*ReportStatusResponse) ProtoMessage() {}
 
 func (x *ReportStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_watch_v1_status_proto_msgTypes[13]
+	mi := &file_sluice_watch_v1_status_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1200,7 @@ func (x *ReportStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReportStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{13}
+	return file_sluice_watch_v1_status_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReportStatusResponse) GetLeader() string {
@@ -1033,14 +1221,16 @@ var File_sluice_watch_v1_status_proto protoreflect.FileDescriptor
 
 const file_sluice_watch_v1_status_proto_rawDesc = "" +
 	"\n" +
-	"\x1csluice/watch/v1/status.proto\x12\x0fsluice.watch.v1\"\xc7\x02\n" +
+	"\x1csluice/watch/v1/status.proto\x12\x0fsluice.watch.v1\"\xd5\x03\n" +
 	"\x13ReportStatusRequest\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x12\n" +
-	"\x04full\x18\x02 \x01(\bR\x04full\x12:\n" +
-	"\bstatuses\x18\x03 \x03(\v2\x1e.sluice.watch.v1.IngressStatusR\bstatuses\x125\n" +
-	"\aremoved\x18\x04 \x03(\v2\x1b.sluice.watch.v1.IngressKeyR\aremoved\x12L\n" +
-	"\x10gateway_statuses\x18\x05 \x03(\v2!.sluice.watch.v1.GatewayAPIStatusR\x0fgatewayStatuses\x12C\n" +
-	"\x0fremoved_gateway\x18\x06 \x03(\v2\x1a.sluice.watch.v1.ObjectKeyR\x0eremovedGateway\"Q\n" +
+	"\x04full\x18\x02 \x01(\bR\x04full\x12>\n" +
+	"\bstatuses\x18\x03 \x03(\v2\x1e.sluice.watch.v1.IngressStatusB\x02\x18\x01R\bstatuses\x129\n" +
+	"\aremoved\x18\x04 \x03(\v2\x1b.sluice.watch.v1.IngressKeyB\x02\x18\x01R\aremoved\x12P\n" +
+	"\x10gateway_statuses\x18\x05 \x03(\v2!.sluice.watch.v1.GatewayAPIStatusB\x02\x18\x01R\x0fgatewayStatuses\x12G\n" +
+	"\x0fremoved_gateway\x18\x06 \x03(\v2\x1a.sluice.watch.v1.ObjectKeyB\x02\x18\x01R\x0eremovedGateway\x127\n" +
+	"\aobjects\x18\a \x03(\v2\x1d.sluice.watch.v1.ObjectStatusR\aobjects\x12C\n" +
+	"\x0fremoved_objects\x18\b \x03(\v2\x1a.sluice.watch.v1.ObjectKeyR\x0eremovedObjects\"Q\n" +
 	"\tObjectKey\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -1050,7 +1240,22 @@ const file_sluice_watch_v1_status_proto_rawDesc = "" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12/\n" +
-	"\x13observed_generation\x18\x05 \x01(\x03R\x12observedGeneration\"\xbf\x04\n" +
+	"\x13observed_generation\x18\x05 \x01(\x03R\x12observedGeneration\"\xbb\x04\n" +
+	"\fObjectStatus\x12,\n" +
+	"\x03key\x18\x01 \x01(\v2\x1a.sluice.watch.v1.ObjectKeyR\x03key\x12\x10\n" +
+	"\x03uid\x18\x02 \x01(\tR\x03uid\x12'\n" +
+	"\x0fcontroller_name\x18\x03 \x01(\tR\x0econtrollerName\x12:\n" +
+	"\n" +
+	"conditions\x18\x04 \x03(\v2\x1a.sluice.watch.v1.ConditionR\n" +
+	"conditions\x12=\n" +
+	"\tlisteners\x18\x05 \x03(\v2\x1f.sluice.watch.v1.ListenerStatusR\tlisteners\x12)\n" +
+	"\x10manage_addresses\x18\x06 \x01(\bR\x0fmanageAddresses\x12=\n" +
+	"\taddresses\x18\a \x03(\v2\x1f.sluice.watch.v1.GatewayAddressR\taddresses\x12<\n" +
+	"\aparents\x18\b \x03(\v2\".sluice.watch.v1.RouteParentStatusR\aparents\x12:\n" +
+	"\bfindings\x18\t \x03(\v2\x1e.sluice.watch.v1.StatusFindingR\bfindings\x12-\n" +
+	"\x12supported_features\x18\n" +
+	" \x03(\tR\x11supportedFeatures\x124\n" +
+	"\x16attached_listener_sets\x18\v \x01(\x05R\x14attachedListenerSets\"\xbf\x04\n" +
 	"\x10GatewayAPIStatus\x12,\n" +
 	"\x03key\x18\x01 \x01(\v2\x1a.sluice.watch.v1.ObjectKeyR\x03key\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12'\n" +
@@ -1128,48 +1333,57 @@ func file_sluice_watch_v1_status_proto_rawDescGZIP() []byte {
 	return file_sluice_watch_v1_status_proto_rawDescData
 }
 
-var file_sluice_watch_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_sluice_watch_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_sluice_watch_v1_status_proto_goTypes = []any{
 	(*ReportStatusRequest)(nil),  // 0: sluice.watch.v1.ReportStatusRequest
 	(*ObjectKey)(nil),            // 1: sluice.watch.v1.ObjectKey
 	(*Condition)(nil),            // 2: sluice.watch.v1.Condition
-	(*GatewayAPIStatus)(nil),     // 3: sluice.watch.v1.GatewayAPIStatus
-	(*ListenerStatus)(nil),       // 4: sluice.watch.v1.ListenerStatus
-	(*RouteGroupKind)(nil),       // 5: sluice.watch.v1.RouteGroupKind
-	(*GatewayAddress)(nil),       // 6: sluice.watch.v1.GatewayAddress
-	(*RouteParentStatus)(nil),    // 7: sluice.watch.v1.RouteParentStatus
-	(*ParentReference)(nil),      // 8: sluice.watch.v1.ParentReference
-	(*IngressKey)(nil),           // 9: sluice.watch.v1.IngressKey
-	(*IngressStatus)(nil),        // 10: sluice.watch.v1.IngressStatus
-	(*LoadBalancerIngress)(nil),  // 11: sluice.watch.v1.LoadBalancerIngress
-	(*StatusFinding)(nil),        // 12: sluice.watch.v1.StatusFinding
-	(*ReportStatusResponse)(nil), // 13: sluice.watch.v1.ReportStatusResponse
+	(*ObjectStatus)(nil),         // 3: sluice.watch.v1.ObjectStatus
+	(*GatewayAPIStatus)(nil),     // 4: sluice.watch.v1.GatewayAPIStatus
+	(*ListenerStatus)(nil),       // 5: sluice.watch.v1.ListenerStatus
+	(*RouteGroupKind)(nil),       // 6: sluice.watch.v1.RouteGroupKind
+	(*GatewayAddress)(nil),       // 7: sluice.watch.v1.GatewayAddress
+	(*RouteParentStatus)(nil),    // 8: sluice.watch.v1.RouteParentStatus
+	(*ParentReference)(nil),      // 9: sluice.watch.v1.ParentReference
+	(*IngressKey)(nil),           // 10: sluice.watch.v1.IngressKey
+	(*IngressStatus)(nil),        // 11: sluice.watch.v1.IngressStatus
+	(*LoadBalancerIngress)(nil),  // 12: sluice.watch.v1.LoadBalancerIngress
+	(*StatusFinding)(nil),        // 13: sluice.watch.v1.StatusFinding
+	(*ReportStatusResponse)(nil), // 14: sluice.watch.v1.ReportStatusResponse
 }
 var file_sluice_watch_v1_status_proto_depIdxs = []int32{
-	10, // 0: sluice.watch.v1.ReportStatusRequest.statuses:type_name -> sluice.watch.v1.IngressStatus
-	9,  // 1: sluice.watch.v1.ReportStatusRequest.removed:type_name -> sluice.watch.v1.IngressKey
-	3,  // 2: sluice.watch.v1.ReportStatusRequest.gateway_statuses:type_name -> sluice.watch.v1.GatewayAPIStatus
+	11, // 0: sluice.watch.v1.ReportStatusRequest.statuses:type_name -> sluice.watch.v1.IngressStatus
+	10, // 1: sluice.watch.v1.ReportStatusRequest.removed:type_name -> sluice.watch.v1.IngressKey
+	4,  // 2: sluice.watch.v1.ReportStatusRequest.gateway_statuses:type_name -> sluice.watch.v1.GatewayAPIStatus
 	1,  // 3: sluice.watch.v1.ReportStatusRequest.removed_gateway:type_name -> sluice.watch.v1.ObjectKey
-	1,  // 4: sluice.watch.v1.GatewayAPIStatus.key:type_name -> sluice.watch.v1.ObjectKey
-	2,  // 5: sluice.watch.v1.GatewayAPIStatus.conditions:type_name -> sluice.watch.v1.Condition
-	4,  // 6: sluice.watch.v1.GatewayAPIStatus.listeners:type_name -> sluice.watch.v1.ListenerStatus
-	6,  // 7: sluice.watch.v1.GatewayAPIStatus.addresses:type_name -> sluice.watch.v1.GatewayAddress
-	7,  // 8: sluice.watch.v1.GatewayAPIStatus.parents:type_name -> sluice.watch.v1.RouteParentStatus
-	12, // 9: sluice.watch.v1.GatewayAPIStatus.findings:type_name -> sluice.watch.v1.StatusFinding
-	5,  // 10: sluice.watch.v1.ListenerStatus.supported_kinds:type_name -> sluice.watch.v1.RouteGroupKind
-	2,  // 11: sluice.watch.v1.ListenerStatus.conditions:type_name -> sluice.watch.v1.Condition
-	8,  // 12: sluice.watch.v1.RouteParentStatus.parent_ref:type_name -> sluice.watch.v1.ParentReference
-	2,  // 13: sluice.watch.v1.RouteParentStatus.conditions:type_name -> sluice.watch.v1.Condition
-	9,  // 14: sluice.watch.v1.IngressStatus.key:type_name -> sluice.watch.v1.IngressKey
-	11, // 15: sluice.watch.v1.IngressStatus.load_balancer:type_name -> sluice.watch.v1.LoadBalancerIngress
-	12, // 16: sluice.watch.v1.IngressStatus.findings:type_name -> sluice.watch.v1.StatusFinding
-	0,  // 17: sluice.watch.v1.StatusService.ReportStatus:input_type -> sluice.watch.v1.ReportStatusRequest
-	13, // 18: sluice.watch.v1.StatusService.ReportStatus:output_type -> sluice.watch.v1.ReportStatusResponse
-	18, // [18:19] is the sub-list for method output_type
-	17, // [17:18] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	3,  // 4: sluice.watch.v1.ReportStatusRequest.objects:type_name -> sluice.watch.v1.ObjectStatus
+	1,  // 5: sluice.watch.v1.ReportStatusRequest.removed_objects:type_name -> sluice.watch.v1.ObjectKey
+	1,  // 6: sluice.watch.v1.ObjectStatus.key:type_name -> sluice.watch.v1.ObjectKey
+	2,  // 7: sluice.watch.v1.ObjectStatus.conditions:type_name -> sluice.watch.v1.Condition
+	5,  // 8: sluice.watch.v1.ObjectStatus.listeners:type_name -> sluice.watch.v1.ListenerStatus
+	7,  // 9: sluice.watch.v1.ObjectStatus.addresses:type_name -> sluice.watch.v1.GatewayAddress
+	8,  // 10: sluice.watch.v1.ObjectStatus.parents:type_name -> sluice.watch.v1.RouteParentStatus
+	13, // 11: sluice.watch.v1.ObjectStatus.findings:type_name -> sluice.watch.v1.StatusFinding
+	1,  // 12: sluice.watch.v1.GatewayAPIStatus.key:type_name -> sluice.watch.v1.ObjectKey
+	2,  // 13: sluice.watch.v1.GatewayAPIStatus.conditions:type_name -> sluice.watch.v1.Condition
+	5,  // 14: sluice.watch.v1.GatewayAPIStatus.listeners:type_name -> sluice.watch.v1.ListenerStatus
+	7,  // 15: sluice.watch.v1.GatewayAPIStatus.addresses:type_name -> sluice.watch.v1.GatewayAddress
+	8,  // 16: sluice.watch.v1.GatewayAPIStatus.parents:type_name -> sluice.watch.v1.RouteParentStatus
+	13, // 17: sluice.watch.v1.GatewayAPIStatus.findings:type_name -> sluice.watch.v1.StatusFinding
+	6,  // 18: sluice.watch.v1.ListenerStatus.supported_kinds:type_name -> sluice.watch.v1.RouteGroupKind
+	2,  // 19: sluice.watch.v1.ListenerStatus.conditions:type_name -> sluice.watch.v1.Condition
+	9,  // 20: sluice.watch.v1.RouteParentStatus.parent_ref:type_name -> sluice.watch.v1.ParentReference
+	2,  // 21: sluice.watch.v1.RouteParentStatus.conditions:type_name -> sluice.watch.v1.Condition
+	10, // 22: sluice.watch.v1.IngressStatus.key:type_name -> sluice.watch.v1.IngressKey
+	12, // 23: sluice.watch.v1.IngressStatus.load_balancer:type_name -> sluice.watch.v1.LoadBalancerIngress
+	13, // 24: sluice.watch.v1.IngressStatus.findings:type_name -> sluice.watch.v1.StatusFinding
+	0,  // 25: sluice.watch.v1.StatusService.ReportStatus:input_type -> sluice.watch.v1.ReportStatusRequest
+	14, // 26: sluice.watch.v1.StatusService.ReportStatus:output_type -> sluice.watch.v1.ReportStatusResponse
+	26, // [26:27] is the sub-list for method output_type
+	25, // [25:26] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_sluice_watch_v1_status_proto_init() }
@@ -1183,7 +1397,7 @@ func file_sluice_watch_v1_status_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_watch_v1_status_proto_rawDesc), len(file_sluice_watch_v1_status_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

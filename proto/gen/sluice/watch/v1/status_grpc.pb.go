@@ -29,8 +29,8 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// StatusService takes what a translator wants the Ingresses it serves to show: their
-// status.loadBalancer and their findings. The watcher (the only process with Kubernetes
+// StatusService takes what a translator wants the objects it serves to show: an Ingress's
+// status.loadBalancer, a Gateway API object's status, and the findings of each. The watcher (the only process with Kubernetes
 // credentials) writes the statuses and records the findings as Events, when it is the leader
 // of its replicas; a replica that is not relays the stream to the one that is.
 type StatusServiceClient interface {
@@ -67,8 +67,8 @@ type StatusService_ReportStatusClient = grpc.BidiStreamingClient[ReportStatusReq
 // All implementations must embed UnimplementedStatusServiceServer
 // for forward compatibility.
 //
-// StatusService takes what a translator wants the Ingresses it serves to show: their
-// status.loadBalancer and their findings. The watcher (the only process with Kubernetes
+// StatusService takes what a translator wants the objects it serves to show: an Ingress's
+// status.loadBalancer, a Gateway API object's status, and the findings of each. The watcher (the only process with Kubernetes
 // credentials) writes the statuses and records the findings as Events, when it is the leader
 // of its replicas; a replica that is not relays the stream to the one that is.
 type StatusServiceServer interface {
