@@ -328,11 +328,11 @@ func (r *rbacRun) report(t *testing.T, d time.Duration, hopeless func() bool) (a
 	// Open until the test ends: the leader answers before it reads the report, so closing
 	// the connection at once could drop the report unread.
 	t.Cleanup(func() { _ = conn.Close() })
-	req := &watchv1.ReportStatusRequest{Source: "deploy-test", Full: true, Statuses: []*watchv1.IngressStatus{{
-		Key: &watchv1.IngressKey{Namespace: r.probe, Name: "probe"}, Uid: string(ing.UID), ManageLoadBalancer: true,
-		LoadBalancer: []*watchv1.LoadBalancerIngress{{Ip: probeAddress}},
-		Findings:     []*watchv1.StatusFinding{{Reason: "ServiceNotFound", Field: "spec.defaultBackend", Message: "Service " + r.probe + "/missing not found", Warning: true}},
-	}}, GatewayStatuses: r.gatewayStatuses(t)}
+	req := &watchv1.ReportStatusRequest{Source: "deploy-test", Full: true, Objects: append([]*watchv1.ObjectStatus{{
+		Key: &watchv1.ObjectKey{Kind: "Ingress", Namespace: r.probe, Name: "probe"}, Uid: string(ing.UID), ManageAddresses: true,
+		Addresses: []*watchv1.GatewayAddress{{Type: "IPAddress", Value: probeAddress}},
+		Findings:  []*watchv1.StatusFinding{{Reason: "ServiceNotFound", Field: "spec.defaultBackend", Message: "Service " + r.probe + "/missing not found", Warning: true}},
+	}}, r.gatewayStatuses(t)...)}
 	deadline := time.Now().Add(d)
 	// A replica that does not lead refuses: it campaigns; ask again.
 	err = testenv.Poll(200*time.Millisecond, d, func() (bool, error) {
@@ -394,7 +394,7 @@ func installGatewayCRDs(t *testing.T, c *testenv.Cluster) {
 // gatewayStatuses creates a GatewayClass of the watcher's Gateway controller, a Gateway of it,
 // an HTTPRoute on it and a ListenerSet of it, and returns what a translator reports about
 // them.
-func (r *rbacRun) gatewayStatuses(t *testing.T) []*watchv1.GatewayAPIStatus {
+func (r *rbacRun) gatewayStatuses(t *testing.T) []*watchv1.ObjectStatus {
 	t.Helper()
 	ctx, dyn := context.Background(), r.c.Dynamic()
 	class := "probe-" + r.ns
@@ -413,7 +413,7 @@ func (r *rbacRun) gatewayStatuses(t *testing.T) []*watchv1.GatewayAPIStatus {
 			"validation": map[string]any{"wellKnownCACertificates": "System", "hostname": "probe.example.com"}}}},
 	}
 	accepted := []*watchv1.Condition{{Type: "Accepted", Status: "True", Reason: "Accepted", Message: "probe", ObservedGeneration: 1}}
-	var out []*watchv1.GatewayAPIStatus
+	var out []*watchv1.ObjectStatus
 	for _, o := range objs {
 		u := &unstructured.Unstructured{Object: o.obj}
 		u.SetAPIVersion("gateway.networking.k8s.io/v1")
@@ -426,7 +426,7 @@ func (r *rbacRun) gatewayStatuses(t *testing.T) []*watchv1.GatewayAPIStatus {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st := &watchv1.GatewayAPIStatus{Key: &watchv1.ObjectKey{Kind: o.kind, Namespace: o.ns, Name: created.GetName()}, Uid: string(created.GetUID()),
+		st := &watchv1.ObjectStatus{Key: &watchv1.ObjectKey{Kind: o.kind, Namespace: o.ns, Name: created.GetName()}, Uid: string(created.GetUID()),
 			ControllerName: gatewayController}
 		switch o.kind {
 		case "HTTPRoute":

@@ -2,16 +2,18 @@ package status
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/sluice-io/sluice/internal/contract"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
 
-// sourceReport is one source's report about an Ingress, with who sent it: a checked origin
-// may act only on Ingresses of its class.
+// sourceReport is one source's report about an object, of either API, with who sent it: a
+// checked origin may act only on Ingresses of its class, and on Gateway API objects only when
+// it serves the watcher's Gateway controller (gatewayRefusal).
 type sourceReport struct {
 	from   Origin
-	status *watchv1.IngressStatus
+	status *watchv1.ObjectStatus
 }
 
 // ingressInput is everything that decides one Ingress's status. Nothing in it changes after
@@ -42,7 +44,7 @@ type event struct {
 // ingressDecision is what an Ingress needs.
 type ingressDecision struct {
 	// report is the report that decides; nil when no source may.
-	report *watchv1.IngressStatus
+	report *watchv1.ObjectStatus
 	// write says to set status.loadBalancer.ingress to lb (nil removes it).
 	write bool
 	lb    []*watchv1.LoadBalancerIngress
@@ -94,13 +96,14 @@ func decideIngress(in ingressInput) ingressDecision {
 		}
 		told, events := announce(in.told, ingressRef(ing), d.GetFindings())
 		dec.told, dec.events = &told, events
+		lb := loadBalancerOfAddresses(d.GetAddresses())
 		switch {
-		case !d.GetManageLoadBalancer():
+		case !d.GetManageAddresses():
 			dec.why = whyUnmanaged
-		case contract.SameLoadBalancer(loadBalancerOf(ing), d.GetLoadBalancer()):
+		case contract.SameLoadBalancer(loadBalancerOf(ing), lb):
 			dec.why = whyEqual
 		default:
-			dec.write, dec.lb = true, d.GetLoadBalancer()
+			dec.write, dec.lb = true, lb
 		}
 	case in.released == nil:
 		dec.why = whyNoReport
@@ -124,7 +127,7 @@ func decideIngress(in ingressInput) ingressDecision {
 
 // chooseReport is the report of the smallest source name that may act on the Ingress (any
 // source when it does not exist); refused says a report was passed over for its class.
-func chooseReport(in ingressInput) (best *watchv1.IngressStatus, refused bool) {
+func chooseReport(in ingressInput) (best *watchv1.ObjectStatus, refused bool) {
 	bestSrc := ""
 	for src, r := range in.reports {
 		if in.obj != nil && !mayAct(r.from, in.obj, in.controller, in.classes) {
@@ -185,6 +188,24 @@ func loadBalancerOf(ing *ingressView) []*watchv1.LoadBalancerIngress {
 	var out []*watchv1.LoadBalancerIngress
 	for _, i := range ing.lb {
 		out = append(out, &watchv1.LoadBalancerIngress{Ip: i.IP, Hostname: i.Hostname})
+	}
+	contract.SortLoadBalancer(out)
+	return out
+}
+
+// loadBalancerOfAddresses is the proxy's addresses as an Ingress's status.loadBalancer.ingress
+// shows them (an IPAddress is an ip, a Hostname a hostname), sorted as loadBalancerOf sorts.
+func loadBalancerOfAddresses(addrs []*watchv1.GatewayAddress) []*watchv1.LoadBalancerIngress {
+	if len(addrs) == 0 {
+		return nil
+	}
+	out := make([]*watchv1.LoadBalancerIngress, 0, len(addrs))
+	for _, a := range addrs {
+		if a.GetType() == string(gwv1.HostnameAddressType) {
+			out = append(out, &watchv1.LoadBalancerIngress{Hostname: a.GetValue()})
+		} else {
+			out = append(out, &watchv1.LoadBalancerIngress{Ip: a.GetValue()})
+		}
 	}
 	contract.SortLoadBalancer(out)
 	return out

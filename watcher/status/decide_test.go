@@ -70,11 +70,11 @@ func TestDecideIngressStatus(t *testing.T) {
 		ing.Annotations = map[string]string{contract.AnnotationIngressClass: class}
 		return ing
 	}
-	unmanaged := func(st *watchv1.IngressStatus, findings ...*watchv1.StatusFinding) *watchv1.IngressStatus {
-		st.ManageLoadBalancer, st.Findings = false, findings
+	unmanaged := func(st *watchv1.ObjectStatus, findings ...*watchv1.StatusFinding) *watchv1.ObjectStatus {
+		st.ManageAddresses, st.Findings = false, findings
 		return st
 	}
-	withFindings := func(st *watchv1.IngressStatus, findings ...*watchv1.StatusFinding) *watchv1.IngressStatus {
+	withFindings := func(st *watchv1.ObjectStatus, findings ...*watchv1.StatusFinding) *watchv1.ObjectStatus {
 		st.Findings = findings
 		return st
 	}
@@ -223,7 +223,7 @@ func TestDecideIngressStatus(t *testing.T) {
 			if dec.write != tc.wantWrite || !slices.Equal(ipsOf(dec.lb), tc.wantLB) || (!dec.write && dec.why != tc.wantWhy) {
 				t.Errorf("decision: write %v %v (why %q); want write %v %v (why %q)", dec.write, ipsOf(dec.lb), dec.why, tc.wantWrite, tc.wantLB, tc.wantWhy)
 			}
-			var wantReport *watchv1.IngressStatus
+			var wantReport *watchv1.ObjectStatus
 			if tc.wantFrom != "" {
 				wantReport = tc.reports[tc.wantFrom].status
 			}

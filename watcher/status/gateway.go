@@ -29,27 +29,6 @@ const (
 var gatewayResources = map[string]string{KindGatewayClass: "gatewayclasses", KindGateway: "gateways", KindHTTPRoute: "httproutes",
 	KindListenerSet: "listenersets", KindBackendTLSPolicy: "backendtlspolicies"}
 
-// objKey names an object on the work queue: kind is empty for an Ingress, else a Gateway API
-// kind (namespace empty for a GatewayClass).
-type objKey struct {
-	kind string
-	key
-}
-
-func (k objKey) String() string {
-	if k.kind == "" {
-		return k.key.String()
-	}
-	if k.ns == "" {
-		return k.kind + " " + k.name
-	}
-	return k.kind + " " + k.key.String()
-}
-
-func gatewayKeyOf(k *watchv1.ObjectKey) objKey {
-	return objKey{kind: k.GetKind(), key: key{k.GetNamespace(), k.GetName()}}
-}
-
 // gatewayObject is a Gateway API object as the store holds it, decoded with the v1 types
 // (v1beta1 of these kinds has the same schema). Exactly one of class, gw, route and ls is set.
 type gatewayObject struct {
@@ -118,7 +97,7 @@ type gatewayInput struct {
 	// a ListenerSet that of its Gateway's class (empty when either is unknown).
 	classController string
 	// reports are the reports about it, by source, with who sent each.
-	reports map[string]gatewaySourceReport
+	reports map[string]sourceReport
 	// translatorClass is the IngressClass of the translator whose identity serves this
 	// watcher's Gateway controller (--gateway-translator-class): a checked origin of another
 	// class may not decide Gateway API statuses.
@@ -133,7 +112,7 @@ type gatewayInput struct {
 // lists whole), and nothing else, so every field of others is kept.
 type gatewayDecision struct {
 	// report is the report that decides; nil when no source may.
-	report *watchv1.GatewayAPIStatus
+	report *watchv1.ObjectStatus
 	write  bool
 	status map[string]any
 	// why names, when nothing is written, the rule that decided so (for tests and debug logs).
@@ -151,12 +130,6 @@ const (
 	whyEqual       = "equal"        // the object already shows it
 	whyLeftAsIs    = "left as is"   // a released GatewayClass or Gateway keeps its status
 )
-
-// gatewaySourceReport is one source's report about a Gateway API object, with who sent it.
-type gatewaySourceReport struct {
-	from   Origin
-	status *watchv1.GatewayAPIStatus
-}
 
 // gatewayRefusal says why a report from from may not decide Gateway API statuses; empty
 // when it may. An origin that is not checked (authorization off) always may; a checked one
@@ -178,7 +151,7 @@ func gatewayRefusal(from Origin, translatorClass string) string {
 
 // chooseGatewayReport is the report of the smallest source name that may decide Gateway API
 // statuses (gatewayRefusal); refused says a report was passed over for its reporter.
-func chooseGatewayReport(reports map[string]gatewaySourceReport, translatorClass string) (best *watchv1.GatewayAPIStatus, refused bool) {
+func chooseGatewayReport(reports map[string]sourceReport, translatorClass string) (best *watchv1.ObjectStatus, refused bool) {
 	bestSrc := ""
 	for src, r := range reports {
 		if gatewayRefusal(r.from, translatorClass) != "" {
@@ -223,7 +196,7 @@ func decideGateway(in gatewayInput) gatewayDecision {
 
 // decideGatewayReport is decideGateway once the report that decides (r, nil when none may) is
 // chosen; refused says a report was passed over for its reporter.
-func decideGatewayReport(in gatewayInput, r *watchv1.GatewayAPIStatus, refused bool) gatewayDecision {
+func decideGatewayReport(in gatewayInput, r *watchv1.ObjectStatus, refused bool) gatewayDecision {
 	if in.obj == nil {
 		return gatewayDecision{why: whyAbsent}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -103,12 +104,14 @@ func (a *apiObjects) sync(kind, ns, name string) {
 	})
 }
 
-// The Gateway API's statuses against the real apiserver (Gateway API CRDs of the pinned module): a report is
-// written to a GatewayClass, a Gateway and an HTTPRoute of our controller and reads back as
-// decided; a GatewayClass of another controller is untouched; another controller's
-// status.parents entry on the HTTPRoute survives every write, including one that raced
-// with it (a conflict, decided again on a fresh read); once written, the same report
-// writes nothing more; and a route the translator lets go of loses only our entry.
+// One status pipeline for both APIs, against the real apiserver (Gateway API CRDs of the
+// pinned module): one report in the one shape carries an Ingress, a GatewayClass, a Gateway
+// and an HTTPRoute of our controller, and each is written through the one queue and reads
+// back as decided (the Ingress's typed addresses as status.loadBalancer); a GatewayClass of
+// another controller is untouched; another controller's status.parents entry on the
+// HTTPRoute survives every write, including one that raced with it (a conflict, decided
+// again on a fresh read, as the Ingress's is by the same loop); once written, the same
+// report writes nothing more; and a route the translator lets go of loses only our entry.
 func TestWriterWritesGatewayAPIStatusesToTheAPIServer(t *testing.T) {
 	c := testenv.SharedCluster(t)
 	testenv.InstallGatewayAPICRDs(t, c)
@@ -148,6 +151,45 @@ func TestWriterWritesGatewayAPIStatusesToTheAPIServer(t *testing.T) {
 	w := runWriter(t, Config{Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testWriter{t}}), Source: a.src, Client: cs, Dynamic: a.dyn,
 		Ingress: ingressKind, GatewayControllerName: ours, Now: func() time.Time { return time.Unix(clock.Load(), 0).UTC() }, Workers: 2, Metrics: m})
 
+	// An Ingress beside them, in the same store and the same report.
+	ing, err := cs.NetworkingV1().Ingresses(ns).Create(context.Background(), &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web",
+			Port: networkingv1.ServiceBackendPort{Number: 80}}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncIngress := func() *networkingv1.Ingress {
+		t.Helper()
+		cur, err := cs.NetworkingV1().Ingresses(ns).Get(context.Background(), "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.APIVersion, cur.Kind = "networking.k8s.io/v1", "Ingress"
+		raw, err := json.Marshal(cur)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.src.Do(func(st *store.Store) {
+			if _, err := st.Upsert(&watchv1.Object{Kind: ingressKind, Namespace: ns, Name: "web", Uid: string(cur.UID),
+				ResourceVersion: cur.ResourceVersion, ContentType: watchstream.ContentTypeJSON, Raw: raw}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		return cur
+	}
+	syncIngress()
+	ingReport := func(addrs ...*watchv1.GatewayAddress) *watchv1.ObjectStatus {
+		return &watchv1.ObjectStatus{Key: &watchv1.ObjectKey{Kind: KindIngress, Namespace: ns, Name: "web"}, Uid: string(ing.UID),
+			ManageAddresses: true, Addresses: addrs}
+	}
+	ingShows := func() []networkingv1.IngressLoadBalancerIngress {
+		cur, err := cs.NetworkingV1().Ingresses(ns).Get(context.Background(), "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cur.Status.LoadBalancer.Ingress
+	}
+
 	uid := func(kind, ns, name string) string { return string(a.get(kind, ns, name, nil).GetUID()) }
 	classReport := report(KindGatewayClass, "", ourClass, uid(KindGatewayClass, "", ourClass))
 	classReport.Conditions = []*watchv1.Condition{wcond("Accepted", "True", "Accepted", 1)}
@@ -159,15 +201,19 @@ func TestWriterWritesGatewayAPIStatusesToTheAPIServer(t *testing.T) {
 	gwReport.Listeners = []*watchv1.ListenerStatus{{Name: "http", AttachedRoutes: 1, SupportedKinds: []*watchv1.RouteGroupKind{{Kind: "HTTPRoute"}},
 		Conditions: []*watchv1.Condition{wcond("Accepted", "True", "Accepted", 1), wcond("Programmed", "True", "Programmed", 1)}}}
 	gwReport.ManageAddresses, gwReport.Addresses = true, []*watchv1.GatewayAddress{{Type: "IPAddress", Value: "192.0.2.10"}}
-	routeReport := func(status string) *watchv1.GatewayAPIStatus {
+	routeReport := func(status string) *watchv1.ObjectStatus {
 		rr := report(KindHTTPRoute, ns, "r", uid(KindHTTPRoute, ns, "r"))
 		rr.Parents = []*watchv1.RouteParentStatus{{ParentRef: &watchv1.ParentReference{Name: "gw", SectionName: "http"},
 			Conditions: []*watchv1.Condition{wcond("Accepted", status, "Accepted", 1), wcond("ResolvedRefs", "True", "ResolvedRefs", 1)}}}
 		return rr
 	}
-	w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, GatewayStatuses: []*watchv1.GatewayAPIStatus{
+	w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Objects: []*watchv1.ObjectStatus{
+		ingReport(&watchv1.GatewayAddress{Type: "Hostname", Value: "lb.example.com"}, &watchv1.GatewayAddress{Type: "IPAddress", Value: "192.0.2.10"}),
 		classReport, theirClassReport, gwReport, routeReport("True")}})
-	m.eventually(t, "three statuses written", func() bool { return m.write("done") == 3 })
+	m.eventually(t, "four statuses written", func() bool { return m.write("done") == 4 })
+	if lb := ingShows(); len(lb) != 2 || lb[0].Hostname != "lb.example.com" || lb[1].IP != "192.0.2.10" {
+		t.Fatalf("the Ingress shows %+v, want the reported hostname and IP", lb)
+	}
 
 	var gc gwv1.GatewayClass
 	a.get(KindGatewayClass, "", ourClass, &gc)
@@ -206,9 +252,12 @@ func TestWriterWritesGatewayAPIStatusesToTheAPIServer(t *testing.T) {
 		a.sync(k.kind, k.ns, k.name)
 	}
 	clock.Add(3600)
-	w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", GatewayStatuses: []*watchv1.GatewayAPIStatus{classReport, gwReport, routeReport("True")}})
-	m.eventually(t, "three writes skipped", func() bool { return m.write("skipped") == 3 })
-	if n, c := m.write("done"), m.write("conflict"); n != 3 || c != 0 {
+	syncIngress()
+	w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Objects: []*watchv1.ObjectStatus{
+		ingReport(&watchv1.GatewayAddress{Type: "Hostname", Value: "lb.example.com"}, &watchv1.GatewayAddress{Type: "IPAddress", Value: "192.0.2.10"}),
+		classReport, gwReport, routeReport("True")}})
+	m.eventually(t, "four writes skipped", func() bool { return m.write("skipped") == 4 })
+	if n, c := m.write("done"), m.write("conflict"); n != 4 || c != 0 {
 		t.Fatalf("%d writes, %d conflicts; the statuses the objects already showed were written again", n, c)
 	}
 
@@ -223,18 +272,36 @@ func TestWriterWritesGatewayAPIStatusesToTheAPIServer(t *testing.T) {
 	if _, err := a.res(KindHTTPRoute, ns).UpdateStatus(context.Background(), hr, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", GatewayStatuses: []*watchv1.GatewayAPIStatus{routeReport("False")}})
-	m.eventually(t, "the route written after a conflict", func() bool { return m.write("conflict") >= 1 && m.write("done") == 4 })
+	w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Objects: []*watchv1.ObjectStatus{routeReport("False")}})
+	m.eventually(t, "the route written after a conflict", func() bool { return m.write("conflict") >= 1 && m.write("done") == 5 })
 	p := parents()
 	if len(p) != 2 || p[0].Conditions[0].Message != "theirs, changed" || p[1].Conditions[0].Status != "False" ||
 		!p[1].Conditions[0].LastTransitionTime.Equal(&metav1.Time{Time: now.Add(time.Hour)}) || !p[1].Conditions[1].LastTransitionTime.Equal(&now) {
 		t.Fatalf("after the conflict the parents are %+v; want their change kept, ours Accepted=False since the later now, ResolvedRefs' time kept", p)
 	}
 
+	// The Ingress changes after the store last saw it (a label: a new resourceVersion): the
+	// next address write conflicts on the same loop, is decided again on a fresh read, and
+	// lands.
+	conflicts := m.write("conflict")
+	labelled, err := cs.NetworkingV1().Ingresses(ns).Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labelled.Labels = map[string]string{"changed": "yes"}
+	if _, err := cs.NetworkingV1().Ingresses(ns).Update(context.Background(), labelled, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Objects: []*watchv1.ObjectStatus{ingReport(&watchv1.GatewayAddress{Type: "IPAddress", Value: "192.0.2.11"})}})
+	m.eventually(t, "the Ingress written after a conflict", func() bool { return m.write("conflict") > conflicts && m.write("done") == 6 })
+	if lb := ingShows(); len(lb) != 1 || lb[0].IP != "192.0.2.11" {
+		t.Fatalf("after the conflict the Ingress shows %+v, want 192.0.2.11", lb)
+	}
+
 	// The translator lets go of the route: our entry goes, theirs stays.
 	a.sync(KindHTTPRoute, ns, "r")
-	w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", RemovedGateway: []*watchv1.ObjectKey{{Kind: KindHTTPRoute, Namespace: ns, Name: "r"}}})
-	m.eventually(t, "our entry removed", func() bool { return m.write("done") == 5 })
+	w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", RemovedObjects: []*watchv1.ObjectKey{{Kind: KindHTTPRoute, Namespace: ns, Name: "r"}}})
+	m.eventually(t, "our entry removed", func() bool { return m.write("done") == 7 })
 	if p := parents(); len(p) != 1 || p[0].ControllerName != theirs {
 		t.Fatalf("after release the parents are %+v; want theirs alone", p)
 	}
@@ -270,7 +337,7 @@ func TestWriterWritesGatewayStatusOnlyFromTheGatewayTranslator(t *testing.T) {
 	w := runWriter(t, Config{Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testWriter{t}}), Source: a.src, Client: cs, Dynamic: a.dyn,
 		Ingress: ingressKind, GatewayControllerName: ours, GatewayTranslatorClass: "sluice", Now: func() time.Time { return now.Time }, Metrics: m})
 
-	gwReport := func(reason string) *watchv1.GatewayAPIStatus {
+	gwReport := func(reason string) *watchv1.ObjectStatus {
 		r := report(KindGateway, ns, "gw", string(a.get(KindGateway, ns, "gw", nil).GetUID()))
 		r.Conditions = []*watchv1.Condition{wcond("Programmed", "True", reason, 1)}
 		return r
@@ -288,7 +355,7 @@ func TestWriterWritesGatewayStatusOnlyFromTheGatewayTranslator(t *testing.T) {
 	}
 
 	nginx := translatorOrigin("nginx")
-	w.Report(nginx, &watchv1.ReportStatusRequest{Source: nginx.Source, Full: true, GatewayStatuses: []*watchv1.GatewayAPIStatus{gwReport("FromNginx")}})
+	w.Report(nginx, &watchv1.ReportStatusRequest{Source: nginx.Source, Full: true, Objects: []*watchv1.ObjectStatus{gwReport("FromNginx")}})
 	m.eventually(t, "the other class's report refused", func() bool { return m.write("refused") == 1 })
 	if p := programmed(); len(p) != 1 || p[0].Reason != "Pending" {
 		t.Fatalf("after the refused report the Gateway's Programmed conditions are %+v; want the CRD's Pending", p)
@@ -296,7 +363,7 @@ func TestWriterWritesGatewayStatusOnlyFromTheGatewayTranslator(t *testing.T) {
 	// The refused report queued nothing; a report from the configured class now writes, and
 	// what it writes is its own.
 	sluice := translatorOrigin("sluice")
-	w.Report(sluice, &watchv1.ReportStatusRequest{Source: sluice.Source, Full: true, GatewayStatuses: []*watchv1.GatewayAPIStatus{gwReport("FromSluice")}})
+	w.Report(sluice, &watchv1.ReportStatusRequest{Source: sluice.Source, Full: true, Objects: []*watchv1.ObjectStatus{gwReport("FromSluice")}})
 	m.eventually(t, "the configured class's report written", func() bool { return m.write("done") == 1 })
 	if p := programmed(); len(p) != 1 || p[0].Reason != "FromSluice" {
 		t.Fatalf("the Gateway's Programmed conditions are %+v; want the one the sluice translator reported", p)

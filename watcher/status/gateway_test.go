@@ -74,7 +74,7 @@ func listenerSet() *gwv1.ListenerSet {
 		Spec: gwv1.ListenerSetSpec{ParentRef: gwv1.ParentGatewayReference{Name: "gw", Namespace: ptr.To(gwv1.Namespace("ns"))}}}
 }
 
-func lsReport() *watchv1.GatewayAPIStatus {
+func lsReport() *watchv1.ObjectStatus {
 	r := report(KindListenerSet, "team", "ls", "u-ls")
 	r.Conditions = []*watchv1.Condition{wcond("Accepted", "True", "Accepted", 3), wcond("Programmed", "True", "Programmed", 3)}
 	r.Listeners = []*watchv1.ListenerStatus{{Name: "a", AttachedRoutes: 1, SupportedKinds: []*watchv1.RouteGroupKind{{Kind: "HTTPRoute"}},
@@ -106,8 +106,8 @@ func policy(ancestors ...gwv1.RouteParentStatus) *gwv1.BackendTLSPolicy {
 	return p
 }
 
-func report(kind, ns, name, uid string) *watchv1.GatewayAPIStatus {
-	return &watchv1.GatewayAPIStatus{Key: &watchv1.ObjectKey{Kind: kind, Namespace: ns, Name: name}, Uid: uid, ControllerName: ours}
+func report(kind, ns, name, uid string) *watchv1.ObjectStatus {
+	return &watchv1.ObjectStatus{Key: &watchv1.ObjectKey{Kind: kind, Namespace: ns, Name: name}, Uid: uid, ControllerName: ours}
 }
 
 // The Gateway API's statuses (docs/design.md, "Who may do what"; scenario 8): the decision table of Gateway API
@@ -116,26 +116,26 @@ func report(kind, ns, name, uid string) *watchv1.GatewayAPIStatus {
 // are never touched; a condition keeps its time while its status holds; and nothing is
 // written when the object already shows the result (no write storm).
 func TestDecideGatewayStatus(t *testing.T) {
-	accepted := func(gen int64) *watchv1.GatewayAPIStatus {
+	accepted := func(gen int64) *watchv1.ObjectStatus {
 		r := report(KindGatewayClass, "", "gc", "u-gc")
 		r.Conditions = []*watchv1.Condition{wcond("Accepted", "True", "Accepted", gen)}
 		r.SupportedFeatures = []string{"HTTPRoute"}
 		return r
 	}
 	theirParent := parent(theirs, "other-gw", "", cond("Accepted", "True", "Accepted", 7, then))
-	routeReport := func(status string) *watchv1.GatewayAPIStatus {
+	routeReport := func(status string) *watchv1.ObjectStatus {
 		r := report(KindHTTPRoute, "ns", "r", "u-r")
 		r.Parents = []*watchv1.RouteParentStatus{{ParentRef: &watchv1.ParentReference{Name: "gw", SectionName: "http"},
 			Conditions: []*watchv1.Condition{wcond("Accepted", status, "Accepted", 2), wcond("ResolvedRefs", "True", "ResolvedRefs", 2)}}}
 		return r
 	}
-	policyReport := func() *watchv1.GatewayAPIStatus {
+	policyReport := func() *watchv1.ObjectStatus {
 		r := report(KindBackendTLSPolicy, "ns", "p", "u-p")
 		r.Parents = []*watchv1.RouteParentStatus{{ParentRef: &watchv1.ParentReference{Group: GatewayGroup, Kind: "Gateway", Namespace: "ns", Name: "gw"},
 			Conditions: []*watchv1.Condition{wcond("Accepted", "True", "Accepted", 1), wcond("ResolvedRefs", "True", "ResolvedRefs", 1)}}}
 		return r
 	}
-	gwReport := func(manage bool) *watchv1.GatewayAPIStatus {
+	gwReport := func(manage bool) *watchv1.ObjectStatus {
 		r := report(KindGateway, "ns", "gw", "u-gw")
 		r.Conditions = []*watchv1.Condition{wcond("Accepted", "True", "Accepted", 1), wcond("Programmed", "True", "Programmed", 1)}
 		r.Listeners = []*watchv1.ListenerStatus{{Name: "http", AttachedRoutes: 2, SupportedKinds: []*watchv1.RouteGroupKind{{Kind: "HTTPRoute"}},
@@ -158,7 +158,7 @@ func TestDecideGatewayStatus(t *testing.T) {
 		kind       string
 		obj        any // nil: absent
 		class      string
-		report     *watchv1.GatewayAPIStatus
+		report     *watchv1.ObjectStatus
 		released   bool
 		wantWhy    string
 		wantStatus string // the patch's status, as JSON; set when a write is wanted
@@ -175,7 +175,7 @@ func TestDecideGatewayStatus(t *testing.T) {
 		obj: gatewayClass(ours), report: otherReport, wantWhy: whyRefused,
 	}, {
 		name: "ReportAboutAnEarlierObjectWaits", kind: KindGatewayClass,
-		obj: gatewayClass(ours), report: func() *watchv1.GatewayAPIStatus { r := accepted(1); r.Uid = "u-old"; return r }(), wantWhy: whyUIDMismatch,
+		obj: gatewayClass(ours), report: func() *watchv1.ObjectStatus { r := accepted(1); r.Uid = "u-old"; return r }(), wantWhy: whyUIDMismatch,
 	}, {
 		name: "NoWriteWhenEqual", kind: KindGatewayClass,
 		obj: gatewayClass(ours, cond("Accepted", "True", "Accepted", 1, then)), report: accepted(1), wantWhy: whyEqual,
@@ -208,7 +208,7 @@ func TestDecideGatewayStatus(t *testing.T) {
 			`"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Accepted","message":"Accepted"}]}]}`,
 	}, {
 		name: "GatewayCountsItsListenerSets", kind: KindGateway, class: ours, obj: gateway(gwShown),
-		report: func() *watchv1.GatewayAPIStatus { r := gwReport(false); r.AttachedListenerSets = 2; return r }(),
+		report: func() *watchv1.ObjectStatus { r := gwReport(false); r.AttachedListenerSets = 2; return r }(),
 		wantStatus: `{"attachedListenerSets":2,"conditions":[{"type":"Accepted","status":"True","observedGeneration":1,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Accepted","message":"Accepted"},` +
 			`{"type":"Programmed","status":"True","observedGeneration":1,"lastTransitionTime":"2030-01-02T03:04:05Z","reason":"Programmed","message":"Programmed"}],` +
 			`"listeners":[{"name":"http","supportedKinds":[{"group":"gateway.networking.k8s.io","kind":"HTTPRoute"}],"attachedRoutes":2,` +
@@ -368,8 +368,8 @@ func TestWriterRefusesAnotherGatewayControllerName(t *testing.T) {
 	lie := report(KindGatewayClass, "", "gc", "u-gc")
 	lie.ControllerName = theirs
 	lie.Conditions = []*watchv1.Condition{wcond("Accepted", "True", "Accepted", 1)}
-	w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, GatewayStatuses: []*watchv1.GatewayAPIStatus{lie}})
-	w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", GatewayStatuses: []*watchv1.GatewayAPIStatus{lie}})
+	w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Objects: []*watchv1.ObjectStatus{lie}})
+	w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Objects: []*watchv1.ObjectStatus{lie}})
 	m.eventually(t, "two refusals", func() bool { return m.write("refused") == 2 })
 	if n := strings.Count(logs.String(), "gateway api status report refused"); n != 1 {
 		t.Fatalf("the refusal was logged %d times, want once:\n%s", n, logs.String())
@@ -382,11 +382,11 @@ func TestWriterRefusesAnotherGatewayControllerName(t *testing.T) {
 }
 
 // reportedBy is the reports of an object when src (sent by from) reports r; none when r is nil.
-func reportedBy(src string, from Origin, r *watchv1.GatewayAPIStatus) map[string]gatewaySourceReport {
+func reportedBy(src string, from Origin, r *watchv1.ObjectStatus) map[string]sourceReport {
 	if r == nil {
 		return nil
 	}
-	return map[string]gatewaySourceReport{src: {from: from, status: r}}
+	return map[string]sourceReport{src: {from: from, status: r}}
 }
 
 // translatorOrigin is the Origin the Service establishes for a translator of class over mTLS.
@@ -413,7 +413,7 @@ func relayedOrigin(t *testing.T, class string) Origin {
 // report kept and passed over; an origin that is not checked (no mTLS) keeps deciding.
 func TestDecideGatewayBindsReportsToTheTranslatorClass(t *testing.T) {
 	const served = "sluice"
-	classReport := func(status string) *watchv1.GatewayAPIStatus {
+	classReport := func(status string) *watchv1.ObjectStatus {
 		r := report(KindGatewayClass, "", "gc", "u-gc")
 		r.Conditions = []*watchv1.Condition{wcond("Accepted", status, "Accepted", 1)}
 		return r
@@ -430,7 +430,7 @@ func TestDecideGatewayBindsReportsToTheTranslatorClass(t *testing.T) {
 		name            string
 		kind            string
 		obj             any
-		reports         map[string]gatewaySourceReport
+		reports         map[string]sourceReport
 		classController string
 		translatorClass string
 		released        bool
@@ -466,7 +466,7 @@ func TestDecideGatewayBindsReportsToTheTranslatorClass(t *testing.T) {
 	}, {
 		// The refused report is passed over even with the smaller source name.
 		name: "TheConfiguredClassDecidesOverASmallerRefusedSource", kind: KindGatewayClass, obj: gatewayClass(ours), translatorClass: served,
-		reports: map[string]gatewaySourceReport{
+		reports: map[string]sourceReport{
 			"a": {from: translatorOrigin("nginx"), status: classReport("False")},
 			"z": {from: translatorOrigin(served), status: classReport("True")},
 		}, wantStatus: accepted,
@@ -521,7 +521,7 @@ func TestWriterBindsGatewayReportsToTheTranslatorClass(t *testing.T) {
 	m := newFakeMetrics()
 	w := runWriter(t, Config{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}), Source: src, Client: fake.NewClientset(), Dynamic: dyn,
 		Ingress: ingressKind, GatewayControllerName: ours, GatewayTranslatorClass: "sluice", Now: func() time.Time { return now.Time }, Metrics: m})
-	classReport := func(status string) *watchv1.GatewayAPIStatus {
+	classReport := func(status string) *watchv1.ObjectStatus {
 		r := report(KindGatewayClass, "", "gc", "u-gc")
 		r.Conditions = []*watchv1.Condition{wcond("Accepted", status, "Accepted", 1)}
 		return r
@@ -537,11 +537,11 @@ func TestWriterBindsGatewayReportsToTheTranslatorClass(t *testing.T) {
 	}
 
 	nginx := translatorOrigin("nginx")
-	w.Report(nginx, &watchv1.ReportStatusRequest{Source: nginx.Source, Full: true, GatewayStatuses: []*watchv1.GatewayAPIStatus{classReport("False")}})
-	w.Report(nginx, &watchv1.ReportStatusRequest{Source: nginx.Source, GatewayStatuses: []*watchv1.GatewayAPIStatus{classReport("False")}})
+	w.Report(nginx, &watchv1.ReportStatusRequest{Source: nginx.Source, Full: true, Objects: []*watchv1.ObjectStatus{classReport("False")}})
+	w.Report(nginx, &watchv1.ReportStatusRequest{Source: nginx.Source, Objects: []*watchv1.ObjectStatus{classReport("False")}})
 	m.eventually(t, "the refusal counted", func() bool { return m.write("refused") == 1 })
 	sluice := translatorOrigin("sluice")
-	w.Report(sluice, &watchv1.ReportStatusRequest{Source: sluice.Source, Full: true, GatewayStatuses: []*watchv1.GatewayAPIStatus{classReport("True")}})
+	w.Report(sluice, &watchv1.ReportStatusRequest{Source: sluice.Source, Full: true, Objects: []*watchv1.ObjectStatus{classReport("True")}})
 	m.eventually(t, "the configured class's report written", func() bool { return len(patches()) == 1 })
 	if p := patches(); !strings.Contains(p[0], `"status":"True"`) {
 		t.Fatalf("patch %s; want the configured class's Accepted=True", p[0])

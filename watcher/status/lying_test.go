@@ -46,22 +46,22 @@ func (r *takenReports) all() []*watchv1.ReportStatusRequest {
 // statusLog is a log output the test reads while the code under test writes.
 type statusLog = syncbuf.Buffer
 
-func ingressStatus(ns, name string) *watchv1.IngressStatus {
-	return &watchv1.IngressStatus{Key: &watchv1.IngressKey{Namespace: ns, Name: name}, Uid: "u-" + name, ManageLoadBalancer: true,
-		LoadBalancer: []*watchv1.LoadBalancerIngress{{Ip: "10.0.0.1"}}}
+func ingressStatus(ns, name string) *watchv1.ObjectStatus {
+	return &watchv1.ObjectStatus{Key: &watchv1.ObjectKey{Kind: "Ingress", Namespace: ns, Name: name}, Uid: "u-" + name, ManageAddresses: true,
+		Addresses: []*watchv1.GatewayAddress{{Type: "IPAddress", Value: "10.0.0.1"}}}
 }
 
 // A lying translator on the status stream (docs/protocol.md, "The status
 // stream"; docs/design.md, reliability scenario 10): a first report that is not full, a
-// report without a source, and reports about keys that name no Ingress (none, a namespace or
-// name Kubernetes refuses, one key twice, a key reported and removed at once, removals in a
-// full report; the same for Gateway API keys, and a kind other than GatewayClass, Gateway or
-// HTTPRoute) end the stream with INVALID_ARGUMENT naming what was wrong; the Writer gets
+// report without a source, and reports about keys that name no object whose status is
+// written (none, a namespace or name Kubernetes refuses, one key twice, a key reported and
+// removed at once, removals in a full report, another kind, a namespaced GatewayClass), or
+// that mix the one shape with the earlier per-API one, end the stream with INVALID_ARGUMENT naming what was wrong; the Writer gets
 // nothing of the lying report nor of anything after it, and only the honest reports that
 // came before it.
 func TestLyingTranslatorStatusReportIsRefusedNothingTaken(t *testing.T) {
 	const src = "sluice.io/ingress-controller/sluice"
-	honest := &watchv1.ReportStatusRequest{Source: src, Full: true, Statuses: []*watchv1.IngressStatus{ingressStatus("ns", "a")}}
+	honest := &watchv1.ReportStatusRequest{Source: src, Full: true, Objects: []*watchv1.ObjectStatus{ingressStatus("ns", "a")}}
 	cases := []struct {
 		name     string
 		reports  []*watchv1.ReportStatusRequest // the last one is the lie
@@ -69,73 +69,77 @@ func TestLyingTranslatorStatusReportIsRefusedNothingTaken(t *testing.T) {
 		wantTook int // honest reports the Writer got
 	}{{
 		name:    "FirstReportIsNotFull",
-		reports: []*watchv1.ReportStatusRequest{{Source: src, Statuses: []*watchv1.IngressStatus{ingressStatus("ns", "a")}}},
+		reports: []*watchv1.ReportStatusRequest{{Source: src, Objects: []*watchv1.ObjectStatus{ingressStatus("ns", "a")}}},
 		wantErr: "the first report of a stream must be full",
 	}, {
 		name:    "ReportWithoutASource",
-		reports: []*watchv1.ReportStatusRequest{{Full: true, Statuses: []*watchv1.IngressStatus{ingressStatus("ns", "a")}}},
+		reports: []*watchv1.ReportStatusRequest{{Full: true, Objects: []*watchv1.ObjectStatus{ingressStatus("ns", "a")}}},
 		wantErr: "report without a source",
 	}, {
 		name:    "StatusWithoutAKey",
-		reports: []*watchv1.ReportStatusRequest{honest, {Source: src, Statuses: []*watchv1.IngressStatus{{Uid: "u"}}}},
-		wantErr: "status 0: no Ingress key", wantTook: 1,
+		reports: []*watchv1.ReportStatusRequest{honest, {Source: src, Objects: []*watchv1.ObjectStatus{{Uid: "u"}}}},
+		wantErr: "status 0: no key", wantTook: 1,
 	}, {
 		name:    "KeyWithAnEmptyName",
-		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, Statuses: []*watchv1.IngressStatus{ingressStatus("ns", "a"), ingressStatus("ns", "")}}},
-		wantErr: `status 1: the key "ns"/"" of an Ingress: name:`,
+		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, Objects: []*watchv1.ObjectStatus{ingressStatus("ns", "a"), ingressStatus("ns", "")}}},
+		wantErr: `status 1: the key "Ingress" "ns"/"": name:`,
 	}, {
 		name:    "KeyWithAGarbageNamespace",
-		reports: []*watchv1.ReportStatusRequest{honest, {Source: src, Statuses: []*watchv1.IngressStatus{ingressStatus("../kube-system", "a")}}},
-		wantErr: `status 0: the key "../kube-system"/"a" of an Ingress: namespace:`, wantTook: 1,
+		reports: []*watchv1.ReportStatusRequest{honest, {Source: src, Objects: []*watchv1.ObjectStatus{ingressStatus("../kube-system", "a")}}},
+		wantErr: `status 0: the key "Ingress" "../kube-system"/"a": namespace:`, wantTook: 1,
 	}, {
 		name:    "KeyWithAGarbageName",
-		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, Statuses: []*watchv1.IngressStatus{ingressStatus("ns", "Not A Name\x00")}}},
-		wantErr: `status 0: the key "ns"/"Not A Name\x00" of an Ingress: name:`,
+		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, Objects: []*watchv1.ObjectStatus{ingressStatus("ns", "Not A Name\x00")}}},
+		wantErr: `status 0: the key "Ingress" "ns"/"Not A Name\x00": name:`,
 	}, {
 		name:    "KeyOfAThousandCharacters",
-		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, Statuses: []*watchv1.IngressStatus{ingressStatus("ns", strings.Repeat("a", 1000))}}},
-		wantErr: `status 0: the key "ns"/"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa…" of an Ingress: name: must be no more than 253 characters`,
+		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, Objects: []*watchv1.ObjectStatus{ingressStatus("ns", strings.Repeat("a", 1000))}}},
+		wantErr: `status 0: the key "Ingress" "ns"/"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa…": name: must be no more than 253 characters`,
 	}, {
 		name:    "OneKeyTwice",
-		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, Statuses: []*watchv1.IngressStatus{ingressStatus("ns", "a"), ingressStatus("ns", "a")}}},
+		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, Objects: []*watchv1.ObjectStatus{ingressStatus("ns", "a"), ingressStatus("ns", "a")}}},
 		wantErr: "status 1: Ingress ns/a reported twice",
 	}, {
 		name: "KeyReportedAndRemoved",
-		reports: []*watchv1.ReportStatusRequest{honest, {Source: src, Statuses: []*watchv1.IngressStatus{ingressStatus("ns", "b")},
-			Removed: []*watchv1.IngressKey{{Namespace: "ns", Name: "b"}}}},
+		reports: []*watchv1.ReportStatusRequest{honest, {Source: src, Objects: []*watchv1.ObjectStatus{ingressStatus("ns", "b")},
+			RemovedObjects: []*watchv1.ObjectKey{{Kind: "Ingress", Namespace: "ns", Name: "b"}}}},
 		wantErr: "removed 0: Ingress ns/b is both reported and removed", wantTook: 1,
 	}, {
 		name:    "GarbageRemoval",
-		reports: []*watchv1.ReportStatusRequest{honest, {Source: src, Removed: []*watchv1.IngressKey{{Namespace: "", Name: "a"}}}},
-		wantErr: `removed 0: the key ""/"a" of an Ingress: namespace:`, wantTook: 1,
+		reports: []*watchv1.ReportStatusRequest{honest, {Source: src, RemovedObjects: []*watchv1.ObjectKey{{Kind: "Ingress", Namespace: "", Name: "a"}}}},
+		wantErr: `removed 0: the key "Ingress" ""/"a": namespace:`, wantTook: 1,
 	}, {
 		name:    "FullReportThatRemoves",
-		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, Removed: []*watchv1.IngressKey{{Namespace: "ns", Name: "a"}}}},
+		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, RemovedObjects: []*watchv1.ObjectKey{{Kind: "Ingress", Namespace: "ns", Name: "a"}}}},
 		wantErr: "a full report removes nothing, yet it removes 1 keys",
 	}, {
 		name: "GatewayKeyOfAnotherKind",
-		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, GatewayStatuses: []*watchv1.GatewayAPIStatus{
+		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, Objects: []*watchv1.ObjectStatus{
 			{Key: &watchv1.ObjectKey{Kind: "Secret", Namespace: "ns", Name: "a"}}}}},
-		wantErr: `gateway status 0: the key "Secret" "ns"/"a": kind: not GatewayClass, Gateway or HTTPRoute`,
+		wantErr: `status 0: the key "Secret" "ns"/"a": kind: not Ingress, GatewayClass, Gateway, ListenerSet, HTTPRoute or BackendTLSPolicy`,
 	}, {
 		name: "GatewayClassKeyWithANamespace",
-		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, GatewayStatuses: []*watchv1.GatewayAPIStatus{
+		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, Objects: []*watchv1.ObjectStatus{
 			{Key: &watchv1.ObjectKey{Kind: "GatewayClass", Namespace: "ns", Name: "a"}}}}},
-		wantErr: `gateway status 0: the key "GatewayClass" "ns"/"a": namespace: a GatewayClass has none`,
+		wantErr: `status 0: the key "GatewayClass" "ns"/"a": namespace: a GatewayClass has none`,
 	}, {
 		name: "HTTPRouteReportedTwice",
-		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, GatewayStatuses: []*watchv1.GatewayAPIStatus{
+		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, Objects: []*watchv1.ObjectStatus{
 			{Key: &watchv1.ObjectKey{Kind: "HTTPRoute", Namespace: "ns", Name: "r"}}, {Key: &watchv1.ObjectKey{Kind: "HTTPRoute", Namespace: "ns", Name: "r"}}}}},
-		wantErr: "gateway status 1: HTTPRoute ns/r reported twice",
+		wantErr: "status 1: HTTPRoute ns/r reported twice",
 	}, {
 		name: "HTTPRouteReportedAndRemoved",
-		reports: []*watchv1.ReportStatusRequest{honest, {Source: src, GatewayStatuses: []*watchv1.GatewayAPIStatus{
-			{Key: &watchv1.ObjectKey{Kind: "HTTPRoute", Namespace: "ns", Name: "r"}}}, RemovedGateway: []*watchv1.ObjectKey{{Kind: "HTTPRoute", Namespace: "ns", Name: "r"}}}},
-		wantErr: "removed gateway 0: HTTPRoute ns/r is both reported and removed", wantTook: 1,
+		reports: []*watchv1.ReportStatusRequest{honest, {Source: src, Objects: []*watchv1.ObjectStatus{
+			{Key: &watchv1.ObjectKey{Kind: "HTTPRoute", Namespace: "ns", Name: "r"}}}, RemovedObjects: []*watchv1.ObjectKey{{Kind: "HTTPRoute", Namespace: "ns", Name: "r"}}}},
+		wantErr: "removed 0: HTTPRoute ns/r is both reported and removed", wantTook: 1,
 	}, {
 		name:    "FullReportThatRemovesAGateway",
-		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, RemovedGateway: []*watchv1.ObjectKey{{Kind: "Gateway", Namespace: "ns", Name: "g"}}}},
-		wantErr: "a full report removes nothing, yet it removes 1 Gateway API keys",
+		reports: []*watchv1.ReportStatusRequest{{Source: src, Full: true, RemovedObjects: []*watchv1.ObjectKey{{Kind: "Gateway", Namespace: "ns", Name: "g"}}}},
+		wantErr: "a full report removes nothing, yet it removes 1 keys",
+	}, {
+		name:    "ShapesMixed",
+		reports: []*watchv1.ReportStatusRequest{honest, mixedShapes(src)},
+		wantErr: "a report carries objects both in objects/removed_objects and in the earlier per-API fields", wantTook: 1,
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -176,7 +180,7 @@ func TestLyingTranslatorStatusReportIsRefusedNothingTaken(t *testing.T) {
 				}
 			}
 			// After the lie, an honest report: the Writer must not get it either.
-			_ = s.Send(&watchv1.ReportStatusRequest{Source: src, Statuses: []*watchv1.IngressStatus{ingressStatus("ns", "after")}})
+			_ = s.Send(&watchv1.ReportStatusRequest{Source: src, Objects: []*watchv1.ObjectStatus{ingressStatus("ns", "after")}})
 			for err == nil {
 				_, err = s.Recv()
 			}
@@ -188,7 +192,7 @@ func TestLyingTranslatorStatusReportIsRefusedNothingTaken(t *testing.T) {
 				t.Fatalf("the Writer got %d reports, want the %d honest ones before the lie: %v", len(got), tc.wantTook, got)
 			}
 			for _, r := range got {
-				if r != nil && r.GetStatuses()[0].GetKey().GetName() != "a" {
+				if r != nil && r.GetObjects()[0].GetKey().GetName() != "a" {
 					t.Fatalf("the Writer got %v", r)
 				}
 			}

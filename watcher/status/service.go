@@ -159,12 +159,16 @@ func (s *Service) local(stream grpc.BidiStreamingServer[watchv1.ReportStatusRequ
 			if m.Msg.GetSource() == "" {
 				return status.Error(codes.InvalidArgument, "report without a source")
 			}
-			if err := checkReport(m.Msg, first); err != nil {
+			req, err := upgradeReport(m.Msg)
+			if err == nil {
+				err = checkReport(req, first)
+			}
+			if err != nil {
 				s.log.Warn("status report refused; ending the stream", "source", m.Msg.GetSource(), "error", err)
 				return err
 			}
 			first = false
-			rep.Report(from, m.Msg)
+			rep.Report(from, req)
 		}
 	}
 }

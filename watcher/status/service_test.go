@@ -145,11 +145,11 @@ func TestServiceFollowerRelaysToTheLeader(t *testing.T) {
 		t.Fatalf("first answer = %v, want the leader a, relayed", resp)
 	}
 	req := &watchv1.ReportStatusRequest{Source: "sluice.io/ingress-controller/sluice", Full: true,
-		Statuses: []*watchv1.IngressStatus{{Key: &watchv1.IngressKey{Namespace: "ns", Name: "x"}, Uid: "u"}}}
+		Objects: []*watchv1.ObjectStatus{{Key: &watchv1.ObjectKey{Kind: "Ingress", Namespace: "ns", Name: "x"}, Uid: "u"}}}
 	if err := s.Send(req); err != nil {
 		t.Fatal(err)
 	}
-	if got := leader.rep.wait(t, 1); got[0].GetStatuses()[0].GetKey().GetName() != "x" {
+	if got := leader.rep.wait(t, 1); got[0].GetObjects()[0].GetKey().GetName() != "x" {
 		t.Fatalf("the leader got %v", got)
 	}
 	follower.rep.mu.Lock()

@@ -1,29 +1,27 @@
 // Package status owns what the watcher writes back to Kubernetes: the status.loadBalancer of
 // the Ingresses that translators serve, the status of the Gateway API objects (GatewayClass,
-// Gateway, HTTPRoute) of the watcher's Gateway controller name, and Events for their findings. Translators report
-// what they want over the StatusService stream (Service); the Writer keeps those reports and
-// its own view of the Ingresses (a subscription to the store, like any Watch client), and
-// writes only the differences, latest-wins per Ingress, through its own rate-limited client,
-// and only while its replica holds the lease (Elector). What to write is decided by pure
-// functions (decideIngress, decideGateway); the Writer keeps the state they decide on and does
-// the I/O around them. Nothing on the watch or config path waits for it.
+// Gateway, ListenerSet, HTTPRoute, BackendTLSPolicy) of the watcher's Gateway controller
+// name, and Events for their findings. Translators report what they want over the
+// StatusService stream (Service), every kind of object in one shape (watchv1.ObjectStatus);
+// the Writer keeps those reports and its own view of the objects (a subscription to the
+// store, like any Watch client), and writes only the differences, latest-wins per object,
+// through one queue and its own rate-limited client, and only while its replica holds the
+// lease (Elector). What to write is decided by pure functions, one per API (decideIngress,
+// decideGateway); the Writer keeps the state they decide on and does the I/O around them.
+// Nothing on the watch or config path waits for it.
 package status
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -31,13 +29,15 @@ import (
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/fifo"
-	"github.com/sluice-io/sluice/internal/watchstream"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 	"github.com/sluice-io/sluice/watcher/store"
 )
 
 // FieldManager is the field manager of every status write.
 const FieldManager = "sluice-watcher"
+
+// KindIngress is the kind of an Ingress's key on the status stream (group networking.k8s.io).
+const KindIngress = "Ingress"
 
 // Source is the watcher's store, as the Writer follows it; the controller is one.
 type Source interface {
@@ -102,6 +102,24 @@ type key struct{ ns, name string }
 
 func (k key) String() string { return k.ns + "/" + k.name }
 
+// objKey names an object of either API, on the one queue and in every map of reports: kind
+// is KindIngress or a Gateway API kind (namespace empty for a GatewayClass).
+type objKey struct {
+	kind string
+	key
+}
+
+func (k objKey) String() string {
+	if k.ns == "" {
+		return k.kind + " " + k.name
+	}
+	return k.kind + " " + k.key.String()
+}
+
+func objKeyOf(k *watchv1.ObjectKey) objKey {
+	return objKey{kind: k.GetKind(), key: key{k.GetNamespace(), k.GetName()}}
+}
+
 // item is one thing for the Writer's owner goroutine: a report, or a term beginning or ending.
 type item struct {
 	report *watchv1.ReportStatusRequest
@@ -110,35 +128,47 @@ type item struct {
 	end    bool
 }
 
-// intent is one pending write: set the Ingress's status.loadBalancer.ingress to lb, as
-// decided on in (whose obj is the version the decision was made on).
-type intent struct {
-	in ingressInput
-	lb []*watchv1.LoadBalancerIngress
+// pendingWrite is one decided status write, of an object of any kind: what it was decided
+// on and what to write, with its kind's way of writing it (ingressWrite, gatewayWrite).
+type pendingWrite interface {
+	// patch writes the status onto the version of the object it was decided on, so that a
+	// concurrent change of the object is a conflict.
+	patch(ctx context.Context, w *Writer, k objKey) error
+	// again reads the object afresh after a conflict and decides on that read (with the same
+	// reports): the write to try next, or nil and the outcome that ends the write ("gone",
+	// "skipped").
+	again(ctx context.Context, w *Writer, k objKey) (pendingWrite, string, error)
 }
 
-// Writer writes Ingress statuses and Events. One goroutine (Run) owns the reports and the
-// view of the Ingresses; the workers of the current term take pending intents.
+// Writer writes the statuses of Ingresses and Gateway API objects, and Events. One goroutine
+// (Run) owns the reports and the view of the objects; the workers of the current term take
+// pending writes from one queue.
 type Writer struct {
 	cfg Config
 	log hclog.Logger
 
 	inbox *fifo.Queue[item]
 
-	// Owned by Run.
-	sources  map[string]map[key]*watchv1.IngressStatus
-	origins  map[string]Origin // by source: whose class limits it
-	refused  map[string]map[key]bool
-	classes  map[string]contract.IngressClassInfo // replaced, never changed: intents hold it
-	actual   map[key]*ingressView
-	released map[key][]*watchv1.LoadBalancerIngress // addresses a source set and then let go of
-	said     map[key]announced
-	term     *term
-	gw       gatewayState // Gateway API objects and reports (gatewaywriter.go)
+	// Owned by Run. Reports of either API, by source and object.
+	sources map[string]map[objKey]*watchv1.ObjectStatus
+	origins map[string]Origin // by source: whose class limits it
+	// released are the statuses sources reported and then let go of, while what they set
+	// may still have to be taken back.
+	released map[objKey]*watchv1.ObjectStatus
+	said     map[objKey]announced
+	// refused are, by source, the objects already counted (and, for an Ingress, logged) as
+	// refused; refusedLogged the refusals logged once per source (and controller name).
+	refused       map[string]map[objKey]bool
+	refusedLogged map[string]bool
+	// The objects as the store shows them: Ingresses (and the IngressClasses that decide
+	// whose they are), and Gateway API objects.
+	ingresses map[key]*ingressView
+	classes   map[string]contract.IngressClassInfo // replaced, never changed: writes hold it
+	gateways  map[objKey]*gatewayObject
+	term      *term
 
-	mu        sync.Mutex
-	pending   map[key]intent
-	gwPending map[objKey]gwIntent
+	mu      sync.Mutex
+	pending map[objKey]pendingWrite
 }
 
 type announced struct {
@@ -174,10 +204,19 @@ func New(cfg Config) (*Writer, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = nopMetrics{}
 	}
-	return &Writer{cfg: cfg, log: cfg.Logger, inbox: fifo.New[item](), sources: map[string]map[key]*watchv1.IngressStatus{},
-		origins: map[string]Origin{}, refused: map[string]map[key]bool{}, classes: map[string]contract.IngressClassInfo{},
-		actual: map[key]*ingressView{}, released: map[key][]*watchv1.LoadBalancerIngress{}, said: map[key]announced{},
-		pending: map[key]intent{}, gw: newGatewayState(), gwPending: map[objKey]gwIntent{}}, nil
+	w := &Writer{cfg: cfg, log: cfg.Logger, inbox: fifo.New[item](), refused: map[string]map[objKey]bool{}, refusedLogged: map[string]bool{},
+		origins: map[string]Origin{}, classes: map[string]contract.IngressClassInfo{}, ingresses: map[key]*ingressView{},
+		gateways: map[objKey]*gatewayObject{}}
+	w.forgetReports()
+	return w, nil
+}
+
+// forgetReports starts from no report: translators report in full again to whichever
+// replica leads, so the reports of an earlier term may be stale.
+func (w *Writer) forgetReports() {
+	w.sources = map[string]map[objKey]*watchv1.ObjectStatus{}
+	w.released = map[objKey]*watchv1.ObjectStatus{}
+	w.said = map[objKey]announced{}
 }
 
 // Report hands a translator's report to the Writer. It never blocks.
@@ -258,223 +297,212 @@ func (w *Writer) follow(ctx context.Context, sub *store.Subscription) error {
 	}
 }
 
-// resync replaces the view of the Ingresses with a subscription's snapshot (the Writer never
-// resumes, so a subscription always starts with one) and decides again every Ingress it
-// held or holds now.
+// resync replaces the view of the objects with a subscription's snapshot (the Writer never
+// resumes, so a subscription always starts with one) and decides again every object it held
+// or holds now.
 func (w *Writer) resync(snapshot []*watchv1.Object) {
-	old := w.actual
-	w.actual = map[key]*ingressView{}
+	held := w.objectKeys()
+	w.ingresses = map[key]*ingressView{}
 	w.classes = map[string]contract.IngressClassInfo{}
-	oldGW := w.gw.objects
-	w.gw.objects = map[objKey]*gatewayObject{}
+	w.gateways = map[objKey]*gatewayObject{}
 	for _, o := range snapshot {
 		if isGatewayKind(o.GetKind()) {
 			w.gatewayUpsert(o)
-			continue
-		}
-		w.upsert(o)
-	}
-	w.gatewayResync(oldGW)
-	for k := range old {
-		if _, ok := w.actual[k]; !ok {
-			w.evaluate(k, false)
+		} else {
+			w.ingressUpsert(o)
 		}
 	}
-	for k := range w.actual {
+	for _, k := range held {
 		w.evaluate(k, false)
 	}
+	for _, k := range w.objectKeys() {
+		w.evaluate(k, false)
+	}
+}
+
+// objectKeys are the keys of every object in the view.
+func (w *Writer) objectKeys() []objKey {
+	out := make([]objKey, 0, len(w.ingresses)+len(w.gateways))
+	for k := range w.ingresses {
+		out = append(out, objKey{kind: KindIngress, key: k})
+	}
+	for k := range w.gateways {
+		out = append(out, k)
+	}
+	return out
 }
 
 func (w *Writer) storeEvent(ev store.Event) {
 	if isGatewayKind(ev.Object.GetKind()) {
 		w.gatewayStoreEvent(ev)
-		return
-	}
-	switch ev.Type {
-	case store.EventUpsert:
-		if k, ok := w.upsert(ev.Object); ok {
-			w.evaluate(k, false)
-		} else if ev.Object.GetKind().GetKind() == "IngressClass" {
-			w.classesChanged()
-		}
-	case store.EventDelete:
-		if ev.Object.GetKind().GetKind() == "IngressClass" {
-			w.classes = maps.Clone(w.classes)
-			delete(w.classes, ev.Object.GetName())
-			w.classesChanged()
-			return
-		}
-		k := key{ev.Object.GetNamespace(), ev.Object.GetName()}
-		delete(w.actual, k)
-		delete(w.said, k)
-		delete(w.released, k)
-		w.evaluate(k, false)
+	} else {
+		w.ingressStoreEvent(ev)
 	}
 }
 
-func (w *Writer) upsert(o *watchv1.Object) (key, bool) {
-	k := key{o.GetNamespace(), o.GetName()}
-	obj, err := watchstream.Decode(o)
-	if err != nil {
-		w.log.Error("ingress does not decode; its status is not written", "ingress", k.String(), "error", err)
-		delete(w.actual, k)
-		return k, true
-	}
-	if c, ok := obj.(*networkingv1.IngressClass); ok {
-		// The caller decides again what the class may change (resync decides everything).
-		w.classes = maps.Clone(w.classes)
-		w.classes[c.Name] = contract.IngressClassInfo{Controller: c.Spec.Controller, Default: c.Annotations[contract.AnnotationDefaultClass] == "true"}
-		return k, false
-	}
-	ing, ok := obj.(*networkingv1.Ingress)
-	if !ok {
-		return k, false
-	}
-	w.actual[k] = statusView(ing)
-	return k, true
+// forget drops what the Writer told and took back of an object that is gone.
+func (w *Writer) forget(k objKey) {
+	delete(w.said, k)
+	delete(w.released, k)
 }
 
-// ingressView is what the writer reads of an Ingress: its identity, its class and the
-// addresses its status shows. The writer holds one per Ingress of the cluster: the whole
-// Ingress was about a fifth of the watcher's heap at 10k Ingresses, and an Ingress struct
-// with only those fields set still 37 MB at 100k (docs/design.md, "Cold start").
-type ingressView struct {
-	namespace, name string
-	uid             types.UID
-	resourceVersion string
-	className       *string // spec.ingressClassName
-	classAnnotation string  // the kubernetes.io/ingress.class annotation; "" when unset
-	lb              []networkingv1.IngressLoadBalancerIngress
-}
-
-// statusView is the writer's view of ing.
-func statusView(ing *networkingv1.Ingress) *ingressView {
-	return &ingressView{namespace: ing.Namespace, name: ing.Name, uid: ing.UID, resourceVersion: ing.ResourceVersion,
-		className: ing.Spec.IngressClassName, classAnnotation: ing.Annotations[contract.AnnotationIngressClass],
-		lb: ing.Status.LoadBalancer.Ingress}
-}
-
-// classesChanged decides every Ingress again: which reports may act on it can change.
-func (w *Writer) classesChanged() {
-	if w.term == nil {
-		return
-	}
-	for k := range w.actual {
-		w.evaluate(k, false)
-	}
-}
-
-// checkClasses logs, once per source and Ingress, a report about an Ingress of another
-// class: it is kept (the Ingress may change class) but never acted on while it is not of
-// the reporter's class.
-func (w *Writer) checkClasses(src string, sts []*watchv1.IngressStatus) {
-	for _, st := range sts {
-		k := key{st.GetKey().GetNamespace(), st.GetKey().GetName()}
-		ing := w.actual[k]
-		if ing == nil || mayAct(w.origins[src], ing, w.cfg.ControllerName, w.classes) || w.refused[src][k] {
-			continue
-		}
-		if w.refused[src] == nil {
-			w.refused[src] = map[key]bool{}
-		}
-		w.refused[src][k] = true
-		w.cfg.Metrics.StatusWrite("refused")
-		w.log.Warn("status report refused: the ingress is not of the reporter's class", "source", src, "class", w.origins[src].Class, "ingress", k.String())
-	}
-}
-
-// report applies a translator's report.
+// report applies a translator's report: every kind of object alike, but for what admit
+// refuses (a Gateway API status naming another controller is taken as not reported).
 func (w *Writer) report(from Origin, req *watchv1.ReportStatusRequest) {
 	src := req.GetSource()
 	w.origins[src] = from
-	w.gatewayReport(src, from, req)
-	w.checkClasses(src, req.GetStatuses())
+	sts, gone := w.admit(src, from, req.GetObjects())
+	for _, r := range req.GetRemovedObjects() {
+		gone = append(gone, objKeyOf(r))
+	}
 	cur := w.sources[src]
 	if cur == nil || req.GetFull() {
-		next := make(map[key]*watchv1.IngressStatus, len(req.GetStatuses()))
-		for _, st := range req.GetStatuses() {
-			next[key{st.GetKey().GetNamespace(), st.GetKey().GetName()}] = st
+		next := make(map[objKey]*watchv1.ObjectStatus, len(sts))
+		for _, st := range sts {
+			next[objKeyOf(st.GetKey())] = st
 		}
 		w.sources[src] = next
 		for k, st := range cur {
 			if _, ok := next[k]; !ok {
-				w.release(k, st)
+				w.release(src, k, st)
 			}
 		}
 		for k, st := range next {
-			if old, ok := cur[k]; !ok || !proto.Equal(old, st) {
+			if old, ok := cur[k]; (!ok || !proto.Equal(old, st)) && w.mayDecide(src, k) {
 				w.evaluate(k, true)
 			}
 		}
 		return
 	}
-	for _, st := range req.GetStatuses() {
-		k := key{st.GetKey().GetNamespace(), st.GetKey().GetName()}
+	for _, st := range sts {
+		k := objKeyOf(st.GetKey())
 		cur[k] = st
-		w.evaluate(k, true)
+		if w.mayDecide(src, k) {
+			w.evaluate(k, true)
+		}
 	}
-	for _, r := range req.GetRemoved() {
-		k := key{r.GetNamespace(), r.GetName()}
+	for _, k := range gone {
 		if st, ok := cur[k]; ok {
 			delete(cur, k)
-			w.release(k, st)
+			w.release(src, k, st)
 		}
 	}
 }
 
-// release notes that a source no longer serves an Ingress: the addresses it set are taken
-// back, unless another source serves it.
-func (w *Writer) release(k key, st *watchv1.IngressStatus) {
-	if st.GetManageLoadBalancer() && len(st.GetLoadBalancer()) > 0 {
-		w.released[k] = st.GetLoadBalancer()
+// admit returns the statuses of a report the Writer keeps, and the keys of those it refuses
+// (taken as if the source no longer reported them). It counts and logs refusals once: a
+// report about an Ingress of another class (kept, as the Ingress may change class), a
+// Gateway API status naming another controller (refused), a source that may not decide
+// Gateway API statuses (kept but never acted on).
+func (w *Writer) admit(src string, from Origin, sts []*watchv1.ObjectStatus) (kept []*watchv1.ObjectStatus, refused []objKey) {
+	why := gatewayRefusal(from, w.cfg.GatewayTranslatorClass)
+	for _, st := range sts {
+		k := objKeyOf(st.GetKey())
+		if k.kind == KindIngress {
+			w.checkClass(src, k)
+			kept = append(kept, st)
+			continue
+		}
+		if c := st.GetControllerName(); c != w.cfg.GatewayControllerName || c == "" {
+			refused = append(refused, k)
+			w.cfg.Metrics.StatusWrite("refused")
+			if once := src + "\x00" + c; !w.refusedLogged[once] {
+				w.refusedLogged[once] = true
+				w.log.Warn("gateway api status report refused: it names another controller than this watcher's --gateway-controller-name",
+					"source", src, "controller", c, "want", w.cfg.GatewayControllerName, "object", k.String())
+			}
+			continue
+		}
+		if why != "" {
+			if !w.refusedLogged[src] {
+				w.refusedLogged[src] = true
+				w.log.Warn("gateway api status report refused: its Gateway API statuses are kept but never written",
+					"source", src, "class", from.Class, "why", why)
+			}
+			w.countRefused(src, k)
+		}
+		kept = append(kept, st)
+	}
+	return kept, refused
+}
+
+// countRefused counts a refused report about k once per source; false when it was counted
+// before.
+func (w *Writer) countRefused(src string, k objKey) bool {
+	if w.refused[src][k] {
+		return false
+	}
+	if w.refused[src] == nil {
+		w.refused[src] = map[objKey]bool{}
+	}
+	w.refused[src][k] = true
+	w.cfg.Metrics.StatusWrite("refused")
+	return true
+}
+
+// mayDecide says whether src's report about k may change what k shows: a Gateway API status
+// only from a source that may decide them (gatewayRefusal); an Ingress's from any source,
+// as decideIngress holds each report to its class.
+func (w *Writer) mayDecide(src string, k objKey) bool {
+	return k.kind == KindIngress || gatewayRefusal(w.origins[src], w.cfg.GatewayTranslatorClass) == ""
+}
+
+// release notes that a source no longer serves an object: what it set is taken back unless
+// another source serves it (an Ingress's addresses, while it shows exactly those; an
+// HTTPRoute's parents entries of ours); a GatewayClass or a Gateway keeps its status
+// (decideGateway says why).
+func (w *Writer) release(src string, k objKey, st *watchv1.ObjectStatus) {
+	if !w.mayDecide(src, k) {
+		return
+	}
+	if k.kind != KindIngress || (st.GetManageAddresses() && len(st.GetAddresses()) > 0) {
+		w.released[k] = st
 	}
 	delete(w.said, k)
 	w.evaluate(k, true)
 }
 
-// input is what decides an Ingress now (decideIngress).
-func (w *Writer) input(k key) ingressInput {
-	in := ingressInput{obj: w.actual[k], classes: w.classes, controller: w.cfg.ControllerName, released: w.released[k], told: w.said[k]}
+// reports are the reports about an object, by source, with their origins (the decision
+// chooses among them). The map is new: a pending write holds it.
+func (w *Writer) reports(k objKey) map[string]sourceReport {
+	var out map[string]sourceReport
 	for src, m := range w.sources {
 		if st, ok := m[k]; ok {
-			if in.reports == nil {
-				in.reports = map[string]sourceReport{}
+			if out == nil {
+				out = map[string]sourceReport{}
 			}
-			in.reports[src] = sourceReport{from: w.origins[src], status: st}
+			out[src] = sourceReport{from: w.origins[src], status: st}
 		}
 	}
-	return in
+	return out
 }
 
-// evaluate decides what one Ingress needs (decideIngress) and acts on it: a status write
-// (queued, latest wins), Events, or nothing. fromReport says a report asked, for the
-// skipped count. Only in a term: a replica that is not the leader says nothing.
-func (w *Writer) evaluate(k key, fromReport bool) {
+// evaluate decides what one object needs (decideIngress, decideGateway) and acts on it: a
+// status write (queued, latest wins), Events, or nothing. fromReport says a report asked,
+// for the skipped count. Only in a term: a replica that is not the leader says nothing.
+func (w *Writer) evaluate(k objKey, fromReport bool) {
 	if w.term == nil {
-		return // beginTerm evaluates every Ingress again
+		return // beginTerm evaluates every object again
 	}
-	in := w.input(k)
-	dec := decideIngress(in)
-	w.log.Trace("ingress status decided", "ingress", k.String(), "write", dec.write, "why", dec.why)
-	if dec.forgetReleased {
-		delete(w.released, k)
+	var p pendingWrite
+	var skipped bool
+	if k.kind == KindIngress {
+		p, skipped = w.evaluateIngress(k)
+	} else {
+		p, skipped = w.evaluateGateway(k)
 	}
-	if dec.told != nil {
-		w.said[k] = *dec.told
-	}
-	w.record(dec.events)
 	w.mu.Lock()
-	if dec.write {
-		w.pending[k] = intent{in: in, lb: dec.lb}
+	if p != nil {
+		w.pending[k] = p
 	} else {
 		delete(w.pending, k)
 	}
-	n := w.pendingLen()
+	n := len(w.pending)
 	w.mu.Unlock()
 	w.cfg.Metrics.SetStatusPending(n)
-	if dec.write {
-		w.term.queue.Add(objKey{key: k})
-	} else if fromReport && in.obj != nil && dec.report != nil && dec.report.GetManageLoadBalancer() {
+	if p != nil {
+		w.term.queue.Add(k)
+	} else if fromReport && skipped {
 		w.cfg.Metrics.StatusWrite("skipped")
 	}
 }
@@ -496,12 +524,7 @@ func (w *Writer) record(events []event) {
 
 func (w *Writer) beginTerm(ctx context.Context) {
 	w.endTerm()
-	// Reports from an earlier term may be stale: translators report in full again to
-	// whichever replica leads, so start from nothing.
-	w.sources = map[string]map[key]*watchv1.IngressStatus{}
-	w.released = map[key][]*watchv1.LoadBalancerIngress{}
-	w.said = map[key]announced{}
-	w.gw.resetTerm()
+	w.forgetReports()
 	t := &term{ctx: ctx, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[objKey](100*time.Millisecond, 30*time.Second),
 		workqueue.TypedRateLimitingQueueConfig[objKey]{Name: "status"})}
@@ -520,14 +543,10 @@ func (w *Writer) beginTerm(ctx context.Context) {
 		t.queue.ShutDown()
 	}()
 	w.mu.Lock()
-	w.pending = map[key]intent{}
-	w.gwPending = map[objKey]gwIntent{}
+	w.pending = map[objKey]pendingWrite{}
 	w.mu.Unlock()
-	for k := range w.actual {
+	for _, k := range w.objectKeys() {
 		w.evaluate(k, false)
-	}
-	for k := range w.gw.objects {
-		w.gatewayEvaluate(k, false)
 	}
 	w.log.Info("status writing started")
 }
@@ -541,63 +560,57 @@ func (w *Writer) endTerm() {
 	t.queue.ShutDown()
 	t.recorder.shutdown()
 	w.mu.Lock()
-	w.pending = map[key]intent{}
-	w.gwPending = map[objKey]gwIntent{}
+	w.pending = map[objKey]pendingWrite{}
 	w.mu.Unlock()
 	w.cfg.Metrics.SetStatusPending(0)
 	w.log.Info("status writing stopped")
 }
 
-// work takes one key and writes its newest intent; false when the term is over.
+// work takes one key and writes its newest pending write; false when the term is over.
 func (w *Writer) work(t *term) bool {
-	qk, shutdown := t.queue.Get()
+	k, shutdown := t.queue.Get()
 	if shutdown {
 		return false
 	}
-	defer t.queue.Done(qk)
-	if qk.kind != "" {
-		return w.gatewayWork(t, qk)
-	}
-	k := qk.key
+	defer t.queue.Done(k)
 	w.mu.Lock()
-	in, ok := w.pending[k]
+	p, ok := w.pending[k]
 	delete(w.pending, k)
-	n := w.pendingLen()
+	n := len(w.pending)
 	w.mu.Unlock()
 	if !ok {
 		return true
 	}
-	err := w.write(t.ctx, k, in)
+	err := w.write(t.ctx, k, p)
 	switch {
 	case err == nil:
-		t.queue.Forget(qk)
+		t.queue.Forget(k)
 	case t.ctx.Err() != nil:
 		return false // the lease is gone: this replica writes nothing more
 	default:
-		w.log.Warn("status write failed; retrying", "ingress", k.String(), "error", err)
+		w.log.Warn("status write failed; retrying", "object", k.String(), "error", err)
 		w.mu.Lock()
 		if _, newer := w.pending[k]; !newer {
-			w.pending[k] = in
+			w.pending[k] = p
 		}
-		n = w.pendingLen()
+		n = len(w.pending)
 		w.mu.Unlock()
-		t.queue.AddRateLimited(qk)
+		t.queue.AddRateLimited(k)
 	}
 	w.cfg.Metrics.SetStatusPending(n)
 	return true
 }
 
-// write sets one Ingress's status.loadBalancer.ingress. The patch names the resourceVersion
-// the decision was made on, so a concurrent change is a conflict, and a conflict is decided
-// again (decideIngress, on the same reports) on a fresh read.
-func (w *Writer) write(ctx context.Context, k key, in intent) error {
+// maxConflicts is how many conflicts in a row one write decides again on a fresh read
+// before it is retried through the queue, with backoff.
+const maxConflicts = 4
+
+// write writes one object's status. The write names the version the decision was made on,
+// so a concurrent change is a conflict, and a conflict is decided again (with the same
+// reports) on a fresh read: the same for every kind, whose pendingWrite says how.
+func (w *Writer) write(ctx context.Context, k objKey, p pendingWrite) error {
 	for attempt := 0; ; attempt++ {
-		body, err := statusPatch(in.in.obj.resourceVersion, in.lb)
-		if err != nil {
-			return err
-		}
-		_, err = w.cfg.Client.NetworkingV1().Ingresses(k.ns).Patch(ctx, k.name, types.MergePatchType, body,
-			metav1.PatchOptions{FieldManager: FieldManager}, "status")
+		err := p.patch(ctx, w, k)
 		switch {
 		case err == nil:
 			w.cfg.Metrics.StatusWrite("done")
@@ -605,56 +618,26 @@ func (w *Writer) write(ctx context.Context, k key, in intent) error {
 		case apierrors.IsNotFound(err):
 			w.cfg.Metrics.StatusWrite("gone")
 			return nil
-		case !apierrors.IsConflict(err) || attempt >= 4:
+		case !apierrors.IsConflict(err) || attempt >= maxConflicts:
 			w.cfg.Metrics.StatusWrite("failed")
-			return fmt.Errorf("patch status of ingress %s: %w", k, err)
+			return fmt.Errorf("patch status of %s: %w", k, err)
 		}
 		w.cfg.Metrics.StatusWrite("conflict")
-		fresh, gerr := w.cfg.Client.NetworkingV1().Ingresses(k.ns).Get(ctx, k.name, metav1.GetOptions{})
-		if apierrors.IsNotFound(gerr) {
+		next, outcome, err := p.again(ctx, w, k)
+		switch {
+		case apierrors.IsNotFound(err):
 			w.cfg.Metrics.StatusWrite("gone")
 			return nil
-		}
-		if gerr != nil {
+		case err != nil:
 			w.cfg.Metrics.StatusWrite("failed")
-			return fmt.Errorf("read ingress %s after a conflict: %w", k, gerr)
-		}
-		if fresh.UID != in.in.obj.uid {
-			w.cfg.Metrics.StatusWrite("gone")
+			return fmt.Errorf("read %s after a conflict: %w", k, err)
+		case next == nil:
+			w.cfg.Metrics.StatusWrite(outcome)
 			return nil
 		}
-		next := in.in
-		next.obj = statusView(fresh)
-		dec := decideIngress(next)
-		if !dec.write {
-			w.cfg.Metrics.StatusWrite("skipped")
-			return nil
-		}
-		in = intent{in: next, lb: dec.lb}
+		p = next
 	}
 }
-
-func statusPatch(resourceVersion string, lb []*watchv1.LoadBalancerIngress) ([]byte, error) {
-	type lbIngress struct {
-		IP       string `json:"ip,omitempty"`
-		Hostname string `json:"hostname,omitempty"`
-	}
-	var list any // null removes the field
-	if len(lb) > 0 {
-		l := make([]lbIngress, 0, len(lb))
-		for _, a := range lb {
-			l = append(l, lbIngress{IP: a.GetIp(), Hostname: a.GetHostname()})
-		}
-		list = l
-	}
-	return json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": resourceVersion},
-		"status":   map[string]any{"loadBalancer": map[string]any{"ingress": list}},
-	})
-}
-
-// pendingLen is the number of pending writes; the caller holds mu.
-func (w *Writer) pendingLen() int { return len(w.pending) + len(w.gwPending) }
 
 type nopMetrics struct{}
 

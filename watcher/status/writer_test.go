@@ -105,10 +105,10 @@ func ingress(name, uid, rv string, ips ...string) *networkingv1.Ingress {
 	return ing
 }
 
-func desired(name, uid string, ips ...string) *watchv1.IngressStatus {
-	st := &watchv1.IngressStatus{Key: &watchv1.IngressKey{Namespace: "ns", Name: name}, Uid: uid, ManageLoadBalancer: true}
+func desired(name, uid string, ips ...string) *watchv1.ObjectStatus {
+	st := &watchv1.ObjectStatus{Key: &watchv1.ObjectKey{Kind: KindIngress, Namespace: "ns", Name: name}, Uid: uid, ManageAddresses: true}
 	for _, ip := range ips {
-		st.LoadBalancer = append(st.LoadBalancer, &watchv1.LoadBalancerIngress{Ip: ip})
+		st.Addresses = append(st.Addresses, &watchv1.GatewayAddress{Type: "IPAddress", Value: ip})
 	}
 	return st
 }
@@ -227,7 +227,7 @@ func TestWriterWritesOnlyDifferencesAndOnlyInATerm(t *testing.T) {
 	f := startWriter(t, ingress("a", "ua", "1"), ingress("b", "ub", "1", "10.0.0.1"))
 	ctx1, end1 := context.WithCancel(context.Background())
 	f.w.BeginTerm(ctx1)
-	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{
+	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Objects: []*watchv1.ObjectStatus{
 		desired("a", "ua", "10.0.0.1"), desired("b", "ub", "10.0.0.1")}})
 	// b already shows the address: skipped, not written.
 	f.m.eventually(t, "a's status written and b's skipped", func() bool { return f.m.write("done") == 1 && f.m.write("skipped") == 1 })
@@ -242,12 +242,12 @@ func TestWriterWritesOnlyDifferencesAndOnlyInATerm(t *testing.T) {
 	// The lease is lost: a report now is not written, not even once a new term begins.
 	end1()
 	f.w.EndTerm()
-	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Statuses: []*watchv1.IngressStatus{desired("b", "ub", "10.0.0.2")}})
+	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Objects: []*watchv1.ObjectStatus{desired("b", "ub", "10.0.0.2")}})
 	ctx2, end2 := context.WithCancel(context.Background())
 	defer end2()
 	f.w.BeginTerm(ctx2)
 	// The translator reports in full to the new leader; only that is written.
-	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{
+	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Objects: []*watchv1.ObjectStatus{
 		desired("a", "ua", "10.0.0.1"), desired("b", "ub", "10.0.0.3")}})
 	f.m.eventually(t, "b's status written", func() bool {
 		got := f.statusOf(t, "b")
@@ -274,7 +274,7 @@ func TestWriterRetriesConflictsOnAFreshRead(t *testing.T) {
 	ctx, end := context.WithCancel(context.Background())
 	defer end()
 	f.w.BeginTerm(ctx)
-	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{
+	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Objects: []*watchv1.ObjectStatus{
 		desired("a", "ua", "10.0.0.9"), desired("b", "ub", "10.0.0.9")}})
 	f.m.eventually(t, "a written and b skipped", func() bool { return f.m.write("done") == 1 && f.m.write("skipped") == 1 })
 	if got := f.statusOf(t, "a"); len(got) != 1 || got[0] != "10.0.0.9" {
@@ -299,7 +299,7 @@ func TestWriterTakesBackReleasedAddresses(t *testing.T) {
 	ctx, end := context.WithCancel(context.Background())
 	defer end()
 	f.w.BeginTerm(ctx)
-	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{desired("a", "ua", "10.0.0.1")}})
+	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Objects: []*watchv1.ObjectStatus{desired("a", "ua", "10.0.0.1")}})
 	f.m.eventually(t, "a's status written", func() bool { return f.m.write("done") == 1 })
 	// The store sees the write, as the informer would.
 	written, err := f.cs.NetworkingV1().Ingresses("ns").Get(context.Background(), "a", metav1.GetOptions{})
@@ -311,7 +311,7 @@ func TestWriterTakesBackReleasedAddresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.src.upsert(t, written)
-	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Removed: []*watchv1.IngressKey{{Namespace: "ns", Name: "a"}}})
+	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", RemovedObjects: []*watchv1.ObjectKey{{Kind: "Ingress", Namespace: "ns", Name: "a"}}})
 	f.m.eventually(t, "a's status cleared", func() bool { return f.m.write("done") == 2 })
 	if got := f.statusOf(t, "a"); len(got) != 0 {
 		t.Fatalf("a's status = %v after its translator let go of it, want none", got)
@@ -329,10 +329,10 @@ func TestWriterAnnouncesFindingsOnce(t *testing.T) {
 	defer end()
 	f.w.BeginTerm(ctx)
 	bad := desired("a", "ua")
-	bad.ManageLoadBalancer = false
+	bad.ManageAddresses = false
 	bad.Findings = []*watchv1.StatusFinding{{Reason: "ServiceNotFound", Field: "spec.rules[0].http.paths[0].backend", Message: `service "web" not found`, Warning: true}}
 	for range 3 {
-		f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{bad}})
+		f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Objects: []*watchv1.ObjectStatus{bad}})
 	}
 	events := func() []corev1.Event {
 		l, err := f.cs.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
@@ -348,8 +348,8 @@ func TestWriterAnnouncesFindingsOnce(t *testing.T) {
 		t.Fatalf("event = %s %s on %s (%s) x%d: %q", e.Type, e.Reason, e.InvolvedObject.Name, e.InvolvedObject.UID, e.Count, e.Message)
 	}
 	fixed := desired("a", "ua")
-	fixed.ManageLoadBalancer = false
-	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Statuses: []*watchv1.IngressStatus{fixed}})
+	fixed.ManageAddresses = false
+	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Objects: []*watchv1.ObjectStatus{fixed}})
 	f.m.eventually(t, "a FindingsResolved Event", func() bool {
 		for _, e := range events() {
 			if e.Reason == "FindingsResolved" && e.Type == corev1.EventTypeNormal {
@@ -379,7 +379,7 @@ func TestWriterHoldsATranslatorToItsClass(t *testing.T) {
 	defer end()
 	f.w.BeginTerm(ctx)
 	from := Origin{Source: "spiffe://cluster.local/sluice/translator/sluice", Class: "sluice", Checked: true}
-	f.w.Report(from, &watchv1.ReportStatusRequest{Source: from.Source, Full: true, Statuses: []*watchv1.IngressStatus{
+	f.w.Report(from, &watchv1.ReportStatusRequest{Source: from.Source, Full: true, Objects: []*watchv1.ObjectStatus{
 		desired("a", "ua", "10.0.0.1"), desired("b", "ub", "10.0.0.66")}})
 	f.m.eventually(t, "a written and b refused", func() bool { return f.m.write("done") == 1 && f.m.write("refused") == 1 })
 	if got := f.statusOf(t, "b"); len(got) != 0 {
@@ -405,8 +405,8 @@ func TestWriterDecidesAConflictAgainWithTheSameRules(t *testing.T) {
 	ctx, end := context.WithCancel(context.Background())
 	defer end()
 	f.w.BeginTerm(ctx)
-	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Statuses: []*watchv1.IngressStatus{desired("a", "ua", "10.0.0.1")}})
-	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Removed: []*watchv1.IngressKey{{Namespace: "ns", Name: "a"}}})
+	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", Full: true, Objects: []*watchv1.ObjectStatus{desired("a", "ua", "10.0.0.1")}})
+	f.w.Report(Origin{}, &watchv1.ReportStatusRequest{Source: "s", RemovedObjects: []*watchv1.ObjectKey{{Kind: "Ingress", Namespace: "ns", Name: "a"}}})
 	f.m.eventually(t, "the take-back to conflict and be decided again", func() bool {
 		return f.m.write("conflict") == 1 && (f.m.write("skipped") == 2 || f.m.write("done") > 0)
 	})
