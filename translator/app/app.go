@@ -272,20 +272,19 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 	var g run.Group
 	srv.Add(&g)
 	var sink engine.StatusSink
-	var gwSink engine.GatewayStatusSink
 	if s.ReportStatus {
 		rep, err := statusreport.New(statusreport.Config{Logger: log.Named("status"), Client: watchv1.NewStatusServiceClient(conn),
 			Source: s.ControllerName + "/" + s.IngressClass, Metrics: m})
 		if err != nil {
 			return err
 		}
-		sink, gwSink = rep, rep
+		sink = rep
 		g.Add("status", rep.Run)
 	}
 	ports, _ := s.gatewayPorts()               // checked by Validate
 	addrs, reserved, _ := s.gatewayAddresses() // checked by Validate
 	eng, err = engine.New(engine.Config{
-		Logger: log.Named("engine"), Client: watchv1.NewWatchServiceClient(conn), Publisher: cfgSrv, Metrics: m, Status: sink, GatewayStatus: gwSink,
+		Logger: log.Named("engine"), Client: watchv1.NewWatchServiceClient(conn), Publisher: cfgSrv, Metrics: m, Status: sink,
 		Options: translate.Options{IngressClass: s.IngressClass, ControllerName: s.ControllerName, WatchIngressWithoutClass: s.WatchIngressWithoutClass,
 			NoSSLRedirect: !s.SSLRedirect, DefaultCertificate: s.DefaultCertificate, PublishService: s.PublishService, PublishAddresses: s.PublishAddresses,
 			GatewayControllerName: s.GatewayControllerName, GatewayHTTPPort: s.GatewayHTTPPort, GatewayHTTPSPort: s.GatewayHTTPSPort,

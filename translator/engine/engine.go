@@ -48,21 +48,13 @@ type Publisher interface {
 	PublishDelta(d *configv1.ConfigDelta)
 }
 
-// StatusSink takes the desired statuses of the served Ingresses; it must not block.
+// StatusSink takes the desired statuses of the objects served, Ingresses and Gateway API
+// objects in the status stream's one shape; it must not block.
 type StatusSink interface {
 	// Replace makes sts (sorted) the complete desired statuses.
-	Replace(sts []*watchv1.IngressStatus)
-	// Update changes the desired statuses of some Ingresses.
-	Update(changed []*watchv1.IngressStatus, removed []*watchv1.IngressKey)
-}
-
-// GatewayStatusSink takes the desired statuses of the Gateway API objects served
-// (GatewayClasses, Gateways, HTTPRoutes); it must not block.
-type GatewayStatusSink interface {
-	// ReplaceGateway makes sts (sorted) the complete desired Gateway API statuses.
-	ReplaceGateway(sts []*watchv1.GatewayAPIStatus)
-	// UpdateGateway changes the desired statuses of some Gateway API objects.
-	UpdateGateway(changed []*watchv1.GatewayAPIStatus, removed []*watchv1.ObjectKey)
+	Replace(sts []*watchv1.ObjectStatus)
+	// Update changes the desired statuses of some objects.
+	Update(changed []*watchv1.ObjectStatus, removed []*watchv1.ObjectKey)
 }
 
 // Metrics receives the engine's measurements.
@@ -88,9 +80,6 @@ type Config struct {
 	Metrics                Metrics
 	// Status, when set, gets the desired statuses after every build of a complete view.
 	Status StatusSink
-	// GatewayStatus, when set, gets the Gateway API objects' desired statuses likewise,
-	// each time before Status (so that a reporter's first full report holds both).
-	GatewayStatus GatewayStatusSink
 	// NewEpoch names epochs (random in production).
 	NewEpoch func() string
 	// Now is the clock for certificate expiry checks.
@@ -447,9 +436,8 @@ func (e *Engine) build(first bool) {
 // build of an epoch or a change of the published addresses, else those of the Ingresses
 // the build touched.
 func (e *Engine) statuses(first bool) {
-	changedKeys := e.tr.TakeStatusChanges()
-	gwChanged := e.tr.TakeGatewayStatusChanges()
-	if e.cfg.Status == nil && e.cfg.GatewayStatus == nil {
+	changed := append(e.tr.TakeStatusChanges(), e.tr.TakeGatewayStatusChanges()...)
+	if e.cfg.Status == nil {
 		return
 	}
 	opts := e.cfg.Options
@@ -467,22 +455,8 @@ func (e *Engine) statuses(first bool) {
 	if all {
 		e.published, e.lbKnown = lb, known
 	}
-	e.gatewayStatuses(all, gwChanged, lb, known)
-	if e.cfg.Status == nil {
-		return
-	}
-	handOver(all, e.tr.ServedKeys, changedKeys, func(k *watchv1.IngressKey) *watchv1.IngressStatus { return e.tr.Status(k, lb, known) },
+	handOver(all, e.tr.StatusKeys, changed, func(k *watchv1.ObjectKey) *watchv1.ObjectStatus { return e.tr.ObjectStatus(k, lb, known) },
 		e.cfg.Status.Replace, e.cfg.Status.Update)
-}
-
-// gatewayStatuses hands the Gateway API status sink every status (all) or those of the
-// objects the build touched.
-func (e *Engine) gatewayStatuses(all bool, changed []*watchv1.ObjectKey, lb []*watchv1.LoadBalancerIngress, known bool) {
-	if e.cfg.GatewayStatus == nil {
-		return
-	}
-	handOver(all, e.tr.GatewayStatusKeys, changed, func(k *watchv1.ObjectKey) *watchv1.GatewayAPIStatus { return e.tr.GatewayStatus(k, lb, known) },
-		e.cfg.GatewayStatus.ReplaceGateway, e.cfg.GatewayStatus.UpdateGateway)
 }
 
 // handOver gives a status sink every status (all) or those of the changed keys, a key whose

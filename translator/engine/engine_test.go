@@ -418,42 +418,56 @@ func TestCoalescingDedupAndNewEpochOnBreak(t *testing.T) {
 	}
 }
 
-// statusSink holds the statuses the engine hands over, as the reporter does.
+// statusSink holds the statuses the engine hands over, as the reporter does: Ingresses and
+// Gateway API objects, in one shape.
 type statusSink struct {
 	mu      sync.Mutex
-	desired map[string]*watchv1.IngressStatus
+	desired map[string]*watchv1.ObjectStatus
 }
 
-func (s *statusSink) Replace(sts []*watchv1.IngressStatus) {
+func keyString(k *watchv1.ObjectKey) string {
+	return k.GetKind() + "/" + k.GetNamespace() + "/" + k.GetName()
+}
+
+func (s *statusSink) Replace(sts []*watchv1.ObjectStatus) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.desired = map[string]*watchv1.IngressStatus{}
+	s.desired = map[string]*watchv1.ObjectStatus{}
 	for _, st := range sts {
-		s.desired[st.GetKey().String()] = st
+		s.desired[keyString(st.GetKey())] = st
 	}
 }
 
-func (s *statusSink) Update(changed []*watchv1.IngressStatus, removed []*watchv1.IngressKey) {
+func (s *statusSink) Update(changed []*watchv1.ObjectStatus, removed []*watchv1.ObjectKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, st := range changed {
-		s.desired[st.GetKey().String()] = st
+		s.desired[keyString(st.GetKey())] = st
 	}
 	for _, k := range removed {
-		delete(s.desired, k.String())
+		delete(s.desired, keyString(k))
 	}
 }
 
-// last is the complete desired statuses, sorted.
-func (s *statusSink) last() []*watchv1.IngressStatus {
+// last is the complete desired statuses of kind, sorted.
+func (s *statusSink) last(kind string) []*watchv1.ObjectStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []*watchv1.IngressStatus
+	var out []*watchv1.ObjectStatus
 	for _, st := range s.desired {
-		out = append(out, st)
+		if st.GetKey().GetKind() == kind {
+			out = append(out, st)
+		}
 	}
 	translate.SortStatuses(out)
 	return out
+}
+
+// get is the desired status of the object key ("Kind/namespace/name"), nil when none.
+func (s *statusSink) get(key string) *watchv1.ObjectStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.desired[key]
 }
 
 // lockedBuffer is a log output the test reads while the code under test writes.
@@ -479,12 +493,12 @@ func TestStatusesOfferedAfterEveryBuild(t *testing.T) {
 	rec.waitUntil(t, "a config with both Ingresses", func(_ []string, c []*configv1.Config) bool {
 		return len(c) > 0 && len(c[len(c)-1].GetResources().GetVirtualHosts()) == 2
 	})
-	sts := sink.last()
+	sts := sink.last("Ingress")
 	if len(sts) != 2 || sts[0].GetKey().GetName() != "a" || sts[1].GetKey().GetName() != "b" {
 		t.Fatalf("last offer = %v, want a and b, sorted", sts)
 	}
 	for _, st := range sts {
-		if st.GetManageLoadBalancer() {
+		if st.GetManageAddresses() {
 			t.Fatalf("%v: the publish Service is not in the view, yet the address is managed", st)
 		}
 	}

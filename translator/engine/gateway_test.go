@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -28,50 +27,6 @@ func gwObject(kind *watchv1.GroupVersionKind, ns, name, rv, spec string) *watchv
 	return &watchv1.Object{Kind: kind, Namespace: ns, Name: name, ResourceVersion: rv, ContentType: watchstream.ContentTypeJSON, Raw: []byte(raw)}
 }
 
-// gatewaySink holds the Gateway API statuses the engine hands over, as the reporter does.
-type gatewaySink struct {
-	mu       sync.Mutex
-	replaced int
-	desired  map[string]*watchv1.GatewayAPIStatus
-}
-
-func gwKeyString(k *watchv1.ObjectKey) string {
-	return k.GetKind() + "/" + k.GetNamespace() + "/" + k.GetName()
-}
-
-func (s *gatewaySink) ReplaceGateway(sts []*watchv1.GatewayAPIStatus) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.replaced++
-	s.desired = map[string]*watchv1.GatewayAPIStatus{}
-	for _, st := range sts {
-		s.desired[gwKeyString(st.GetKey())] = st
-	}
-}
-
-func (s *gatewaySink) UpdateGateway(changed []*watchv1.GatewayAPIStatus, removed []*watchv1.ObjectKey) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, st := range changed {
-		s.desired[gwKeyString(st.GetKey())] = st
-	}
-	for _, k := range removed {
-		delete(s.desired, gwKeyString(k))
-	}
-}
-
-func (s *gatewaySink) get(key string) *watchv1.GatewayAPIStatus {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.desired[key]
-}
-
-func (s *gatewaySink) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.desired)
-}
-
 func routeTo(host string) string {
 	return `{"parentRefs":[{"name":"gw"}],"hostnames":["` + host + `"],"rules":[{"backendRefs":[{"name":"web","namespace":"other","port":80}]}]}`
 }
@@ -91,9 +46,9 @@ func hasHost(c *configv1.Config, host string) bool {
 // re-offers its status, and a route that does not decode is a finding of its own while the
 // others stay served (scenario 8).
 func TestGatewayAPIKindsFedFromTheWatchStream(t *testing.T) {
-	sink := &gatewaySink{}
+	sink := &statusSink{}
 	fw, rec := setupWith(t, func(c *Config) {
-		c.GatewayStatus = sink
+		c.Status = sink
 		c.Logger = hclog.NewNullLogger()
 	})
 	class := gwObject(gwClassKind, "", "sluice", "1", `{"controllerName":"sluice.io/gateway-controller"}`)
@@ -143,7 +98,7 @@ func TestGatewayAPIKindsFedFromTheWatchStream(t *testing.T) {
 		}
 		return hasHost(last, "b.example.com") && !hasHost(last, "a.example.com") && undecodable
 	})
-	if n := sink.len(); n != 3 {
+	if n := len(sink.last("GatewayClass")) + len(sink.last("Gateway")) + len(sink.last("HTTPRoute")); n != 3 {
 		t.Fatalf("%d Gateway API statuses offered, want the GatewayClass, the Gateway and the HTTPRoute", n)
 	}
 	st := sink.get("HTTPRoute/ns/r")

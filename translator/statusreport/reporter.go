@@ -1,6 +1,6 @@
 // Package statusreport owns the translator's status stream to the watcher. The engine hands
-// it the desired statuses of Ingresses (Replace, then Update with what a build changed) and
-// of Gateway API objects (ReplaceGateway, UpdateGateway); none of them blocks;
+// it the desired statuses of the objects it serves, Ingresses and Gateway API objects in one
+// shape (Replace, then Update with what a build changed); neither blocks;
 // the reporter sends them in full on every new stream and then only what changed, at the
 // cost of the change. Nothing on the config path waits for it: a slow, absent or restarting
 // watcher only delays statuses.
@@ -58,16 +58,14 @@ type Reporter struct {
 
 	mu      sync.Mutex
 	ready   bool // the first Replace came
-	desired map[key]*watchv1.IngressStatus
+	desired map[key]*watchv1.ObjectStatus
 	pending map[key]bool // changed since the last request taken
-	// The Gateway API objects', alike, by kind, namespace and name.
-	desiredGw map[gwKey]*watchv1.GatewayAPIStatus
-	pendingGw map[gwKey]bool
 }
 
-type gwKey struct{ kind, ns, name string }
+// key names an object of either API by kind, namespace and name.
+type key struct{ kind, ns, name string }
 
-func gwKeyOf(k *watchv1.ObjectKey) gwKey { return gwKey{k.GetKind(), k.GetNamespace(), k.GetName()} }
+func keyOf(k *watchv1.ObjectKey) key { return key{k.GetKind(), k.GetNamespace(), k.GetName()} }
 
 // New returns a reporter; Run starts it.
 func New(cfg Config) (*Reporter, error) {
@@ -83,17 +81,16 @@ func New(cfg Config) (*Reporter, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = nopMetrics{}
 	}
-	return &Reporter{cfg: cfg, log: cfg.Logger, signal: make(chan struct{}, 1), desired: map[key]*watchv1.IngressStatus{}, pending: map[key]bool{},
-		desiredGw: map[gwKey]*watchv1.GatewayAPIStatus{}, pendingGw: map[gwKey]bool{}}, nil
+	return &Reporter{cfg: cfg, log: cfg.Logger, signal: make(chan struct{}, 1), desired: map[key]*watchv1.ObjectStatus{}, pending: map[key]bool{}}, nil
 }
 
 // Replace makes sts the complete desired statuses. It never blocks.
-func (r *Reporter) Replace(sts []*watchv1.IngressStatus) {
+func (r *Reporter) Replace(sts []*watchv1.ObjectStatus) {
 	r.mu.Lock()
 	for k := range r.desired {
 		r.pending[k] = true
 	}
-	r.desired = make(map[key]*watchv1.IngressStatus, len(sts))
+	r.desired = make(map[key]*watchv1.ObjectStatus, len(sts))
 	for _, st := range sts {
 		k := keyOf(st.GetKey())
 		r.desired[k], r.pending[k] = st, true
@@ -103,49 +100,17 @@ func (r *Reporter) Replace(sts []*watchv1.IngressStatus) {
 	r.notify()
 }
 
-// Update changes the desired statuses of some Ingresses. It never blocks.
-func (r *Reporter) Update(changed []*watchv1.IngressStatus, removed []*watchv1.IngressKey) {
+// Update changes the desired statuses of some objects. It never blocks.
+func (r *Reporter) Update(changed []*watchv1.ObjectStatus, removed []*watchv1.ObjectKey) {
 	r.mu.Lock()
 	for _, st := range changed {
 		k := keyOf(st.GetKey())
 		r.desired[k], r.pending[k] = st, true
 	}
-	for _, ik := range removed {
-		k := keyOf(ik)
+	for _, ok := range removed {
+		k := keyOf(ok)
 		delete(r.desired, k)
 		r.pending[k] = true
-	}
-	r.mu.Unlock()
-	r.notify()
-}
-
-// ReplaceGateway makes sts the complete desired Gateway API statuses. It never blocks. The
-// engine calls it before Replace, so that the first full report holds both.
-func (r *Reporter) ReplaceGateway(sts []*watchv1.GatewayAPIStatus) {
-	r.mu.Lock()
-	for k := range r.desiredGw {
-		r.pendingGw[k] = true
-	}
-	r.desiredGw = make(map[gwKey]*watchv1.GatewayAPIStatus, len(sts))
-	for _, st := range sts {
-		k := gwKeyOf(st.GetKey())
-		r.desiredGw[k], r.pendingGw[k] = st, true
-	}
-	r.mu.Unlock()
-	r.notify()
-}
-
-// UpdateGateway changes the desired statuses of some Gateway API objects. It never blocks.
-func (r *Reporter) UpdateGateway(changed []*watchv1.GatewayAPIStatus, removed []*watchv1.ObjectKey) {
-	r.mu.Lock()
-	for _, st := range changed {
-		k := gwKeyOf(st.GetKey())
-		r.desiredGw[k], r.pendingGw[k] = st, true
-	}
-	for _, ok := range removed {
-		k := gwKeyOf(ok)
-		delete(r.desiredGw, k)
-		r.pendingGw[k] = true
 	}
 	r.mu.Unlock()
 	r.notify()
@@ -158,31 +123,21 @@ func (r *Reporter) notify() {
 	}
 }
 
-func keyOf(k *watchv1.IngressKey) key { return key{k.GetNamespace(), k.GetName()} }
-
 // told is what one stream was told.
-type told struct {
-	ingresses map[key]*watchv1.IngressStatus
-	gateway   map[gwKey]*watchv1.GatewayAPIStatus
-}
+type told map[key]*watchv1.ObjectStatus
 
 // full returns the full report, every desired status sorted, as what a new stream is told.
 func (r *Reporter) full() (*watchv1.ReportStatusRequest, told) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.pending, r.pendingGw = map[key]bool{}, map[gwKey]bool{}
-	sent := told{ingresses: make(map[key]*watchv1.IngressStatus, len(r.desired)), gateway: make(map[gwKey]*watchv1.GatewayAPIStatus, len(r.desiredGw))}
-	req := &watchv1.ReportStatusRequest{Source: r.cfg.Source, Full: true, Statuses: make([]*watchv1.IngressStatus, 0, len(r.desired))}
+	r.pending = map[key]bool{}
+	sent := make(told, len(r.desired))
+	req := &watchv1.ReportStatusRequest{Source: r.cfg.Source, Full: true, Objects: make([]*watchv1.ObjectStatus, 0, len(r.desired))}
 	for k, st := range r.desired {
-		sent.ingresses[k] = st
-		req.Statuses = append(req.Statuses, st)
+		sent[k] = st
+		req.Objects = append(req.Objects, st)
 	}
-	for k, st := range r.desiredGw {
-		sent.gateway[k] = st
-		req.GatewayStatuses = append(req.GatewayStatuses, st)
-	}
-	translate.SortStatuses(req.Statuses)
-	translate.SortGatewayStatuses(req.GatewayStatuses)
+	translate.SortStatuses(req.Objects)
 	return req, sent
 }
 
@@ -194,42 +149,27 @@ func (r *Reporter) changes(sent told) *watchv1.ReportStatusRequest {
 	req := &watchv1.ReportStatusRequest{Source: r.cfg.Source}
 	for k := range r.pending {
 		d, want := r.desired[k]
-		s, had := sent.ingresses[k]
+		s, had := sent[k]
 		switch {
 		case want && (!had || !proto.Equal(s, d)):
-			req.Statuses = append(req.Statuses, d)
-			sent.ingresses[k] = d
+			req.Objects = append(req.Objects, d)
+			sent[k] = d
 		case !want && had:
-			req.Removed = append(req.Removed, &watchv1.IngressKey{Namespace: k.ns, Name: k.name})
-			delete(sent.ingresses, k)
+			req.RemovedObjects = append(req.RemovedObjects, &watchv1.ObjectKey{Kind: k.kind, Namespace: k.ns, Name: k.name})
+			delete(sent, k)
 		}
 	}
 	r.pending = map[key]bool{}
-	for k := range r.pendingGw {
-		d, want := r.desiredGw[k]
-		s, had := sent.gateway[k]
-		switch {
-		case want && (!had || !proto.Equal(s, d)):
-			req.GatewayStatuses = append(req.GatewayStatuses, d)
-			sent.gateway[k] = d
-		case !want && had:
-			req.RemovedGateway = append(req.RemovedGateway, &watchv1.ObjectKey{Kind: k.kind, Namespace: k.ns, Name: k.name})
-			delete(sent.gateway, k)
-		}
-	}
-	r.pendingGw = map[gwKey]bool{}
-	if len(req.Statuses) == 0 && len(req.Removed) == 0 && len(req.GatewayStatuses) == 0 && len(req.RemovedGateway) == 0 {
+	if len(req.Objects) == 0 && len(req.RemovedObjects) == 0 {
 		return nil
 	}
-	translate.SortStatuses(req.Statuses)
-	sort.Slice(req.Removed, func(i, j int) bool { return translate.LessKey(req.Removed[i], req.Removed[j]) })
-	translate.SortGatewayStatuses(req.GatewayStatuses)
-	sort.Slice(req.RemovedGateway, func(i, j int) bool { return translate.LessObjectKey(req.RemovedGateway[i], req.RemovedGateway[j]) })
+	translate.SortStatuses(req.Objects)
+	sort.Slice(req.RemovedObjects, func(i, j int) bool { return translate.LessObjectKey(req.RemovedObjects[i], req.RemovedObjects[j]) })
 	return req
 }
 
 func reportSize(req *watchv1.ReportStatusRequest) int {
-	return len(req.Statuses) + len(req.Removed) + len(req.GatewayStatuses) + len(req.RemovedGateway)
+	return len(req.GetObjects()) + len(req.GetRemovedObjects())
 }
 
 func (r *Reporter) isReady() bool {
@@ -237,8 +177,6 @@ func (r *Reporter) isReady() bool {
 	defer r.mu.Unlock()
 	return r.ready
 }
-
-type key struct{ ns, name string }
 
 // Run reports until ctx ends. Nothing is sent before the first Replace: a translator
 // without a complete view has no statuses to claim.
@@ -311,7 +249,7 @@ func (r *Reporter) stream(ctx context.Context) (accepted bool, _ error) {
 			}
 			accepted = true
 			r.cfg.Metrics.SetStatusConnected(true)
-			r.log.Info("status stream accepted", "leader", m.Msg.GetLeader(), "relayed", m.Msg.GetRelayed(), "ingresses", len(sent.ingresses), "gateway_api_objects", len(sent.gateway))
+			r.log.Info("status stream accepted", "leader", m.Msg.GetLeader(), "relayed", m.Msg.GetRelayed(), "objects", len(sent))
 		case <-r.signal:
 			req := r.changes(sent)
 			if req == nil {

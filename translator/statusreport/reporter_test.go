@@ -108,15 +108,15 @@ func run(t *testing.T, r *Reporter) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-func st(name string, ips ...string) *watchv1.IngressStatus {
-	s := &watchv1.IngressStatus{Key: &watchv1.IngressKey{Namespace: "ns", Name: name}, Uid: "u-" + name, ManageLoadBalancer: true}
+func st(name string, ips ...string) *watchv1.ObjectStatus {
+	s := &watchv1.ObjectStatus{Key: &watchv1.ObjectKey{Kind: "Ingress", Namespace: "ns", Name: name}, Uid: "u-" + name, ManageAddresses: true}
 	for _, ip := range ips {
-		s.LoadBalancer = append(s.LoadBalancer, &watchv1.LoadBalancerIngress{Ip: ip})
+		s.Addresses = append(s.Addresses, &watchv1.GatewayAddress{Type: "IPAddress", Value: ip})
 	}
 	return s
 }
 
-func names(sts []*watchv1.IngressStatus) []string {
+func names(sts []*watchv1.ObjectStatus) []string {
 	var out []string
 	for _, s := range sts {
 		out = append(out, s.GetKey().GetName())
@@ -147,19 +147,19 @@ func TestNewRejectsMissingDependencies(t *testing.T) {
 func TestReporterSendsTheNewestInFullThenOnlyChanges(t *testing.T) {
 	r, srv := startReporter(t)
 	// Offers before Run never block; only the newest is kept.
-	r.Replace([]*watchv1.IngressStatus{st("a", "10.0.0.1")})
-	r.Replace([]*watchv1.IngressStatus{st("a", "10.0.0.2"), st("b", "10.0.0.2"), st("c", "10.0.0.2")})
+	r.Replace([]*watchv1.ObjectStatus{st("a", "10.0.0.1")})
+	r.Replace([]*watchv1.ObjectStatus{st("a", "10.0.0.2"), st("b", "10.0.0.2"), st("c", "10.0.0.2")})
 	run(t, r)
 	ss := nextStream(t, srv)
 	full := ss.next(t)
-	if !full.GetFull() || full.GetSource() != "sluice.io/ingress-controller/sluice" || !equalStrings(names(full.GetStatuses()), []string{"a", "b", "c"}) ||
-		full.GetStatuses()[0].GetLoadBalancer()[0].GetIp() != "10.0.0.2" {
+	if !full.GetFull() || full.GetSource() != "sluice.io/ingress-controller/sluice" || !equalStrings(names(full.GetObjects()), []string{"a", "b", "c"}) ||
+		full.GetObjects()[0].GetAddresses()[0].GetValue() != "10.0.0.2" {
 		t.Fatalf("first report = %v, want the newest offer in full", full)
 	}
 	// b changes, c goes away, d arrives; a is unchanged and is not sent again.
-	r.Replace([]*watchv1.IngressStatus{st("a", "10.0.0.2"), st("b", "10.0.0.3"), st("d", "10.0.0.2")})
+	r.Replace([]*watchv1.ObjectStatus{st("a", "10.0.0.2"), st("b", "10.0.0.3"), st("d", "10.0.0.2")})
 	d := ss.next(t)
-	if d.GetFull() || !equalStrings(names(d.GetStatuses()), []string{"b", "d"}) || len(d.GetRemoved()) != 1 || d.GetRemoved()[0].GetName() != "c" {
+	if d.GetFull() || !equalStrings(names(d.GetObjects()), []string{"b", "d"}) || len(d.GetRemovedObjects()) != 1 || d.GetRemovedObjects()[0].GetName() != "c" {
 		t.Fatalf("second report = %v, want b and d changed and c removed", d)
 	}
 }
@@ -168,24 +168,24 @@ func TestReporterSendsTheNewestInFullThenOnlyChanges(t *testing.T) {
 // again, including what was offered while no stream was open.
 func TestReporterReportsInFullOnEveryNewStream(t *testing.T) {
 	r, srv := startReporter(t)
-	r.Replace([]*watchv1.IngressStatus{st("a", "10.0.0.1")})
+	r.Replace([]*watchv1.ObjectStatus{st("a", "10.0.0.1")})
 	run(t, r)
 	ss := nextStream(t, srv)
 	if first := ss.next(t); !first.GetFull() {
 		t.Fatalf("first report = %v, want full", first)
 	}
 	ss.end <- status.Error(codes.Unavailable, "leadership changed; report again")
-	r.Replace([]*watchv1.IngressStatus{st("a", "10.0.0.1"), st("b", "10.0.0.1")})
+	r.Replace([]*watchv1.ObjectStatus{st("a", "10.0.0.1"), st("b", "10.0.0.1")})
 	ss2 := nextStream(t, srv)
 	again := ss2.next(t)
-	if !again.GetFull() || !equalStrings(names(again.GetStatuses()), []string{"a", "b"}) {
+	if !again.GetFull() || !equalStrings(names(again.GetObjects()), []string{"a", "b"}) {
 		t.Fatalf("report on the new stream = %v, want a and b in full", again)
 	}
 	// An offer equal to what the stream has sends nothing; the next change is a diff.
-	r.Replace([]*watchv1.IngressStatus{st("a", "10.0.0.1"), st("b", "10.0.0.1")})
-	r.Replace([]*watchv1.IngressStatus{st("a", "10.0.0.1"), st("b", "10.0.0.9")})
+	r.Replace([]*watchv1.ObjectStatus{st("a", "10.0.0.1"), st("b", "10.0.0.1")})
+	r.Replace([]*watchv1.ObjectStatus{st("a", "10.0.0.1"), st("b", "10.0.0.9")})
 	d := ss2.next(t)
-	want := &watchv1.ReportStatusRequest{Source: "sluice.io/ingress-controller/sluice", Statuses: []*watchv1.IngressStatus{st("b", "10.0.0.9")}}
+	want := &watchv1.ReportStatusRequest{Source: "sluice.io/ingress-controller/sluice", Objects: []*watchv1.ObjectStatus{st("b", "10.0.0.9")}}
 	if !proto.Equal(d, want) {
 		t.Fatalf("report = %v, want %v", d, want)
 	}

@@ -255,7 +255,7 @@ func (u *universe) grant() *gatewayv1.ReferenceGrant {
 // checkGatewayStatuses checks, at step, that the statuses a receiver of the incremental
 // translator's status changes (TakeGatewayStatusChanges, then GatewayStatus of each) holds
 // equal the statuses of a full translation of the same objects.
-func checkGatewayStatuses(t *testing.T, step int, inc *Translator, full []*watchv1.GatewayAPIStatus, held map[string]*watchv1.GatewayAPIStatus) {
+func checkGatewayStatuses(t *testing.T, step int, inc *Translator, full []*watchv1.ObjectStatus, held map[string]*watchv1.ObjectStatus) {
 	t.Helper()
 	lb, manage := inc.PublishedAddresses()
 	for _, k := range inc.TakeGatewayStatusChanges() {

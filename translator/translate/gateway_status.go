@@ -15,7 +15,7 @@ import (
 // GatewayStatuses returns what every Gateway API object the translator serves should show
 // (GatewayClasses of Options.GatewayControllerName, their Gateways, and the HTTPRoutes that
 // name one of those), sorted by kind, namespace and name. Like Translate, it is pure.
-func GatewayStatuses(in Input, opts Options) []*watchv1.GatewayAPIStatus {
+func GatewayStatuses(in Input, opts Options) []*watchv1.ObjectStatus {
 	t := New(opts)
 	for _, o := range in.objects() {
 		t.Set(o)
@@ -23,17 +23,17 @@ func GatewayStatuses(in Input, opts Options) []*watchv1.GatewayAPIStatus {
 	t.Build()
 	lb, manage := t.PublishedAddresses()
 	keys := t.GatewayStatusKeys()
-	out := make([]*watchv1.GatewayAPIStatus, 0, len(keys))
+	out := make([]*watchv1.ObjectStatus, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, t.GatewayStatus(k, lb, manage))
 	}
 	return out
 }
 
-var kindRank = map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3, "BackendTLSPolicy": 4}
+var kindRank = map[string]int{"Ingress": 0, "GatewayClass": 1, "Gateway": 2, "ListenerSet": 3, "HTTPRoute": 4, "BackendTLSPolicy": 5}
 
-// LessObjectKey orders Gateway API object keys: GatewayClasses, Gateways, HTTPRoutes, each by
-// namespace and name.
+// LessObjectKey orders the keys of the status stream: Ingresses, then GatewayClasses,
+// Gateways, ListenerSets, HTTPRoutes and BackendTLSPolicies, each by namespace and name.
 func LessObjectKey(a, b *watchv1.ObjectKey) bool {
 	if a.GetKind() != b.GetKind() {
 		return kindRank[a.GetKind()] < kindRank[b.GetKind()]
@@ -44,8 +44,8 @@ func LessObjectKey(a, b *watchv1.ObjectKey) bool {
 	return a.GetName() < b.GetName()
 }
 
-// SortGatewayStatuses puts statuses in their canonical order, by key.
-func SortGatewayStatuses(s []*watchv1.GatewayAPIStatus) {
+// SortStatuses puts statuses of either API in their canonical order, by key (LessObjectKey).
+func SortStatuses(s []*watchv1.ObjectStatus) {
 	sort.Slice(s, func(i, j int) bool { return LessObjectKey(s[i].GetKey(), s[j].GetKey()) })
 }
 
@@ -53,6 +53,20 @@ func objectKeyOf(key string) *watchv1.ObjectKey {
 	kind, rest, _ := strings.Cut(key, "/")
 	ns, name, _ := strings.Cut(rest, "/")
 	return &watchv1.ObjectKey{Kind: kind, Namespace: ns, Name: name}
+}
+
+// StatusKeys returns the keys of every object served, of either API, sorted (LessObjectKey).
+func (t *Translator) StatusKeys() []*watchv1.ObjectKey {
+	return append(t.ServedKeys(), t.GatewayStatusKeys()...)
+}
+
+// ObjectStatus is the desired status of the object key names, of either API, nil when it is
+// not served; lb and manage are the published addresses and whether they are known.
+func (t *Translator) ObjectStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBalancerIngress, manage bool) *watchv1.ObjectStatus {
+	if key.GetKind() == "Ingress" {
+		return t.Status(key, lb, manage)
+	}
+	return t.GatewayStatus(key, lb, manage)
 }
 
 // GatewayStatusKeys returns the keys of every Gateway API object served, sorted.
@@ -139,9 +153,9 @@ func Features(opts Options) []string {
 
 // GatewayStatus is the desired status of one Gateway API object, nil when it is not served;
 // lb and manage are the published addresses and whether they are known.
-func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBalancerIngress, manage bool) *watchv1.GatewayAPIStatus {
+func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBalancerIngress, manage bool) *watchv1.ObjectStatus {
 	k := nsName{key.GetNamespace(), key.GetName()}
-	st := &watchv1.GatewayAPIStatus{Key: &watchv1.ObjectKey{Kind: key.GetKind(), Namespace: key.GetNamespace(), Name: key.GetName()},
+	st := &watchv1.ObjectStatus{Key: &watchv1.ObjectKey{Kind: key.GetKind(), Namespace: key.GetNamespace(), Name: key.GetName()},
 		ControllerName: t.gatewayControllerName()}
 	var served bool
 	switch key.GetKind() {
@@ -173,7 +187,7 @@ func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBal
 }
 
 // gatewayClassStatus fills st with GatewayClass name's status; false when it is not ours.
-func (t *Translator) gatewayClassStatus(st *watchv1.GatewayAPIStatus, name string) bool {
+func (t *Translator) gatewayClassStatus(st *watchv1.ObjectStatus, name string) bool {
 	c, ok := t.gw.classes[name]
 	if !ok || !t.ourClass(name) {
 		return false
@@ -186,7 +200,7 @@ func (t *Translator) gatewayClassStatus(st *watchv1.GatewayAPIStatus, name strin
 
 // gatewayStatus fills st with Gateway k's status (lb and manage: the published addresses and
 // whether they are known); false when it is not ours.
-func (t *Translator) gatewayStatus(st *watchv1.GatewayAPIStatus, k nsName, lb []*watchv1.LoadBalancerIngress, manage bool) bool {
+func (t *Translator) gatewayStatus(st *watchv1.ObjectStatus, k nsName, lb []*watchv1.LoadBalancerIngress, manage bool) bool {
 	o := t.gw.gwOut[k]
 	if o == nil || !o.ours {
 		return false
@@ -211,20 +225,14 @@ func (t *Translator) gatewayStatus(st *watchv1.GatewayAPIStatus, k nsName, lb []
 			st.Addresses = []*watchv1.GatewayAddress{{Type: string(gatewayv1.IPAddressType), Value: o.address}}
 		}
 	} else if manage {
-		for _, a := range lb {
-			if a.GetIp() != "" {
-				st.Addresses = append(st.Addresses, &watchv1.GatewayAddress{Type: string(gatewayv1.IPAddressType), Value: a.GetIp()})
-			} else {
-				st.Addresses = append(st.Addresses, &watchv1.GatewayAddress{Type: string(gatewayv1.HostnameAddressType), Value: a.GetHostname()})
-			}
-		}
+		st.Addresses = addressesOf(lb)
 	}
 	return true
 }
 
 // listenerSetStatus fills st with ListenerSet k's status; false when it names no Gateway of
 // ours.
-func (t *Translator) listenerSetStatus(st *watchv1.GatewayAPIStatus, k nsName) bool {
+func (t *Translator) listenerSetStatus(st *watchv1.ObjectStatus, k nsName) bool {
 	so := t.listenerSetOut(k)
 	if so == nil {
 		return false
@@ -241,7 +249,7 @@ func (t *Translator) listenerSetStatus(st *watchv1.GatewayAPIStatus, k nsName) b
 
 // httpRouteStatus fills st with HTTPRoute k's status, a parent status per parentRef to a
 // Gateway of ours; false when it names none.
-func (t *Translator) httpRouteStatus(st *watchv1.GatewayAPIStatus, k nsName) bool {
+func (t *Translator) httpRouteStatus(st *watchv1.ObjectStatus, k nsName) bool {
 	o := t.gw.routeOut[k]
 	if o == nil || !o.ours {
 		return false

@@ -45,7 +45,7 @@ func TestGoldenGatewayStatuses(t *testing.T) {
 	}
 }
 
-func renderGatewayStatuses(t *testing.T, sts []*watchv1.GatewayAPIStatus) []byte {
+func renderGatewayStatuses(t *testing.T, sts []*watchv1.ObjectStatus) []byte {
 	t.Helper()
 	parts := []json.RawMessage{}
 	for _, s := range sts {

@@ -161,7 +161,7 @@ func findingsOf(r *configv1.Resources, kind, name string) []*configv1.Finding {
 	return out
 }
 
-func conditionsOf(st []*watchv1.GatewayAPIStatus, kind, name string) []*watchv1.Condition {
+func conditionsOf(st []*watchv1.ObjectStatus, kind, name string) []*watchv1.Condition {
 	var out []*watchv1.Condition
 	for _, s := range st {
 		if s.GetKey().GetKind() != kind || s.GetKey().GetName() != name {

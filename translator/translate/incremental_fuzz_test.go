@@ -59,7 +59,7 @@ func FuzzIncrementalEqualsFull(f *testing.F) {
 		cur := objects{}
 		inc := New(opts)
 		receiver := contract.NewState()
-		gwHeld := map[string]*watchv1.GatewayAPIStatus{}
+		gwHeld := map[string]*watchv1.ObjectStatus{}
 		now := base
 		for step := 0; !src.done && step < 200; step++ {
 			for range 1 + u.r.IntN(4) {

@@ -250,7 +250,7 @@ func TestIncrementalEqualsFullTranslation(t *testing.T) {
 			held := map[string]any{}
 			inc := New(opts)
 			receiver := contract.NewState()
-			gwHeld := map[string]*watchv1.GatewayAPIStatus{}
+			gwHeld := map[string]*watchv1.ObjectStatus{}
 			now := base
 			for step := range steps {
 				// A burst of one to four changes, then one build.
@@ -293,7 +293,7 @@ func TestIncrementalEqualsFullTranslation(t *testing.T) {
 // buildAndCheck builds at now and checks, at step, that the incremental state is
 // byte-identical to a full translation of cur with the same hash, and that a receiver of its
 // deltas holds the same state.
-func buildAndCheck(t *testing.T, step int, inc *Translator, cur objects, opts Options, now time.Time, receiver *contract.State, gwHeld map[string]*watchv1.GatewayAPIStatus) {
+func buildAndCheck(t *testing.T, step int, inc *Translator, cur objects, opts Options, now time.Time, receiver *contract.State, gwHeld map[string]*watchv1.ObjectStatus) {
 	t.Helper()
 	inc.SetNow(now)
 	inc.Build()

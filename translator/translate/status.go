@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
 	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
@@ -14,7 +16,7 @@ import (
 // namespace and name: the proxy's addresses (when Options.PublishService or
 // Options.PublishAddresses give them) and the Ingress's findings in res. Like Translate, it is
 // pure.
-func Statuses(in Input, opts Options, res *configv1.Resources) []*watchv1.IngressStatus {
+func Statuses(in Input, opts Options, res *configv1.Resources) []*watchv1.ObjectStatus {
 	lb, manage := PublishedAddresses(in, opts)
 	byObject := map[nsName][]*watchv1.StatusFinding{}
 	for _, f := range res.GetFindings() {
@@ -26,14 +28,14 @@ func Statuses(in Input, opts Options, res *configv1.Resources) []*watchv1.Ingres
 		byObject[k] = append(byObject[k], statusFinding(f))
 	}
 	served := Served(in, opts)
-	out := make([]*watchv1.IngressStatus, 0, len(served))
+	out := make([]*watchv1.ObjectStatus, 0, len(served))
 	for _, ing := range served {
-		st := &watchv1.IngressStatus{
-			Key: &watchv1.IngressKey{Namespace: ing.Namespace, Name: ing.Name}, Uid: string(ing.UID),
-			ManageLoadBalancer: manage, Findings: byObject[nsName{ing.Namespace, ing.Name}],
+		st := &watchv1.ObjectStatus{
+			Key: IngressKey(ing.Namespace, ing.Name), Uid: string(ing.UID),
+			ManageAddresses: manage, Findings: byObject[nsName{ing.Namespace, ing.Name}],
 		}
 		if manage {
-			st.LoadBalancer = lb
+			st.Addresses = addressesOf(lb)
 		}
 		out = append(out, st)
 	}
@@ -41,17 +43,23 @@ func Statuses(in Input, opts Options, res *configv1.Resources) []*watchv1.Ingres
 	return out
 }
 
-// SortStatuses puts statuses in their canonical order, by key.
-func SortStatuses(s []*watchv1.IngressStatus) {
-	sort.Slice(s, func(i, j int) bool { return LessKey(s[i].GetKey(), s[j].GetKey()) })
+// IngressKey is the status stream's key of the Ingress namespace/name.
+func IngressKey(namespace, name string) *watchv1.ObjectKey {
+	return &watchv1.ObjectKey{Kind: "Ingress", Namespace: namespace, Name: name}
 }
 
-// LessKey orders Ingress keys by namespace, then name.
-func LessKey(a, b *watchv1.IngressKey) bool {
-	if a.GetNamespace() != b.GetNamespace() {
-		return a.GetNamespace() < b.GetNamespace()
+// addressesOf is the proxy's addresses in the status stream's one shape: an IP is an
+// IPAddress, anything else a Hostname.
+func addressesOf(lb []*watchv1.LoadBalancerIngress) []*watchv1.GatewayAddress {
+	out := make([]*watchv1.GatewayAddress, 0, len(lb))
+	for _, a := range lb {
+		if a.GetIp() != "" {
+			out = append(out, &watchv1.GatewayAddress{Type: string(gatewayv1.IPAddressType), Value: a.GetIp()})
+		} else {
+			out = append(out, &watchv1.GatewayAddress{Type: string(gatewayv1.HostnameAddressType), Value: a.GetHostname()})
+		}
 	}
-	return a.GetName() < b.GetName()
+	return out
 }
 
 // PublishedAddresses returns the proxy's addresses, sorted, and whether they are known:
@@ -123,14 +131,14 @@ func (t *Translator) PublishedAddresses() ([]*watchv1.LoadBalancerIngress, bool)
 // Status is the desired status of the Ingress namespace/name, nil when it is not served;
 // lb and manage are the published addresses and whether they are known. It is what
 // Statuses gives for that Ingress from a full translation.
-func (t *Translator) Status(key *watchv1.IngressKey, lb []*watchv1.LoadBalancerIngress, manage bool) *watchv1.IngressStatus {
+func (t *Translator) Status(key *watchv1.ObjectKey, lb []*watchv1.LoadBalancerIngress, manage bool) *watchv1.ObjectStatus {
 	lo, ok := t.local[nsName{key.GetNamespace(), key.GetName()}]
 	if !ok || !lo.served {
 		return nil
 	}
-	st := &watchv1.IngressStatus{Key: key, Uid: string(lo.ing.UID), ManageLoadBalancer: manage}
+	st := &watchv1.ObjectStatus{Key: key, Uid: string(lo.ing.UID), ManageAddresses: manage}
 	if manage {
-		st.LoadBalancer = lb
+		st.Addresses = addressesOf(lb)
 	}
 	if g, ok := t.out.Get(contract.Findings, "Ingress/"+key.GetNamespace()+"/"+key.GetName()).(*configv1.ObjectFindings); ok {
 		for _, f := range g.GetFindings() {
@@ -143,25 +151,25 @@ func (t *Translator) Status(key *watchv1.IngressKey, lb []*watchv1.LoadBalancerI
 }
 
 // ServedKeys returns the keys of every served Ingress, sorted.
-func (t *Translator) ServedKeys() []*watchv1.IngressKey {
-	var out []*watchv1.IngressKey
+func (t *Translator) ServedKeys() []*watchv1.ObjectKey {
+	var out []*watchv1.ObjectKey
 	for k, lo := range t.local {
 		if lo.served {
-			out = append(out, &watchv1.IngressKey{Namespace: k.ns, Name: k.name})
+			out = append(out, IngressKey(k.ns, k.name))
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return LessKey(out[i], out[j]) })
+	sort.Slice(out, func(i, j int) bool { return LessObjectKey(out[i], out[j]) })
 	return out
 }
 
 // TakeStatusChanges returns the Ingresses whose status may have changed since the last
 // call (re-translated, or their findings rebuilt), sorted.
-func (t *Translator) TakeStatusChanges() []*watchv1.IngressKey {
-	out := make([]*watchv1.IngressKey, 0, len(t.statusDirty))
+func (t *Translator) TakeStatusChanges() []*watchv1.ObjectKey {
+	out := make([]*watchv1.ObjectKey, 0, len(t.statusDirty))
 	for k := range t.statusDirty {
-		out = append(out, &watchv1.IngressKey{Namespace: k.ns, Name: k.name})
+		out = append(out, IngressKey(k.ns, k.name))
 	}
 	t.statusDirty = set[nsName]{}
-	sort.Slice(out, func(i, j int) bool { return LessKey(out[i], out[j]) })
+	sort.Slice(out, func(i, j int) bool { return LessObjectKey(out[i], out[j]) })
 	return out
 }

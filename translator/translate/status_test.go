@@ -48,7 +48,7 @@ func TestGoldenStatuses(t *testing.T) {
 	}
 }
 
-func renderStatuses(t *testing.T, sts []*watchv1.IngressStatus) []byte {
+func renderStatuses(t *testing.T, sts []*watchv1.ObjectStatus) []byte {
 	t.Helper()
 	var parts []json.RawMessage
 	for _, s := range sts {
