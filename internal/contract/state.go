@@ -252,13 +252,31 @@ func (s *State) Remove(t Type, key string) bool {
 // TakeDelta returns the net change since the last TakeDelta (resources only: the caller
 // sets the versions and the hash) and starts a new one; nil when nothing changed.
 func (s *State) TakeDelta() *configv1.ConfigDelta {
+	d, _ := s.TakeDeltaDigests()
+	return d
+}
+
+// Digests are the digests of a delta's upserts, by type and key, as the state that took the
+// delta computed them (TakeDeltaDigests). A state in the same process applies the delta with
+// them (ApplyDigests) without serialising and hashing each resource again; the sum is still
+// checked against the delta's hash, so a delta that is not onto the state's version is still
+// refused. They are trusted: digests from anywhere else are not digests of the delta.
+type Digests [numTypes]map[string][32]byte
+
+// TakeDeltaDigests is TakeDelta with the digests of the delta's upserts.
+func (s *State) TakeDeltaDigests() (*configv1.ConfigDelta, Digests) {
 	var changes []Change
+	var dg Digests
 	for t := Type(0); t < numTypes; t++ {
 		for key, was := range s.touched[t] {
 			e, has := s.m[t][key]
 			switch {
 			case has && (!was.had || e.digest != was.digest):
 				changes = append(changes, Change{t, key, s.message(t, key, e)})
+				if dg[t] == nil {
+					dg[t] = map[string][32]byte{}
+				}
+				dg[t][key] = e.digest
 			case !has && was.had:
 				changes = append(changes, Change{t, key, nil})
 			}
@@ -266,9 +284,9 @@ func (s *State) TakeDelta() *configv1.ConfigDelta {
 		s.touched[t] = map[string]touch{}
 	}
 	if len(changes) == 0 {
-		return nil
+		return nil, Digests{}
 	}
-	return DeltaOf(changes)
+	return DeltaOf(changes), dg
 }
 
 func addUpsert(d *configv1.ConfigDelta, t Type, m proto.Message) {
@@ -415,7 +433,12 @@ type Applied struct {
 }
 
 // Apply is ApplyDelta that also returns what Merge needs.
-func (s *State) Apply(d *configv1.ConfigDelta) (Applied, error) {
+func (s *State) Apply(d *configv1.ConfigDelta) (Applied, error) { return s.ApplyDigests(d, Digests{}) }
+
+// ApplyDigests is Apply with the digests of d's upserts as the state that took d computed
+// them (Digests): a resource whose digest is given is not serialised and hashed again, unless
+// the state keeps serialisations (an encoded state).
+func (s *State) ApplyDigests(d *configv1.ConfigDelta, dg Digests) (Applied, error) {
 	changes, err := Changes(d)
 	if err != nil {
 		return Applied{}, err
@@ -446,7 +469,11 @@ func (s *State) Apply(d *configv1.ConfigDelta) (Applied, error) {
 			a.Added[c.Type][c.Key] = true
 		}
 		if c.Msg != nil {
-			raws[i], digests[i] = encode(c.Type, c.Key, c.Msg)
+			if known, ok := dg[c.Type][c.Key]; ok && !s.encoded {
+				digests[i] = known
+			} else {
+				raws[i], digests[i] = encode(c.Type, c.Key, c.Msg)
+			}
 			next.add(digests[i])
 		}
 	}

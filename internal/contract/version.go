@@ -71,7 +71,11 @@ func (c *Chain) Complete(cfg *configv1.Config, encoded bool) error {
 
 // Delta applies d onto the version held, checked against its hash, and returns what it
 // changed (for Merge). On an error (Onto's, or one wrapping ErrBrokenChain) nothing changed.
-func (c *Chain) Delta(d *configv1.ConfigDelta) (Applied, error) {
+func (c *Chain) Delta(d *configv1.ConfigDelta) (Applied, error) { return c.DeltaDigests(d, Digests{}) }
+
+// DeltaDigests is Delta with the digests of d's upserts as the state that took d computed
+// them (State.ApplyDigests): for a receiver in the process that built d.
+func (c *Chain) DeltaDigests(d *configv1.ConfigDelta, dg Digests) (Applied, error) {
 	held := c.Version
 	if c.State == nil {
 		held = nil // a Version without a State holds nothing to apply onto
@@ -79,7 +83,7 @@ func (c *Chain) Delta(d *configv1.ConfigDelta) (Applied, error) {
 	if err := Onto(held, d); err != nil {
 		return Applied{}, err
 	}
-	applied, err := c.State.Apply(d)
+	applied, err := c.State.ApplyDigests(d, dg)
 	if err != nil {
 		return Applied{}, err
 	}

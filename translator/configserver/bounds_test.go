@@ -192,7 +192,7 @@ func TestVersionOverTheMessageLimitIsNotSentAndStreamsStay(t *testing.T) {
 	d := src.st.TakeDelta()
 	src.version++
 	d.Epoch, d.Version, d.BaseVersion, d.Hash = src.epoch, src.version, src.version-1, src.st.Hash()
-	s.PublishDelta(d)
+	s.PublishDelta(d, contract.Digests{})
 	select {
 	case <-m.tooLarge:
 	case <-time.After(10 * time.Second):

@@ -82,7 +82,7 @@ func TestCompleteStateOverTheLimitTravelsInChunks(t *testing.T) {
 	d := src.st.TakeDelta()
 	src.version++
 	d.Epoch, d.Version, d.BaseVersion, d.Hash = src.epoch, src.version, 1, src.st.Hash()
-	s.PublishDelta(d)
+	s.PublishDelta(d, contract.Digests{})
 	for _, c := range []*client{p, o} {
 		before := c.chunks
 		c.readUntil(2)

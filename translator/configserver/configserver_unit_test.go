@@ -274,22 +274,22 @@ func TestPublishDropsWhatDoesNotChainOntoTheNewest(t *testing.T) {
 		{"a delta of another epoch", func(x setup) {
 			d := delta(x.src)
 			d.Epoch = "e0"
-			x.s.PublishDelta(d)
+			x.s.PublishDelta(d, contract.Digests{})
 		}, ""},
 		{"a delta onto another base", func(x setup) {
 			d := delta(x.src)
 			d.BaseVersion = 0
-			x.s.PublishDelta(d)
+			x.s.PublishDelta(d, contract.Digests{})
 		}, "built a delta that does not apply onto the newest version; not published: version=2 error=\"a delta onto version 0, but version 1 is held\""},
 		{"a delta removing a host not held", func(x setup) {
 			d := delta(x.src)
 			d.RemovedVirtualHosts = append(d.RemovedVirtualHosts, "never.example.com")
-			x.s.PublishDelta(d)
+			x.s.PublishDelta(d, contract.Digests{})
 		}, "does not apply onto the newest version; not published: version=2 error=\"broken config chain: the delta removes"},
 		{"a delta with another resulting hash", func(x setup) {
 			d := delta(x.src)
 			d.Hash = x.src.st.Hash()
-			x.s.PublishDelta(d)
+			x.s.PublishDelta(d, contract.Digests{})
 		}, "does not apply onto the newest version; not published: version=2 error=\"broken config chain: the state after the delta has hash"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -314,7 +314,7 @@ func TestPublishDropsWhatDoesNotChainOntoTheNewest(t *testing.T) {
 				t.Fatalf("after %s the current version is %v, want e1/1 unchanged", tc.name, resp.GetCurrent())
 			}
 			good := delta(src) // unbroken, it publishes
-			s.PublishDelta(good)
+			s.PublishDelta(good, contract.Digests{})
 			resp, err = s.GetStatus(context.Background(), &configv1.GetStatusRequest{IncludeResources: true})
 			if err != nil {
 				t.Fatal(err)

@@ -79,7 +79,7 @@ func TestOperatorStreamIsReadOnlyWithoutPrivateKeys(t *testing.T) {
 		d := src.st.TakeDelta()
 		src.version++
 		d.Epoch, d.Version, d.BaseVersion, d.Hash = src.epoch, src.version, src.version-1, src.st.Hash()
-		s.PublishDelta(d)
+		s.PublishDelta(d, contract.Digests{})
 	}
 
 	for _, tc := range []struct {

@@ -176,8 +176,10 @@ func (s *Server) Publish(cfg *configv1.Config, st *contract.State) {
 	s.signalLocked()
 }
 
-// PublishDelta makes the version d describes, onto the newest, the newest.
-func (s *Server) PublishDelta(d *configv1.ConfigDelta) {
+// PublishDelta makes the version d describes, onto the newest, the newest. dg are the digests
+// of d's upserts as the engine's state computed them: applying d does not serialise and hash
+// them again, and still checks that d goes onto the newest version.
+func (s *Server) PublishDelta(d *configv1.ConfigDelta, dg contract.Digests) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d.GetEpoch() != s.epoch || s.chain.State == nil {
@@ -185,7 +187,7 @@ func (s *Server) PublishDelta(d *configv1.ConfigDelta) {
 	}
 	// A new epoch begins with its complete state: a delta never crosses epochs, and goes onto
 	// the newest version only (contract.Onto).
-	applied, err := s.chain.Delta(d)
+	applied, err := s.chain.DeltaDigests(d, dg)
 	if err != nil {
 		s.log.Error("the translator built a delta that does not apply onto the newest version; not published", "version", d.GetVersion(), "error", err)
 		return

@@ -73,7 +73,7 @@ func (src *source) next(s *Server, i, j int) {
 	}
 	src.version++
 	d.Epoch, d.Version, d.BaseVersion, d.Hash = src.epoch, src.version, src.version-1, src.st.Hash()
-	s.PublishDelta(d)
+	s.PublishDelta(d, contract.Digests{})
 }
 
 // client follows a stream as a pusher does (contract.Chain), reading only when told.

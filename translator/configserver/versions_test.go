@@ -27,7 +27,7 @@ func TestVersionsNeverCrossEpochsNorGoBack(t *testing.T) {
 			st.Put(contract.VirtualHosts, src.host(20).GetHostname(), src.host(20))
 			d := st.TakeDelta()
 			d.Epoch, d.Version, d.BaseVersion, d.Hash = "e2", 2, 1, st.Hash()
-			s.PublishDelta(d)
+			s.PublishDelta(d, contract.Digests{})
 		}, "built a delta that does not apply onto the newest version; not published: version=2 error=\"a delta onto e2/1, but e1/1 is held\""},
 		{"a complete config of the version already published", func(s *Server, src *source) {
 			st := src.st.Clone()

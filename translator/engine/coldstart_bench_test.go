@@ -103,7 +103,7 @@ func (p *firstPublisher) Publish(c *configv1.Config, _ *contract.State) {
 	default:
 	}
 }
-func (p *firstPublisher) PublishDelta(*configv1.ConfigDelta) {}
+func (p *firstPublisher) PublishDelta(*configv1.ConfigDelta, contract.Digests) {}
 
 // BenchmarkColdStart is the translator's share of a cold start: a watch stream carrying
 // the snapshot of n Ingresses (with their Services, EndpointSlices and Secrets) and its

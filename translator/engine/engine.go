@@ -44,8 +44,9 @@ type Publisher interface {
 	// Publish makes cfg, a complete config, the first of its epoch; the marker names it. st
 	// is cfg's state, the publisher's to keep (so that it need not digest cfg again).
 	Publish(cfg *configv1.Config, st *contract.State)
-	// PublishDelta makes the version d describes the newest of its epoch.
-	PublishDelta(d *configv1.ConfigDelta)
+	// PublishDelta makes the version d describes the newest of its epoch; dg are the digests
+	// of its upserts, as the translator's state computed them.
+	PublishDelta(d *configv1.ConfigDelta, dg contract.Digests)
 }
 
 // StatusSink takes the desired statuses of the objects served, Ingresses and Gateway API
@@ -410,7 +411,7 @@ func (e *Engine) build(first bool) {
 	e.tr.SetNow(e.cfg.Now())
 	e.tr.Build()
 	st := e.tr.State()
-	delta := st.TakeDelta()
+	delta, digests := st.TakeDeltaDigests()
 	e.statuses(first)
 	if !first && delta == nil {
 		e.cfg.Metrics.ConfigBuilt(time.Since(start), false)
@@ -424,7 +425,7 @@ func (e *Engine) build(first bool) {
 	} else {
 		delta.Epoch, delta.Version, delta.BaseVersion, delta.Hash = e.epoch, e.version, e.version-1, hash
 		delta.WatcherEpoch, delta.WatcherRevision = e.mirror.Epoch(), e.mirror.Revision()
-		e.cfg.Publisher.PublishDelta(delta)
+		e.cfg.Publisher.PublishDelta(delta, digests)
 	}
 	e.synced = true
 	e.cfg.Metrics.ConfigBuilt(time.Since(start), true)

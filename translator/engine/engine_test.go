@@ -111,7 +111,7 @@ func (r *recorder) Publish(c *configv1.Config, _ *contract.State) {
 
 // PublishDelta applies d onto the last config, so that the tests see complete configs and
 // every delta is checked to apply onto its base with its hash.
-func (r *recorder) PublishDelta(d *configv1.ConfigDelta) {
+func (r *recorder) PublishDelta(d *configv1.ConfigDelta, _ contract.Digests) {
 	r.follow(&configv1.StreamConfigResponse{Message: &configv1.StreamConfigResponse_Delta{Delta: d}}, false)
 }
 
