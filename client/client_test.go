@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -376,4 +378,64 @@ func TestWatchIsCompleteOnlyFromTheMarkerOfTheViewHeld(t *testing.T) {
 		t.Fatalf("after a stream ended within its snapshot, the next resumed at %s/%d; want a fresh snapshot", r.GetResumeEpoch(), r.GetResumeRevision())
 	}
 	until(t, w, client.EventSynced)
+}
+
+// FollowConfig's ConnectTimeout: a client started before its translator listens (a
+// connection that failed already) waits for it and is introduced once it listens; without
+// ConnectTimeout it fails at once, and with one that runs out it says so.
+func TestFollowConfigWaitsForATranslatorThatIsNotListeningYet(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there until the translator starts below
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	// Wait until the connection has failed once, so that the stream is opened on a failed one.
+	conn.Connect()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for st := conn.GetState(); st != connectivity.TransientFailure; st = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, st) {
+			t.Fatalf("the connection to a closed port never failed (state %v)", st)
+		}
+	}
+	if _, err := client.FollowConfig(context.Background(), conn, client.ConfigOptions{ID: "once"}); status.Code(errors.Unwrap(err)) != codes.Unavailable {
+		t.Fatalf("without ConnectTimeout: %v, want UNAVAILABLE at once", err)
+	}
+	if _, err := client.FollowConfig(context.Background(), conn, client.ConfigOptions{ID: "short", ConnectTimeout: 50 * time.Millisecond}); err == nil ||
+		!strings.Contains(err.Error(), "no translator took the stream within 50ms") {
+		t.Fatalf("with a ConnectTimeout that runs out: %v", err)
+	}
+
+	type followed struct {
+		c   *client.Config
+		err error
+	}
+	done := make(chan followed, 1)
+	go func() {
+		c, err := client.FollowConfig(context.Background(), conn, client.ConfigOptions{ID: "patient", ConnectTimeout: time.Minute})
+		done <- followed{c, err}
+	}()
+	l, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen again on %s: %v", addr, err)
+	}
+	f := &fakeTranslator{hello: make(chan *configv1.Hello, 1), ended: make(chan struct{}, 1)}
+	s := grpc.NewServer()
+	configv1.RegisterConfigServiceServer(s, f)
+	go s.Serve(l) //nolint:errcheck // ends with Stop
+	t.Cleanup(s.Stop)
+	got := <-done
+	if got.err != nil {
+		t.Fatalf("with ConnectTimeout: %v, want the stream once the translator listens", got.err)
+	}
+	defer got.c.Close()
+	if h := <-f.hello; h.GetPusherId() != "patient" {
+		t.Fatalf("hello %v, want the patient client's", h)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -29,6 +30,10 @@ type ConfigOptions struct {
 	// ID names the client in the translator's status and logs, as a pusher's ID does; empty
 	// means "client-HOSTNAME-PID".
 	ID string
+	// ConnectTimeout is how long FollowConfig waits for a translator that is not listening
+	// yet (a connection that cannot be made); zero tries once. A translator that is listening
+	// takes the stream at once, whether or not it has a config yet.
+	ConnectTimeout time.Duration
 }
 
 // Config follows a translator's config stream as a pusher does, applying nothing: the
@@ -46,16 +51,30 @@ type Config struct {
 
 // FollowConfig opens a config stream on a connection to a translator (see Dial) and
 // introduces the client. The stream lasts until ctx ends, Close, or an error of Next. It
-// does not wait for a translator that is not serving yet: the first Next returns that.
+// waits up to ConnectTimeout for a translator that is not listening yet.
 func FollowConfig(ctx context.Context, cc grpc.ClientConnInterface, opts ConfigOptions) (*Config, error) {
 	if opts.ID == "" {
 		host, _ := os.Hostname()
 		opts.ID = fmt.Sprintf("client-%s-%d", host, os.Getpid())
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	stream, err := configv1.NewConfigServiceClient(cc).StreamConfig(sctx)
+	var callOpts []grpc.CallOption
+	var timer *time.Timer
+	if opts.ConnectTimeout > 0 {
+		// Wait for a connection rather than fail at the first refusal, for at most
+		// ConnectTimeout: only opening the stream is bounded, not the stream.
+		callOpts = append(callOpts, grpc.WaitForReady(true))
+		timer = time.AfterFunc(opts.ConnectTimeout, cancel)
+	}
+	stream, err := configv1.NewConfigServiceClient(cc).StreamConfig(sctx, callOpts...)
+	if timer != nil && !timer.Stop() && err == nil {
+		err = context.DeadlineExceeded // the timer fired as the stream opened: it is cancelled
+	}
 	if err != nil {
 		cancel()
+		if timer != nil && ctx.Err() == nil && sctx.Err() != nil {
+			err = fmt.Errorf("no translator took the stream within %s: %w", opts.ConnectTimeout, err)
+		}
 		return nil, fmt.Errorf("open the config stream: %w", err)
 	}
 	hello := &configv1.Hello{PusherId: opts.ID, DataPlane: configv1.DataPlaneKind_DATA_PLANE_KIND_NONE,

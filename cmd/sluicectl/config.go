@@ -25,6 +25,7 @@ func newConfigCmd(out *outputFlag) *cobra.Command {
 	var timeout time.Duration
 	var watch bool
 	var count int
+	var connectTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "config",
 		Short: "print the translator's current config and the pushers' ACK state",
@@ -49,7 +50,7 @@ without applying anything: one line per version with its size on the wire and wh
 			defer conn.Close()
 			stdout := cmd.OutOrStdout()
 			if watch {
-				return watchConfig(cmd.Context(), conn, cf.addr, out.format(), count, stdout)
+				return watchConfig(cmd.Context(), conn, cf.addr, out.format(), count, connectTimeout, stdout)
 			}
 			ctx, cancel := timeoutContext(cmd, timeout)
 			defer cancel()
@@ -68,6 +69,7 @@ without applying anything: one line per version with its size on the wire and wh
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for the answer (without --watch)")
 	cmd.Flags().BoolVar(&watch, "watch", false, "follow the config stream: print every version, its size on the wire and what changed, until interrupted")
 	cmd.Flags().IntVar(&count, "count", 0, "with --watch: stop after this many versions (0: never)")
+	cmd.Flags().DurationVar(&connectTimeout, "connect-timeout", 30*time.Second, "with --watch: how long to wait for a translator that is not listening yet")
 	return cmd
 }
 
@@ -336,11 +338,11 @@ func routeAction(rt *configv1.Route) string {
 // watchConfig follows the config stream as a pusher does (the chain checked against every
 // state hash, a chunked complete state taken when whole) without applying anything, and
 // prints each version and what it changed.
-func watchConfig(ctx context.Context, conn grpc.ClientConnInterface, addr string, f format, count int, stdout io.Writer) error {
+func watchConfig(ctx context.Context, conn grpc.ClientConnInterface, addr string, f format, count int, connectTimeout time.Duration, stdout io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	host, _ := os.Hostname()
-	c, err := client.FollowConfig(ctx, conn, client.ConfigOptions{ID: fmt.Sprintf("sluicectl-%s-%d", host, os.Getpid())})
+	c, err := client.FollowConfig(ctx, conn, client.ConfigOptions{ID: fmt.Sprintf("sluicectl-%s-%d", host, os.Getpid()), ConnectTimeout: connectTimeout})
 	if err != nil {
 		return fmt.Errorf("%s: %w", addr, err)
 	}
