@@ -456,7 +456,10 @@ func (e *Engine) statuses(first bool) {
 	if all {
 		e.published, e.lbKnown = lb, known
 	}
-	handOver(all, e.tr.StatusKeys, changed, func(k *watchv1.ObjectKey) *watchv1.ObjectStatus { return e.tr.ObjectStatus(k, lb, known) },
+	// One list of addresses, shared by every status, rather than a copy per object held by
+	// the reporter for each of them.
+	addrs := contract.TypedAddresses(lb)
+	handOver(all, e.tr.StatusKeys, changed, func(k *watchv1.ObjectKey) *watchv1.ObjectStatus { return e.tr.ObjectStatus(k, addrs, known) },
 		e.cfg.Status.Replace, e.cfg.Status.Update)
 }
 

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
 
@@ -260,7 +261,7 @@ func checkGatewayStatuses(t *testing.T, step int, inc *Translator, full []*watch
 	lb, manage := inc.PublishedAddresses()
 	for _, k := range inc.TakeGatewayStatusChanges() {
 		id := k.GetKind() + "/" + k.GetNamespace() + "/" + k.GetName()
-		if st := inc.GatewayStatus(k, lb, manage); st != nil {
+		if st := inc.GatewayStatus(k, contract.TypedAddresses(lb), manage); st != nil {
 			held[id] = st
 		} else {
 			delete(held, id)

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
 
@@ -30,7 +31,7 @@ func routesOn(tr *Translator, host string) []string {
 func routeAccepted(t *testing.T, tr *Translator, ns, name string) *watchv1.Condition {
 	t.Helper()
 	lb, manage := tr.PublishedAddresses()
-	st := tr.GatewayStatus(&watchv1.ObjectKey{Kind: "HTTPRoute", Namespace: ns, Name: name}, lb, manage)
+	st := tr.GatewayStatus(&watchv1.ObjectKey{Kind: "HTTPRoute", Namespace: ns, Name: name}, contract.TypedAddresses(lb), manage)
 	for _, c := range st.GetParents()[0].GetConditions() {
 		if c.GetType() == "Accepted" {
 			return c

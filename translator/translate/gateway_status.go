@@ -22,10 +22,11 @@ func GatewayStatuses(in Input, opts Options) []*watchv1.ObjectStatus {
 	}
 	t.Build()
 	lb, manage := t.PublishedAddresses()
+	addrs := contract.TypedAddresses(lb)
 	keys := t.GatewayStatusKeys()
 	out := make([]*watchv1.ObjectStatus, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, t.GatewayStatus(k, lb, manage))
+		out = append(out, t.GatewayStatus(k, addrs, manage))
 	}
 	return out
 }
@@ -61,12 +62,13 @@ func (t *Translator) StatusKeys() []*watchv1.ObjectKey {
 }
 
 // ObjectStatus is the desired status of the object key names, of either API, nil when it is
-// not served; lb and manage are the published addresses and whether they are known.
-func (t *Translator) ObjectStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBalancerIngress, manage bool) *watchv1.ObjectStatus {
+// not served; addrs and manage are the published addresses (contract.TypedAddresses: one
+// list every status shares, never modified) and whether they are known.
+func (t *Translator) ObjectStatus(key *watchv1.ObjectKey, addrs []*watchv1.GatewayAddress, manage bool) *watchv1.ObjectStatus {
 	if key.GetKind() == "Ingress" {
-		return t.Status(key, lb, manage)
+		return t.Status(key, addrs, manage)
 	}
-	return t.GatewayStatus(key, lb, manage)
+	return t.GatewayStatus(key, addrs, manage)
 }
 
 // GatewayStatusKeys returns the keys of every Gateway API object served, sorted.
@@ -153,7 +155,7 @@ func Features(opts Options) []string {
 
 // GatewayStatus is the desired status of one Gateway API object, nil when it is not served;
 // lb and manage are the published addresses and whether they are known.
-func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBalancerIngress, manage bool) *watchv1.ObjectStatus {
+func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, addrs []*watchv1.GatewayAddress, manage bool) *watchv1.ObjectStatus {
 	k := nsName{key.GetNamespace(), key.GetName()}
 	st := &watchv1.ObjectStatus{Key: &watchv1.ObjectKey{Kind: key.GetKind(), Namespace: key.GetNamespace(), Name: key.GetName()},
 		ControllerName: t.gatewayControllerName()}
@@ -162,7 +164,7 @@ func (t *Translator) GatewayStatus(key *watchv1.ObjectKey, lb []*watchv1.LoadBal
 	case "GatewayClass":
 		served = t.gatewayClassStatus(st, key.GetName())
 	case "Gateway":
-		served = t.gatewayStatus(st, k, lb, manage)
+		served = t.gatewayStatus(st, k, addrs, manage)
 	case "ListenerSet":
 		served = t.listenerSetStatus(st, k)
 	case "HTTPRoute":
@@ -200,7 +202,7 @@ func (t *Translator) gatewayClassStatus(st *watchv1.ObjectStatus, name string) b
 
 // gatewayStatus fills st with Gateway k's status (lb and manage: the published addresses and
 // whether they are known); false when it is not ours.
-func (t *Translator) gatewayStatus(st *watchv1.ObjectStatus, k nsName, lb []*watchv1.LoadBalancerIngress, manage bool) bool {
+func (t *Translator) gatewayStatus(st *watchv1.ObjectStatus, k nsName, addrs []*watchv1.GatewayAddress, manage bool) bool {
 	o := t.gw.gwOut[k]
 	if o == nil || !o.ours {
 		return false
@@ -225,7 +227,7 @@ func (t *Translator) gatewayStatus(st *watchv1.ObjectStatus, k nsName, lb []*wat
 			st.Addresses = []*watchv1.GatewayAddress{{Type: string(gatewayv1.IPAddressType), Value: o.address}}
 		}
 	} else if manage {
-		st.Addresses = addressesOf(lb)
+		st.Addresses = addrs
 	}
 	return true
 }

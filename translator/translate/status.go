@@ -5,8 +5,6 @@ import (
 	"sort"
 	"strings"
 
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-
 	"github.com/sluice-io/sluice/internal/contract"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
@@ -18,6 +16,7 @@ import (
 // pure.
 func Statuses(in Input, opts Options, res *configv1.Resources) []*watchv1.ObjectStatus {
 	lb, manage := PublishedAddresses(in, opts)
+	addrs := contract.TypedAddresses(lb) // one list, shared by every status
 	byObject := map[nsName][]*watchv1.StatusFinding{}
 	for _, f := range res.GetFindings() {
 		o := f.GetObject()
@@ -35,7 +34,7 @@ func Statuses(in Input, opts Options, res *configv1.Resources) []*watchv1.Object
 			ManageAddresses: manage, Findings: byObject[nsName{ing.Namespace, ing.Name}],
 		}
 		if manage {
-			st.Addresses = addressesOf(lb)
+			st.Addresses = addrs
 		}
 		out = append(out, st)
 	}
@@ -46,20 +45,6 @@ func Statuses(in Input, opts Options, res *configv1.Resources) []*watchv1.Object
 // IngressKey is the status stream's key of the Ingress namespace/name.
 func IngressKey(namespace, name string) *watchv1.ObjectKey {
 	return &watchv1.ObjectKey{Kind: "Ingress", Namespace: namespace, Name: name}
-}
-
-// addressesOf is the proxy's addresses in the status stream's one shape: an IP is an
-// IPAddress, anything else a Hostname.
-func addressesOf(lb []*watchv1.LoadBalancerIngress) []*watchv1.GatewayAddress {
-	out := make([]*watchv1.GatewayAddress, 0, len(lb))
-	for _, a := range lb {
-		if a.GetIp() != "" {
-			out = append(out, &watchv1.GatewayAddress{Type: string(gatewayv1.IPAddressType), Value: a.GetIp()})
-		} else {
-			out = append(out, &watchv1.GatewayAddress{Type: string(gatewayv1.HostnameAddressType), Value: a.GetHostname()})
-		}
-	}
-	return out
 }
 
 // PublishedAddresses returns the proxy's addresses, sorted, and whether they are known:
@@ -129,16 +114,16 @@ func (t *Translator) PublishedAddresses() ([]*watchv1.LoadBalancerIngress, bool)
 }
 
 // Status is the desired status of the Ingress namespace/name, nil when it is not served;
-// lb and manage are the published addresses and whether they are known. It is what
-// Statuses gives for that Ingress from a full translation.
-func (t *Translator) Status(key *watchv1.ObjectKey, lb []*watchv1.LoadBalancerIngress, manage bool) *watchv1.ObjectStatus {
+// addrs and manage are the published addresses (shared, never modified) and whether they are
+// known. It is what Statuses gives for that Ingress from a full translation.
+func (t *Translator) Status(key *watchv1.ObjectKey, addrs []*watchv1.GatewayAddress, manage bool) *watchv1.ObjectStatus {
 	lo, ok := t.local[nsName{key.GetNamespace(), key.GetName()}]
 	if !ok || !lo.served {
 		return nil
 	}
 	st := &watchv1.ObjectStatus{Key: key, Uid: string(lo.ing.UID), ManageAddresses: manage}
 	if manage {
-		st.Addresses = addressesOf(lb)
+		st.Addresses = addrs // shared: the statuses of a build name the same addresses
 	}
 	if g, ok := t.out.Get(contract.Findings, "Ingress/"+key.GetNamespace()+"/"+key.GetName()).(*configv1.ObjectFindings); ok {
 		for _, f := range g.GetFindings() {

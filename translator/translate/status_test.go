@@ -46,6 +46,18 @@ func TestGoldenStatuses(t *testing.T) {
 			}
 		})
 	}
+	// docs/design.md, "Cold start": the statuses of a translation share one list of the
+	// proxy's addresses (the reporter holds a status per served object; a copy each would
+	// grow with the cluster).
+	in := load(t, "basic.yaml")
+	in.Ingresses = append(in.Ingresses, in.Ingresses[0].DeepCopy())
+	in.Ingresses[1].Name += "-twin"
+	opts := goldenOptions(t, "basic")
+	opts.PublishAddresses = []string{"203.0.113.7"}
+	sts := Statuses(in, opts, Translate(in, opts))
+	if len(sts) != 2 || len(sts[0].GetAddresses()) != 1 || sts[0].GetAddresses()[0] != sts[1].GetAddresses()[0] {
+		t.Fatalf("statuses %v: want two sharing one address list", sts)
+	}
 }
 
 func renderStatuses(t *testing.T, sts []*watchv1.ObjectStatus) []byte {

@@ -2,7 +2,6 @@ package status
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/sluice-io/sluice/internal/contract"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
@@ -96,7 +95,7 @@ func decideIngress(in ingressInput) ingressDecision {
 		}
 		told, events := announce(in.told, ingressRef(ing), d.GetFindings())
 		dec.told, dec.events = &told, events
-		lb := loadBalancerOfAddresses(d.GetAddresses())
+		lb := contract.LoadBalancerOf(d.GetAddresses())
 		switch {
 		case !d.GetManageAddresses():
 			dec.why = whyUnmanaged
@@ -188,24 +187,6 @@ func loadBalancerOf(ing *ingressView) []*watchv1.LoadBalancerIngress {
 	var out []*watchv1.LoadBalancerIngress
 	for _, i := range ing.lb {
 		out = append(out, &watchv1.LoadBalancerIngress{Ip: i.IP, Hostname: i.Hostname})
-	}
-	contract.SortLoadBalancer(out)
-	return out
-}
-
-// loadBalancerOfAddresses is the proxy's addresses as an Ingress's status.loadBalancer.ingress
-// shows them (an IPAddress is an ip, a Hostname a hostname), sorted as loadBalancerOf sorts.
-func loadBalancerOfAddresses(addrs []*watchv1.GatewayAddress) []*watchv1.LoadBalancerIngress {
-	if len(addrs) == 0 {
-		return nil
-	}
-	out := make([]*watchv1.LoadBalancerIngress, 0, len(addrs))
-	for _, a := range addrs {
-		if a.GetType() == string(gwv1.HostnameAddressType) {
-			out = append(out, &watchv1.LoadBalancerIngress{Hostname: a.GetValue()})
-		} else {
-			out = append(out, &watchv1.LoadBalancerIngress{Ip: a.GetValue()})
-		}
 	}
 	contract.SortLoadBalancer(out)
 	return out

@@ -111,7 +111,7 @@ func (w *Writer) checkClass(src string, k objKey) {
 func (w *Writer) ingressInputOf(k objKey) ingressInput {
 	in := ingressInput{obj: w.ingresses[k.key], classes: w.classes, controller: w.cfg.ControllerName, told: w.said[k], reports: w.reports(k)}
 	if r := w.released[k]; r != nil {
-		in.released = loadBalancerOfAddresses(r.GetAddresses())
+		in.released = contract.LoadBalancerOf(r.GetAddresses())
 	}
 	return in
 }

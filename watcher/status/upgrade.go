@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
 
@@ -29,12 +30,8 @@ func upgradeReport(req *watchv1.ReportStatusRequest) (*watchv1.ReportStatusReque
 		if k := st.GetKey(); k != nil {
 			o.Key = &watchv1.ObjectKey{Kind: KindIngress, Namespace: k.GetNamespace(), Name: k.GetName()}
 		}
-		for _, a := range st.GetLoadBalancer() {
-			if a.GetIp() != "" {
-				o.Addresses = append(o.Addresses, &watchv1.GatewayAddress{Type: "IPAddress", Value: a.GetIp()})
-			} else {
-				o.Addresses = append(o.Addresses, &watchv1.GatewayAddress{Type: "Hostname", Value: a.GetHostname()})
-			}
+		if lb := st.GetLoadBalancer(); len(lb) > 0 {
+			o.Addresses = contract.TypedAddresses(lb)
 		}
 		out.Objects = append(out.Objects, o)
 	}
