@@ -458,35 +458,33 @@ func (e *Engine) statuses(first bool) {
 	}
 	// One list of addresses, shared by every status, rather than a copy per object held by
 	// the reporter for each of them.
-	addrs := contract.TypedAddresses(lb)
-	handOver(all, e.tr.StatusKeys, changed, func(k *watchv1.ObjectKey) *watchv1.ObjectStatus { return e.tr.ObjectStatus(k, addrs, known) },
-		e.cfg.Status.Replace, e.cfg.Status.Update)
+	e.handOver(all, changed, contract.TypedAddresses(lb), known)
 }
 
-// handOver gives a status sink every status (all) or those of the changed keys, a key whose
-// status is nil (no longer served) as removed; it sends nothing when nothing changed.
-func handOver[K any, S comparable](all bool, keys func() []K, changed []K, status func(K) S, replace func([]S), update func([]S, []K)) {
+// handOver gives the status sink every status (all) or those of the changed keys, a key
+// whose status is nil (no longer served) as removed; it sends nothing when nothing changed.
+// addrs and known are the published addresses, one list every status shares.
+func (e *Engine) handOver(all bool, changed []*watchv1.ObjectKey, addrs []*watchv1.GatewayAddress, known bool) {
 	if all {
-		ks := keys()
-		sts := make([]S, 0, len(ks))
+		ks := e.tr.StatusKeys()
+		sts := make([]*watchv1.ObjectStatus, 0, len(ks))
 		for _, k := range ks {
-			sts = append(sts, status(k))
+			sts = append(sts, e.tr.ObjectStatus(k, addrs, known))
 		}
-		replace(sts)
+		e.cfg.Status.Replace(sts)
 		return
 	}
-	var zero S
-	var sts []S
-	var removed []K
+	var sts []*watchv1.ObjectStatus
+	var removed []*watchv1.ObjectKey
 	for _, k := range changed {
-		if s := status(k); s != zero {
-			sts = append(sts, s)
+		if st := e.tr.ObjectStatus(k, addrs, known); st != nil {
+			sts = append(sts, st)
 		} else {
 			removed = append(removed, k)
 		}
 	}
 	if len(sts) > 0 || len(removed) > 0 {
-		update(sts, removed)
+		e.cfg.Status.Update(sts, removed)
 	}
 }
 
