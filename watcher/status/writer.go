@@ -313,7 +313,9 @@ func (w *Writer) resync(snapshot []*watchv1.Object) {
 		}
 	}
 	for _, k := range held {
-		w.evaluate(k, false)
+		if !w.holds(k) { // gone with the snapshot; the others are decided below
+			w.evaluate(k, false)
+		}
 	}
 	for _, k := range w.objectKeys() {
 		w.evaluate(k, false)
@@ -324,12 +326,20 @@ func (w *Writer) resync(snapshot []*watchv1.Object) {
 func (w *Writer) objectKeys() []objKey {
 	out := make([]objKey, 0, len(w.ingresses)+len(w.gateways))
 	for k := range w.ingresses {
-		out = append(out, objKey{kind: KindIngress, key: k})
+		out = append(out, ingressKey(k))
 	}
 	for k := range w.gateways {
 		out = append(out, k)
 	}
 	return out
+}
+
+// holds says whether the view holds the object k names.
+func (w *Writer) holds(k objKey) bool {
+	if k.kind == KindIngress {
+		return w.ingresses[k.key] != nil
+	}
+	return w.gateways[k] != nil
 }
 
 func (w *Writer) storeEvent(ev store.Event) {
