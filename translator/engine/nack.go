@@ -40,10 +40,8 @@ func (e *Engine) takeNack(n *configv1.Nack) bool {
 	}
 	keys := e.q.nack(ref.GetEpoch(), ref.GetVersion(), why, n.GetObjectsAtFault())
 	for _, key := range keys {
-		kind, rest, _ := strings.Cut(key, "/")
-		ns, name, _ := strings.Cut(rest, "/")
-		e.tr.SetQuarantined(kind, ns, name, why)
-		e.log.Warn("object rejected by the data plane; left out until it changes", "object", key, "version", ref.GetVersion(), "error", why)
+		e.tr.SetQuarantined(key.kind, key.namespace, key.name, why)
+		e.log.Warn("object rejected by the data plane; left out until it changes", "object", key.String(), "version", ref.GetVersion(), "error", why)
 	}
 	e.cfg.Metrics.SetQuarantined(len(e.q.held))
 	return len(keys) > 0
@@ -53,28 +51,27 @@ func (e *Engine) takeNack(n *configv1.Nack) bool {
 // object that changed is tried again, one that did not stays left out (a new translator
 // after a snapshot learns it here).
 func (e *Engine) seen(k watchstream.ObjectKey, obj runtime.Object, rv string) {
-	key, kind := quarantineKey(k)
-	stamp, uid := stampOf(obj, rv)
-	if e.q.changed(key, stamp, uid, e.epoch, e.version+1) {
-		e.tr.SetQuarantined(kind, k.Namespace, k.Name, "")
-		e.log.Info("object rejected by the data plane changed; trying it again", "object", key)
+	key := quarantineKey(k)
+	st, uid := stampOf(obj, rv)
+	if e.q.changed(key, st, uid, e.epoch, e.version+1) {
+		e.tr.SetQuarantined(key.kind, k.Namespace, k.Name, "")
+		e.log.Info("object rejected by the data plane changed; trying it again", "object", key.String())
 		e.cfg.Metrics.SetQuarantined(len(e.q.held))
 	} else if why := e.q.why(key); why != "" {
-		e.tr.SetQuarantined(kind, k.Namespace, k.Name, why)
+		e.tr.SetQuarantined(key.kind, k.Namespace, k.Name, why)
 	}
 }
 
 // gone tells the quarantine that k is no longer in the view (deleted, or does not decode).
 func (e *Engine) gone(k watchstream.ObjectKey) {
-	key, kind := quarantineKey(k)
+	key := quarantineKey(k)
 	if e.q.removed(key) {
-		e.tr.SetQuarantined(kind, k.Namespace, k.Name, "")
+		e.tr.SetQuarantined(key.kind, k.Namespace, k.Name, "")
 		e.cfg.Metrics.SetQuarantined(len(e.q.held))
 	}
 }
 
-// quarantineKey is k's findings key ("Ingress/ns/name") and short kind.
-func quarantineKey(k watchstream.ObjectKey) (key, kind string) {
-	kind = k.Kind[strings.LastIndexByte(k.Kind, '/')+1:]
-	return kind + "/" + k.Namespace + "/" + k.Name, kind
+// quarantineKey names k for the quarantine, with k's own strings.
+func quarantineKey(k watchstream.ObjectKey) objectName {
+	return objectName{k.Kind[strings.LastIndexByte(k.Kind, '/')+1:], k.Namespace, k.Name}
 }

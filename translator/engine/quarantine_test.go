@@ -38,10 +38,17 @@ func ref(kind, name, uid string) *configv1.ObjectRef {
 func (q *quarantine) heldKeys() string {
 	var out []string
 	for k := range q.held {
-		out = append(out, k)
+		out = append(out, k.String())
 	}
 	sort.Strings(out)
 	return strings.Join(out, ",")
+}
+
+// parseName is the object a findings key ("Ingress/ns/name") names.
+func parseName(key string) objectName {
+	kind, rest, _ := strings.Cut(key, "/")
+	ns, name, _ := strings.Cut(rest, "/")
+	return objectName{kind, ns, name}
 }
 
 // nopClient opens no stream: the test drives the engine's state directly.
@@ -110,11 +117,11 @@ func TestQuarantineTable(t *testing.T) {
 				var got string
 				switch ev.op {
 				case "see":
-					if q.changed(ev.key, ev.stamp, ev.uid, ev.epoch, ev.version) {
+					if q.changed(parseName(ev.key), stampSum(ev.stamp), ev.uid, ev.epoch, ev.version) {
 						got = "lift"
 					}
 				case "gone":
-					if q.removed(ev.key) {
+					if q.removed(parseName(ev.key)) {
 						got = "lift"
 					}
 				case "restart":
@@ -122,7 +129,11 @@ func TestQuarantineTable(t *testing.T) {
 				case "prune":
 					q.prune()
 				case "nack":
-					got = strings.Join(q.nack(ev.epoch, ev.version, "refused", ev.objs), ",")
+					var keys []string
+					for _, k := range q.nack(ev.epoch, ev.version, "refused", ev.objs) {
+						keys = append(keys, k.String())
+					}
+					got = strings.Join(keys, ",")
 				}
 				if got != ev.want {
 					t.Fatalf("event %d (%s %s): got %q, want %q", i+1, ev.op, ev.key, got, ev.want)

@@ -57,7 +57,12 @@ func (w *Writer) ingressUpsert(o *watchv1.Object) (key, bool) {
 	if !ok {
 		return k, false
 	}
-	w.ingresses[k] = statusView(ing)
+	v := statusView(ing)
+	// The identity's strings are the stored object's, not the decoded copy's: held for
+	// every Ingress, a second copy was most of what the decode left behind (docs/design.md,
+	// "Cold start": the watcher keeps each object once).
+	v.namespace, v.name, v.uid, v.resourceVersion = o.GetNamespace(), o.GetName(), types.UID(o.GetUid()), o.GetResourceVersion()
+	w.ingresses[k] = v
 	return k, true
 }
 

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -151,7 +152,10 @@ type Writer struct {
 
 	// Owned by Run. Reports of either API, by source and object.
 	sources map[string]map[objKey]*watchv1.ObjectStatus
-	origins map[string]Origin // by source: whose class limits it
+	// addresses is the last list of addresses a status carried, which the next ones that
+	// carry the same share (share). Never modified: statuses hold it.
+	addresses []*watchv1.GatewayAddress
+	origins   map[string]Origin // by source: whose class limits it
 	// released are the statuses sources reported and then let go of, while what they set
 	// may still have to be taken back.
 	released map[objKey]*watchv1.ObjectStatus
@@ -404,9 +408,38 @@ func (w *Writer) report(from Origin, req *watchv1.ReportStatusRequest) {
 // report about an Ingress of another class (kept, as the Ingress may change class), a
 // Gateway API status naming another controller (refused), a source that may not decide
 // Gateway API statuses (kept but never acted on).
+// share makes a status as the writer keeps it share what it repeats of what the writer
+// holds already: an Ingress's identity is the stored object's strings (the view's), and the
+// addresses, the same for nearly every status of a source, are one list. The writer keeps a
+// status of every Ingress of the cluster, and each decoded one came with its own copy of
+// each (docs/design.md, "Cold start": the watcher keeps each object once).
+func (w *Writer) share(st *watchv1.ObjectStatus) {
+	if k := st.GetKey(); k.GetKind() == KindIngress {
+		k.Kind = KindIngress
+		if v, ok := w.ingresses[key{k.GetNamespace(), k.GetName()}]; ok {
+			k.Namespace, k.Name = v.namespace, v.name
+			if st.GetUid() == string(v.uid) {
+				st.Uid = string(v.uid)
+			}
+		}
+	}
+	a := st.GetAddresses()
+	if len(a) == 0 {
+		return
+	}
+	if slices.EqualFunc(a, w.addresses, func(x, y *watchv1.GatewayAddress) bool {
+		return x.GetType() == y.GetType() && x.GetValue() == y.GetValue()
+	}) {
+		st.Addresses = w.addresses
+		return
+	}
+	w.addresses = a
+}
+
 func (w *Writer) admit(src string, from Origin, sts []*watchv1.ObjectStatus) (kept []*watchv1.ObjectStatus, refused []objKey) {
 	why := gatewayRefusal(from, w.cfg.GatewayTranslatorClass)
 	for _, st := range sts {
+		w.share(st)
 		k := objKeyOf(st.GetKey())
 		if k.kind == KindIngress {
 			w.checkClass(src, k)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
 	corev1 "k8s.io/api/core/v1"
@@ -415,5 +417,31 @@ func TestWriterDecidesAConflictAgainWithTheSameRules(t *testing.T) {
 	}
 	if ps := f.p.all(); len(ps) != 1 || ps[0].resourceVersion != "1" {
 		t.Fatalf("patches = %+v, want only the take-back at resourceVersion 1, which conflicted", ps)
+	}
+}
+
+// The watcher keeps each object once (docs/design.md, "Cold start"): the status the writer
+// keeps of an Ingress names it with the stored object's strings, not the decoded report's,
+// and the statuses of one source share one list of addresses while it is the same.
+func TestWriterKeepsReportsSharingWhatTheyRepeat(t *testing.T) {
+	view := &ingressView{namespace: "ns", name: "web", uid: "u1"}
+	w := &Writer{ingresses: map[key]*ingressView{{"ns", "web"}: view}}
+	// Strings of their own, as a decoded report's are.
+	a := desired(strings.Clone("web"), strings.Clone("u1"), "192.0.2.1")
+	a.Key.Namespace = strings.Clone("ns")
+	b := desired("api", "u2", "192.0.2.1")
+	c := desired("old", "u3", "192.0.2.9")
+	for _, st := range []*watchv1.ObjectStatus{a, b, c} {
+		w.share(st)
+	}
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	if !same(a.GetKey().GetName(), view.name) || !same(a.GetKey().GetNamespace(), view.namespace) || !same(a.GetUid(), string(view.uid)) {
+		t.Fatal("the status of a stored Ingress keeps strings of its own")
+	}
+	if &a.GetAddresses()[0] != &b.GetAddresses()[0] {
+		t.Fatal("two statuses with the same addresses hold two lists")
+	}
+	if got := c.GetAddresses()[0].GetValue(); got != "192.0.2.9" {
+		t.Fatalf("a status with other addresses now carries %s", got)
 	}
 }
