@@ -82,3 +82,38 @@ func TestTranslatorAndPusherLinkOnlyTheAPIGroupsTheyRead(t *testing.T) {
 		}
 	}
 }
+
+// docs/design.md, "Cold start": the watcher builds only the typed clients of the API groups it
+// calls. client-go's clientset and informer factory name every group's client and informer,
+// so calling either linked them all (a third of the watcher's code and read-only data).
+// The packages stay in the import graph (the dynamic informer imports the factory's
+// package for a type), so the linked binary is what is checked.
+func TestWatcherLinksOnlyTheAPIGroupClientsItCalls(t *testing.T) {
+	bin := t.TempDir() + "/watcher"
+	if out, err := exec.Command("go", "build", "-o", bin, "../../watcher").CombinedOutput(); err != nil {
+		t.Fatalf("go build ../../watcher: %v\n%s", err, out)
+	}
+	out, err := exec.Command("go", "tool", "nm", bin).Output()
+	if err != nil {
+		t.Fatalf("go tool nm: %v", err)
+	}
+	forbidden := []string{"k8s.io/client-go/kubernetes.NewForConfig", "k8s.io/client-go/informers.NewSharedInformerFactory",
+		"k8s.io/client-go/kubernetes/typed/apps/", "k8s.io/client-go/informers/apps/", "k8s.io/client-go/applyconfigurations/apps/"}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		sym := f[len(f)-1]
+		for _, p := range forbidden {
+			if strings.HasPrefix(sym, p) && !seen[p] {
+				seen[p] = true
+				t.Errorf("the watcher links %s (%s): client-go's clientset or informer factory is called", p, sym)
+			}
+		}
+	}
+	if !strings.Contains(string(out), "k8s.io/client-go/kubernetes/typed/networking/v1.NewForConfigAndClient") {
+		t.Error("the watcher does not link the networking/v1 client it reads Ingresses with: the check looks at the wrong binary")
+	}
+}

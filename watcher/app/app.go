@@ -12,7 +12,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/sluice-io/sluice/internal/cli"
 	"github.com/sluice-io/sluice/internal/grpcx"
@@ -35,9 +34,9 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 	if err != nil {
 		return err
 	}
-	cs, err := kubernetes.NewForConfig(restCfg)
+	cs, err := newKubeClients(restCfg, "informers")
 	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
+		return err
 	}
 	dyn, err := dynamic.NewForConfig(restCfg)
 	if err != nil {

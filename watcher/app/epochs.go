@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/sluice-io/sluice/watcher/controller"
 	"github.com/sluice-io/sluice/watcher/kinds"
@@ -109,6 +108,13 @@ type streams interface {
 	Pause(reason string) <-chan struct{}
 }
 
+// informerClients are the clients an epoch reads the cluster with: the typed informers' API
+// groups and discovery.
+type informerClients interface {
+	kinds.Clients
+	Discovery() discovery.DiscoveryInterface
+}
+
 // epochLoop is the actor that runs one epoch after another: it resolves the kinds, then runs
 // each epoch's controller until ctx ends, an epoch's initial sync times out, or the discovery
 // poller hands it another decision of the served kinds (Changes).
@@ -116,7 +122,7 @@ type epochLoop struct {
 	Logger    hclog.Logger
 	Settings  *Settings
 	Plan      kindPlan
-	Clients   kubernetes.Interface
+	Clients   informerClients
 	Dynamic   dynamic.Interface
 	Metrics   *metrics
 	Streams   streams

@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 
@@ -143,27 +142,23 @@ func (sw *statusWriter) writeEpoch(ctx context.Context, e *epoch) error {
 	return el.Run(wctx)
 }
 
-func clientFor(base *rest.Config, purpose string, qps float32, burst int) (kubernetes.Interface, error) {
+func clientFor(base *rest.Config, purpose string, qps float32, burst int) (*kubeClients, error) {
 	cfg := rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = qps, burst
 	cfg.UserAgent = "sluice-watcher/" + purpose
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client for %s: %w", purpose, err)
-	}
-	return cs, nil
+	return newKubeClients(cfg, purpose)
 }
 
 // statusClients are the clients of status writes: typed (Ingresses, Events) and dynamic
 // (Gateway API statuses), sharing one rate limiter, so --status-qps bounds them together.
-func statusClients(base *rest.Config, qps float32, burst int) (kubernetes.Interface, dynamic.Interface, error) {
+func statusClients(base *rest.Config, qps float32, burst int) (*kubeClients, dynamic.Interface, error) {
 	cfg := rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = qps, burst
 	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 	cfg.UserAgent = "sluice-watcher/status"
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := newKubeClients(cfg, "status")
 	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes client for status: %w", err)
+		return nil, nil, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {

@@ -6,19 +6,21 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
-	corev1informers "k8s.io/client-go/informers/core/v1"
-	discoveryv1informers "k8s.io/client-go/informers/discovery/v1"
-	"k8s.io/client-go/informers/internalinterfaces"
-	networkingv1informers "k8s.io/client-go/informers/networking/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	discoveryv1client "k8s.io/client-go/kubernetes/typed/discovery/v1"
+	networkingv1client "k8s.io/client-go/kubernetes/typed/networking/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/sluice-io/sluice/internal/backoff"
@@ -109,9 +111,10 @@ func Probe(disco discovery.DiscoveryInterface, gvs []string) Served {
 // themselves, when namespaces is not empty, get one informer per namespace watched, each
 // reading that Namespace alone (a metadata.name field selector): routes come only from the
 // namespaces watched, so only their labels matter, and RBAC can grant exactly those
-// (resourceNames) instead of every Namespace of the cluster. Built-in types get typed
-// informers (protobuf on the wire to the apiserver and onward); others dynamic ones.
-func (k *Kind) Informers(cs kubernetes.Interface, dyn dynamic.Interface, namespaces []string) ([]cache.SharedIndexInformer, error) {
+// (resourceNames) instead of every Namespace of the cluster. The kinds Sluice reads by
+// default get typed informers (protobuf on the wire to the apiserver and onward); others, a
+// custom resource or a built-in kind of another group, dynamic ones (JSON).
+func (k *Kind) Informers(cs Clients, dyn dynamic.Interface, namespaces []string) ([]cache.SharedIndexInformer, error) {
 	scopes := []string{metav1.NamespaceAll}
 	if k.Namespaced && len(namespaces) > 0 {
 		scopes = namespaces
@@ -138,7 +141,7 @@ func (k *Kind) Informers(cs kubernetes.Interface, dyn dynamic.Interface, namespa
 // informer builds one informer of k in namespace ns (all for "") with field selector
 // selector (one of the spec's alternatives), reading only the object named name when name is
 // not empty.
-func (k *Kind) informer(cs kubernetes.Interface, dyn dynamic.Interface, ns, name, selector string) (cache.SharedIndexInformer, error) {
+func (k *Kind) informer(cs Clients, dyn dynamic.Interface, ns, name, selector string) (cache.SharedIndexInformer, error) {
 	if name != "" {
 		byName := fields.OneTermEqualSelector("metadata.name", name).String()
 		if selector != "" {
@@ -152,11 +155,8 @@ func (k *Kind) informer(cs kubernetes.Interface, dyn dynamic.Interface, ns, name
 		}
 	}
 	var inf cache.SharedIndexInformer
-	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns), informers.WithTweakListOptions(tweak))
-	if typed, ok := unindexed[k.GVR]; ok {
-		inf = typed(cs, ns, 0, cache.Indexers{}, tweak)
-	} else if gi, err := f.ForResource(k.GVR); err == nil {
-		inf = gi.Informer()
+	if typed, ok := typedInformers[k.GVR]; ok {
+		inf = typed(cs, ns, tweak)
 	} else {
 		inf = dynamicinformer.NewFilteredDynamicInformer(dyn, k.GVR, ns, 0, cache.Indexers{}, tweak).Informer()
 	}
@@ -166,29 +166,65 @@ func (k *Kind) informer(cs kubernetes.Interface, dyn dynamic.Interface, ns, name
 	return inf, nil
 }
 
-// unindexed builds the typed informers of the kinds Sluice reads by default without the
-// namespace index the informer factory adds to every informer: the watcher looks objects up
-// only by key (its store serves the streams), and at 10k Ingresses that index held a set
-// entry and a map entry for each of the cluster's objects (docs/design.md, "Cold start").
-// Other kinds take the factory's informer.
-var unindexed = map[schema.GroupVersionResource]func(kubernetes.Interface, string, time.Duration, cache.Indexers, internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer{
-	{Version: "v1", Resource: "services"}:                                   corev1informers.NewFilteredServiceInformer,
-	{Version: "v1", Resource: "secrets"}:                                    corev1informers.NewFilteredSecretInformer,
-	{Version: "v1", Resource: "configmaps"}:                                 corev1informers.NewFilteredConfigMapInformer,
-	{Version: "v1", Resource: "namespaces"}:                                 namespaceInformer,
-	{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}:  discoveryv1informers.NewFilteredEndpointSliceInformer,
-	{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}:      networkingv1informers.NewFilteredIngressInformer,
-	{Group: "networking.k8s.io", Version: "v1", Resource: "ingressclasses"}: clusterScoped(networkingv1informers.NewFilteredIngressClassInformer),
+// Clients are the API groups of the kinds the watcher reads with typed informers; client-go's
+// clientset has them. The watcher builds only these groups' clients: client-go's clientset
+// and informer factory name every API group's client and informer, all linked in and their
+// code resident, for kinds the watcher never reads (docs/design.md, "Cold start").
+type Clients interface {
+	CoreV1() corev1client.CoreV1Interface
+	NetworkingV1() networkingv1client.NetworkingV1Interface
+	DiscoveryV1() discoveryv1client.DiscoveryV1Interface
 }
 
-// namespaceInformer is the Namespaces' informer of that shape (cluster-scoped: ns is "").
-func namespaceInformer(cs kubernetes.Interface, _ string, resync time.Duration, idx cache.Indexers, tweak internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer {
-	return corev1informers.NewFilteredNamespaceInformer(cs, resync, idx, tweak)
+// typedInformers build the typed informers of the kinds Sluice reads by default, without
+// the namespace index client-go's informers add: the watcher looks objects up only by key
+// (its store serves the streams), and at 10k Ingresses that index held a set entry and a map
+// entry for each of the cluster's objects (docs/design.md, "Cold start"). A cluster-scoped
+// kind ignores ns ("").
+var typedInformers = map[schema.GroupVersionResource]func(cs Clients, ns string, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer{
+	{Version: "v1", Resource: "services"}: func(cs Clients, ns string, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+		return typedInformer(cs, cs.CoreV1().Services(ns), &corev1.Service{}, tweak)
+	},
+	{Version: "v1", Resource: "secrets"}: func(cs Clients, ns string, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+		return typedInformer(cs, cs.CoreV1().Secrets(ns), &corev1.Secret{}, tweak)
+	},
+	{Version: "v1", Resource: "configmaps"}: func(cs Clients, ns string, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+		return typedInformer(cs, cs.CoreV1().ConfigMaps(ns), &corev1.ConfigMap{}, tweak)
+	},
+	{Version: "v1", Resource: "namespaces"}: func(cs Clients, _ string, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+		return typedInformer(cs, cs.CoreV1().Namespaces(), &corev1.Namespace{}, tweak)
+	},
+	{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}: func(cs Clients, ns string, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+		return typedInformer(cs, cs.DiscoveryV1().EndpointSlices(ns), &discoveryv1.EndpointSlice{}, tweak)
+	},
+	{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}: func(cs Clients, ns string, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+		return typedInformer(cs, cs.NetworkingV1().Ingresses(ns), &networkingv1.Ingress{}, tweak)
+	},
+	{Group: "networking.k8s.io", Version: "v1", Resource: "ingressclasses"}: func(cs Clients, _ string, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+		return typedInformer(cs, cs.NetworkingV1().IngressClasses(), &networkingv1.IngressClass{}, tweak)
+	},
 }
 
-// clusterScoped adapts a cluster-scoped kind's informer constructor to that shape.
-func clusterScoped(f func(kubernetes.Interface, time.Duration, cache.Indexers, internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer) func(kubernetes.Interface, string, time.Duration, cache.Indexers, internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer {
-	return func(cs kubernetes.Interface, _ string, resync time.Duration, idx cache.Indexers, tweak internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer {
-		return f(cs, resync, idx, tweak)
+// listerWatcher is a typed client of one resource (in one namespace), as client-go's typed
+// clients are.
+type listerWatcher[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// typedInformer is the informer client-go's generated informers build, over c, with tweak
+// applied to every list and watch. The client set cs says whether it serves watch lists (a
+// fake clientset does not).
+func typedInformer[L runtime.Object](cs Clients, c listerWatcher[L], example runtime.Object, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			tweak(&o)
+			return c.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			tweak(&o)
+			return c.Watch(ctx, o)
+		},
 	}
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, cs), example, cache.SharedIndexInformerOptions{})
 }

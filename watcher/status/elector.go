@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
@@ -75,12 +75,18 @@ type ElectionMetrics interface {
 	LeaderTransition()
 }
 
+// LeaseClient is what the Elector asks of the typed API: the Lease. client-go's clientset
+// has it.
+type LeaseClient interface {
+	CoordinationV1() coordinationv1client.CoordinationV1Interface
+}
+
 // ElectorConfig configures an Elector.
 type ElectorConfig struct {
 	Logger hclog.Logger
 	// Client reads and renews the Lease; give it its own rate limit, so that nothing else
 	// can delay a renewal.
-	Client                                    kubernetes.Interface
+	Client                                    LeaseClient
 	Namespace, Name                           string
 	ID, Address                               string
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration

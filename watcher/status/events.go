@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 )
@@ -23,7 +22,7 @@ type recorder struct {
 	log hclog.Logger
 }
 
-func newRecorder(ctx context.Context, cs kubernetes.Interface, component string, m Metrics, log hclog.Logger) *recorder {
+func newRecorder(ctx context.Context, cs Client, component string, m Metrics, log hclog.Logger) *recorder {
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(&termSink{ctx: ctx, cs: cs, m: m, log: log})
 	return &recorder{b: b, r: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}), m: m, log: log}
@@ -44,7 +43,7 @@ func (r *recorder) shutdown() { r.b.Shutdown() }
 // termSink writes Events with the term's context: nothing is written after the lease is lost.
 type termSink struct {
 	ctx context.Context
-	cs  kubernetes.Interface
+	cs  Client
 	m   Metrics
 	log hclog.Logger
 }

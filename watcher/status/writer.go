@@ -25,7 +25,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	networkingv1client "k8s.io/client-go/kubernetes/typed/networking/v1"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/sluice-io/sluice/internal/contract"
@@ -61,13 +62,20 @@ type Metrics interface {
 // report the reporter may not act on).
 var WriteResults = []string{"done", "conflict", "failed", "skipped", "gone", "refused"}
 
+// Client is what the Writer asks of the typed API: Ingresses' statuses and Events.
+// client-go's clientset has it.
+type Client interface {
+	NetworkingV1() networkingv1client.NetworkingV1Interface
+	CoreV1() corev1client.CoreV1Interface
+}
+
 // Config configures a Writer.
 type Config struct {
 	Logger hclog.Logger
 	Source Source
 	// Client writes statuses and Events; give it its own QPS and burst, so that status
 	// writes never take the informers' share of the apiserver.
-	Client kubernetes.Interface
+	Client Client
 	// Ingress is the Ingress kind as the store holds it.
 	Ingress *watchv1.GroupVersionKind
 	// IngressClass is the IngressClass kind as the store holds it; the Writer needs the
