@@ -40,7 +40,8 @@ a backend in a network namespace), and a TLS Secret for every tenth Ingress.
 ## Cold start
 
 From starting the three processes (and Caddy) to the first request served by the complete
-config, against the limit: (a) a bare client-go informer listing the same objects plus (b)
+config, against the limit: (a) a bare client-go informer listing the same objects (over the
+watcher's transport: protobuf, uncompressed) plus (b)
 the pusher's first apply of the final config, prebuilt, to a Caddy with Sluice's module (its
 small constant Caddy config, then the complete state into the module), which is what the
 pusher drives. For reference only, the last column is one stock Caddy `+"`/load`"+` of the

@@ -34,6 +34,7 @@ type Settings struct {
 	Heartbeat         time.Duration
 	KubeQPS           float32
 	KubeBurst         int
+	KubeCompression   bool
 	TLS               cli.TLSSettings
 	MaxStreams        int
 	Pprof             string
@@ -110,6 +111,7 @@ func (s *Settings) Register(fs *pflag.FlagSet) {
 	fs.DurationVar(&s.Heartbeat, "heartbeat", 10*time.Second, "heartbeat interval on idle streams")
 	fs.Float32Var(&s.KubeQPS, "kube-qps", 50, "client-side queries per second to the apiserver")
 	fs.IntVar(&s.KubeBurst, "kube-burst", 100, "client-side burst to the apiserver")
+	fs.BoolVar(&s.KubeCompression, "kube-compression", false, "ask the apiserver to gzip its responses (lists of thousands of objects): worth it only on a slow link between the watcher and the apiserver; each side spends CPU on every list")
 	s.TLS.Register(fs, false)
 	fs.IntVar(&s.MaxStreams, "max-streams", 64, "concurrent Watch streams, and concurrent status streams, that the callers of one role with full access (translators; watcher replicas relaying status) may hold together; more get RESOURCE_EXHAUSTED")
 	cli.RegisterMaxOperatorStreams(fs, &s.MaxOperatorStreams, "Watch")
@@ -311,5 +313,8 @@ func (s *Settings) restConfig() (*rest.Config, error) {
 	// Protobuf to the apiserver for built-in kinds: smaller and faster to decode than JSON.
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	// Uncompressed unless asked: inside a cluster the link is fast, and gzip was CPU on both
+	// sides of every list (docs/design.md, "Cold start").
+	cfg.DisableCompression = !s.KubeCompression
 	return cfg, nil
 }
