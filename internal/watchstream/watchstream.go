@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"unique"
 
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
@@ -348,6 +349,8 @@ func (m *Mirror) put(o *watchv1.Object) error {
 		return fmt.Errorf("%w: object %s of a kind the stream does not carry", ErrProtocol, k)
 	}
 	k.Kind = kind
+	// One string per namespace, not one per object (each message has its own copy).
+	k.Namespace = unique.Make(k.Namespace).Value()
 	m.objects[k] = held{rv: o.GetResourceVersion()}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/watchstream"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
+	"github.com/sluice-io/sluice/translator/translate"
 )
 
 // maxRejectionText bounds the data plane's error as an object's finding carries it.
@@ -71,7 +72,15 @@ func (e *Engine) gone(k watchstream.ObjectKey) {
 	}
 }
 
-// quarantineKey names k for the quarantine, with k's own strings.
+// quarantineKey names k for the quarantine, with k's own strings but for its short kind,
+// one string per kind: a part of k.Kind would keep the whole of it.
 func quarantineKey(k watchstream.ObjectKey) objectName {
-	return objectName{k.Kind[strings.LastIndexByte(k.Kind, '/')+1:], k.Namespace, k.Name}
+	kind := k.Kind[strings.LastIndexByte(k.Kind, '/')+1:]
+	for _, short := range translate.QuarantinableKinds {
+		if kind == short {
+			kind = short
+			break
+		}
+	}
+	return objectName{kind, k.Namespace, k.Name}
 }

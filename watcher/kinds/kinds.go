@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -235,8 +236,10 @@ func (k *Kind) Transform() func(any) (any, error) {
 			return nil, fmt.Errorf("encode %s %s/%s: %w", gvk.Kind, acc.GetNamespace(), acc.GetName(), err)
 		}
 		return &Stored{
+			// One string per namespace, not one per object: every decoded object came
+			// with its own copy (docs/design.md, "Cold start").
 			Wire: &watchv1.Object{
-				Kind: wireKind, Namespace: acc.GetNamespace(), Name: acc.GetName(), Uid: string(acc.GetUID()),
+				Kind: wireKind, Namespace: unique.Make(acc.GetNamespace()).Value(), Name: acc.GetName(), Uid: string(acc.GetUID()),
 				ResourceVersion: acc.GetResourceVersion(), ContentType: contentType, Raw: raw,
 			},
 			Refs: rs, RefsErr: refsErr, Withheld: withheld,
