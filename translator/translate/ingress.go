@@ -155,8 +155,12 @@ func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
 
 	timeout := requestTimeout(ing, add)
 	regexPaths := ing.Annotations[AnnotationPathRegex] == "true"
-	ngx := readNginx(ing, add)
-	lo.nginx = ngx.kept()
+	ngx, kept := *plainNginx, plainNginx
+	if readsNginx(ing.Annotations) {
+		ngx = readNginx(ing, add)
+		kept = ngx.kept()
+	}
+	lo.nginx = kept
 	if ngx.auth != nil && !t.resolveAuth(lo, ngx.auth) {
 		ngx.refused = true
 	}

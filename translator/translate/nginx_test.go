@@ -449,3 +449,27 @@ func TestPlainIngressesShareOneNginxReading(t *testing.T) {
 		}
 	}
 }
+
+// An Ingress without annotations readNginx reads is not read (docs/design.md, "Cold start"):
+// that holds only while reading one gives plainNginx and no finding, whatever else it is
+// annotated with; one with an annotation it reads is read.
+func TestIngressesWithoutNginxAnnotationsReadAsPlain(t *testing.T) {
+	for _, ann := range []map[string]string{nil, {}, {"sluice.io/unrelated": "x", AnnotationIngressClass: "sluice"}} {
+		ing := newIngress("plain", "a.example.com", ann, false)
+		if readsNginx(ing.Annotations) {
+			t.Fatalf("annotations %v: read, though none is readNginx's", ann)
+		}
+		var findings []string
+		got := readNginx(ing, func(field string, _ configv1.FindingSeverity, reason, _ string) {
+			findings = append(findings, field+": "+reason)
+		})
+		if !reflect.DeepEqual(got, *plainNginx) || len(findings) > 0 {
+			t.Fatalf("annotations %v: read as %+v with findings %v, not as plainNginx", ann, got, findings)
+		}
+	}
+	for _, k := range []string{AnnotationSSLRedirect, NginxAnnotationPrefix + "use-regex", NginxAnnotationPrefix + "not-one-sluice-knows"} {
+		if !readsNginx(map[string]string{"sluice.io/unrelated": "x", k: "false"}) {
+			t.Errorf("an Ingress annotated %s is not read", k)
+		}
+	}
+}
