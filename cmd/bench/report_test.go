@@ -50,3 +50,31 @@ func TestReportRoutingAndFailures(t *testing.T) {
 		}
 	}
 }
+
+// TestReportLeavesOutRatiosOfAnotherListMethod proves a baseline whose informer list was
+// measured another way (before the method was recorded: client-go's defaults) has no ratio
+// beside this run's, and the report says why, while one measured the same way has.
+func TestReportLeavesOutRatiosOfAnotherListMethod(t *testing.T) {
+	r := fixedResults()[0] // 400 / (200 + 40)
+	r.ListMethod = listMethod
+	old := r
+	old.ColdStartMs = 600
+	for _, tc := range []struct {
+		name, method, row string
+		note              bool
+	}{
+		{"unrecorded", "", "| 1000 | 0 | 400 (was 600) | 200 | 40 | **1.67** | 170 |", true},
+		{"same", listMethod, "| 1000 | 0 | 400 (was 600) | 200 | 40 | **1.67 (was 2.50)** | 170 |", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old.ListMethod = tc.method
+			md := report([]Result{r}, map[int]Result{1000: old}, 3, 6)
+			if !strings.Contains(md, tc.row) {
+				t.Errorf("cold start row wrong, want %q:\n%s", tc.row, md)
+			}
+			if got := strings.Contains(md, "its ratios are not comparable"); got != tc.note {
+				t.Errorf("note that the ratios are not comparable: %t, want %t", got, tc.note)
+			}
+		})
+	}
+}
