@@ -3,6 +3,7 @@ package status
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -217,7 +218,7 @@ func TestDecideIngressStatus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// The writer decides on its view of each Ingress (statusView), made here from the
 			// whole Ingress, so that the table also holds the view to what decides.
-			in := ingressInput{obj: viewOf(tc.obj), reports: tc.reports, classes: tc.classes, released: tc.released, told: tc.told}
+			in := ingressInput{obj: viewOf(tc.obj), reports: reportsOf(tc.reports), classes: tc.classes, released: tc.released, told: tc.told}
 			dec := decideIngress(in)
 			checkIngressDecision(t, in, dec)
 			if dec.write != tc.wantWrite || !slices.Equal(ipsOf(dec.lb), tc.wantLB) || (!dec.write && dec.why != tc.wantWhy) {
@@ -285,4 +286,14 @@ func checkIngressDecision(t *testing.T, in ingressInput, dec ingressDecision) {
 	if dec.write && dec.why != "" {
 		t.Errorf("a write with a reason not to: %q", dec.why)
 	}
+}
+
+// reportsOf is m's reports in source name order.
+func reportsOf(m map[string]sourceReport) sourceReports {
+	out := make(sourceReports, 0, len(m))
+	for src, r := range m {
+		out = append(out, namedReport{source: src, sourceReport: r})
+	}
+	slices.SortFunc(out, func(a, b namedReport) int { return strings.Compare(a.source, b.source) })
+	return out
 }

@@ -97,7 +97,7 @@ type gatewayInput struct {
 	// a ListenerSet that of its Gateway's class (empty when either is unknown).
 	classController string
 	// reports are the reports about it, by source, with who sent each.
-	reports map[string]sourceReport
+	reports sourceReports
 	// translatorClass is the IngressClass of the translator whose identity serves this
 	// watcher's Gateway controller (--gateway-translator-class): a checked origin of another
 	// class may not decide Gateway API statuses.
@@ -151,15 +151,15 @@ func gatewayRefusal(from Origin, translatorClass string) string {
 
 // chooseGatewayReport is the report of the smallest source name that may decide Gateway API
 // statuses (gatewayRefusal); refused says a report was passed over for its reporter.
-func chooseGatewayReport(reports map[string]sourceReport, translatorClass string) (best *watchv1.ObjectStatus, refused bool) {
+func chooseGatewayReport(reports sourceReports, translatorClass string) (best *watchv1.ObjectStatus, refused bool) {
 	bestSrc := ""
-	for src, r := range reports {
+	for _, r := range reports {
 		if gatewayRefusal(r.from, translatorClass) != "" {
 			refused = true
 			continue
 		}
-		if best == nil || src < bestSrc {
-			best, bestSrc = r.status, src
+		if best == nil || r.source < bestSrc {
+			best, bestSrc = r.status, r.source
 		}
 	}
 	return best, refused

@@ -273,7 +273,7 @@ func TestDecideGatewayStatus(t *testing.T) {
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			in := gatewayInput{kind: tc.kind, controller: ours, now: now, classController: tc.class, reports: reportedBy("s", Origin{}, tc.report), released: tc.released}
+			in := gatewayInput{kind: tc.kind, controller: ours, now: now, classController: tc.class, reports: reportsOf(reportedBy("s", Origin{}, tc.report)), released: tc.released}
 			if tc.obj != nil {
 				in.obj = gwObject(t, tc.kind, tc.obj)
 			}
@@ -478,7 +478,7 @@ func TestDecideGatewayBindsReportsToTheTranslatorClass(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			in := gatewayInput{kind: tc.kind, controller: ours, now: now, classController: tc.classController, obj: gwObject(t, tc.kind, tc.obj),
-				reports: tc.reports, translatorClass: tc.translatorClass, released: tc.released}
+				reports: reportsOf(tc.reports), translatorClass: tc.translatorClass, released: tc.released}
 			d := decideGateway(in)
 			if tc.wantStatus == "" {
 				if d.write || d.why != tc.wantWhy || d.report != nil {
@@ -588,7 +588,7 @@ func TestPolicyAncestorsAreCutToTheAPIsBound(t *testing.T) {
 	r.Parents = []*watchv1.RouteParentStatus{{ParentRef: &watchv1.ParentReference{Group: GatewayGroup, Kind: "Gateway", Namespace: "ns", Name: "gw"},
 		Conditions: []*watchv1.Condition{wcond("Accepted", "True", "Accepted", 1)}}}
 	decide := func(ancestors []gwv1.RouteParentStatus) gatewayDecision {
-		in := gatewayInput{kind: KindBackendTLSPolicy, controller: ours, now: now, reports: reportedBy("s", Origin{}, r),
+		in := gatewayInput{kind: KindBackendTLSPolicy, controller: ours, now: now, reports: reportsOf(reportedBy("s", Origin{}, r)),
 			obj: gwObject(t, KindBackendTLSPolicy, policy(ancestors...))}
 		return decideGateway(in)
 	}

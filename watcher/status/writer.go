@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -515,15 +516,15 @@ func (w *Writer) release(src string, k objKey, st *watchv1.ObjectStatus) {
 
 // reports are the reports about an object, by source, with their origins (the decision
 // chooses among them). The map is new: a pending write holds it.
-func (w *Writer) reports(k objKey) map[string]sourceReport {
-	var out map[string]sourceReport
+func (w *Writer) reports(k objKey) sourceReports {
+	var out sourceReports
 	for src, m := range w.sources {
 		if st, ok := m[k]; ok {
-			if out == nil {
-				out = map[string]sourceReport{}
-			}
-			out[src] = sourceReport{from: w.origins[src], status: st}
+			out = append(out, namedReport{source: src, sourceReport: sourceReport{from: w.origins[src], status: st}})
 		}
+	}
+	if len(out) > 1 {
+		slices.SortFunc(out, func(a, b namedReport) int { return strings.Compare(a.source, b.source) })
 	}
 	return out
 }
