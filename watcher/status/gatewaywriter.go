@@ -113,7 +113,9 @@ func (w *Writer) evaluateGateway(k objKey) (pendingWrite, bool) {
 	if d != nil {
 		delete(w.released, k) // a source that may decide serves it again
 	}
-	w.log.Trace("gateway api status decided", "object", k.String(), "write", dec.write, "why", dec.why)
+	if w.log.IsTrace() { // every object is decided at a cold start: no key string built for nothing
+		w.log.Trace("gateway api status decided", "object", k.String(), "write", dec.write, "why", dec.why)
+	}
 	if d != nil && (dec.write || dec.why == whyEqual) {
 		ref := &corev1.ObjectReference{Kind: k.kind, APIVersion: GatewayGroup + "/" + obj.version, Namespace: k.ns, Name: k.name,
 			UID: obj.meta.UID, ResourceVersion: obj.meta.ResourceVersion}

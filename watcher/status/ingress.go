@@ -126,7 +126,9 @@ func (w *Writer) ingressInputOf(k objKey) ingressInput {
 func (w *Writer) evaluateIngress(k objKey) (pendingWrite, bool) {
 	in := w.ingressInputOf(k)
 	dec := decideIngress(in)
-	w.log.Trace("ingress status decided", "ingress", k.key.String(), "write", dec.write, "why", dec.why)
+	if w.log.IsTrace() { // every object is decided at a cold start: no key string built for nothing
+		w.log.Trace("ingress status decided", "ingress", k.key.String(), "write", dec.write, "why", dec.why)
+	}
 	if dec.forgetReleased {
 		delete(w.released, k)
 	}
