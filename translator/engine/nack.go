@@ -2,12 +2,12 @@ package engine
 
 import (
 	"strings"
+	"unique"
 
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/sluice-io/sluice/internal/watchstream"
 	configv1 "github.com/sluice-io/sluice/proto/gen/sluice/config/v1"
-	"github.com/sluice-io/sluice/translator/translate"
 )
 
 // maxRejectionText bounds the data plane's error as an object's finding carries it.
@@ -72,15 +72,10 @@ func (e *Engine) gone(k watchstream.ObjectKey) {
 	}
 }
 
-// quarantineKey names k for the quarantine, with k's own strings but for its short kind,
-// one string per kind: a part of k.Kind would keep the whole of it.
+// quarantineKey names k for the quarantine: one string per kind and per namespace, as the
+// mirror keeps them (a part of k.Kind would keep the whole of it alive, and each message has
+// its own namespace).
 func quarantineKey(k watchstream.ObjectKey) objectName {
 	kind := k.Kind[strings.LastIndexByte(k.Kind, '/')+1:]
-	for _, short := range translate.QuarantinableKinds {
-		if kind == short {
-			kind = short
-			break
-		}
-	}
-	return objectName{kind, k.Namespace, k.Name}
+	return objectName{unique.Make(kind).Value(), unique.Make(k.Namespace).Value(), k.Name}
 }

@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"slices"
 	"strings"
 
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -20,11 +19,8 @@ const ReasonRejectedByDataPlane = "RejectedByDataPlane"
 // Quarantinable says whether an object of kind can be left out on a data plane's word: the
 // objects a data plane's refusal is traced to (the source of a route or a certificate).
 func Quarantinable(kind string) bool {
-	return slices.Contains(QuarantinableKinds[:], kind)
+	return kind == "Ingress" || kind == "HTTPRoute" || kind == "Secret"
 }
-
-// QuarantinableKinds are the kinds Quarantinable takes.
-var QuarantinableKinds = [...]string{"Ingress", "HTTPRoute", "Secret"}
 
 // SetQuarantined leaves the object of kind (Ingress, HTTPRoute or Secret) out, as if
 // invalid, because a data plane rejected it (why, the data plane's error); an empty why
