@@ -162,7 +162,9 @@ func (m *Mirror) Attach(k ObjectKey, v any) bool {
 	h, ok := m.objects[k]
 	if ok {
 		h.val = v
-		m.objects[k] = h
+		// Assigning to a key held replaces the key's strings as well: k's own would undo the
+		// sharing put gave the entry.
+		m.objects[m.intern(k)] = h
 	}
 	return ok
 }
@@ -344,15 +346,21 @@ func (m *Mirror) put(o *watchv1.Object) error {
 		return fmt.Errorf("%w: upsert without an object, kind or name", ErrProtocol)
 	}
 	k := KeyOf(o)
-	kind, ok := m.kindSet[k.Kind]
-	if !ok {
+	if _, ok := m.kindSet[k.Kind]; !ok {
 		return fmt.Errorf("%w: object %s of a kind the stream does not carry", ErrProtocol, k)
 	}
-	k.Kind = kind
-	// One string per namespace, not one per object (each message has its own copy).
-	k.Namespace = unique.Make(k.Namespace).Value()
-	m.objects[k] = held{rv: o.GetResourceVersion()}
+	m.objects[m.intern(k)] = held{rv: o.GetResourceVersion()}
 	return nil
+}
+
+// intern returns k with the strings its entry shares: one per kind of the stream and one per
+// namespace, not one per object (each message has its own copies).
+func (m *Mirror) intern(k ObjectKey) ObjectKey {
+	if kind, ok := m.kindSet[k.Kind]; ok {
+		k.Kind = kind
+	}
+	k.Namespace = unique.Make(k.Namespace).Value()
+	return k
 }
 
 // verify checks a marker's inventory against the objects held.
