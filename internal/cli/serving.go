@@ -37,6 +37,10 @@ type ServingConfig struct {
 	Pprof string
 	// MaxMessageSize bounds one gRPC message each way; 0 means grpcx.DefaultMaxMessageSize.
 	MaxMessageSize int
+	// ColdStartEndsLater: the process's cold start ends when its wiring calls
+	// Serving.ColdStartOver (or ColdStartBound after its first readiness), not at that
+	// readiness.
+	ColdStartEndsLater bool
 }
 
 // Serving holds a process's gRPC server, operational endpoint and metrics registry. Services
@@ -47,7 +51,12 @@ type Serving struct {
 	Registry *prometheus.Registry
 
 	grpcLis, httpLis, pprofLis net.Listener
+	coldStart                  *coldStartEnd
 }
+
+// ColdStartOver ends the process's cold start (for ServingConfig.ColdStartEndsLater); it
+// returns at once, and only its first call does anything.
+func (s *Serving) ColdStartOver() { s.coldStart.end() }
 
 // NewServing opens both listeners; a failure names the setting.
 func NewServing(cfg ServingConfig) (*Serving, error) {
@@ -55,9 +64,11 @@ func NewServing(cfg ServingConfig) (*Serving, error) {
 		return nil, errors.New("cli: ServingConfig.Logger is required")
 	}
 	reg := ops.NewRegistry()
-	opsSrv, err := ops.New(ops.Config{Logger: cfg.Logger.Named("ops"), Registry: reg,
-		// In a goroutine: SetReady's caller is on its hot path (the first config going out).
-		OnFirstReady: func() { go settleMemory(cfg.Logger, os.LookupEnv) }})
+	cold := &coldStartEnd{later: cfg.ColdStartEndsLater, after: func(d time.Duration, f func()) { time.AfterFunc(d, f) },
+		// On a goroutine of its own: the callers are on hot paths (the first config going
+		// out, a pusher's ACK).
+		settle: func() { go settleMemory(cfg.Logger, os.LookupEnv) }}
+	opsSrv, err := ops.New(ops.Config{Logger: cfg.Logger.Named("ops"), Registry: reg, OnFirstReady: cold.firstReady})
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +116,7 @@ func NewServing(cfg ServingConfig) (*Serving, error) {
 	if pprofLis != nil {
 		cfg.Logger.Info("serving pprof", "address", pprofLis.Addr().String())
 	}
-	return &Serving{GRPC: g, Ops: opsSrv, Registry: reg, grpcLis: grpcLis, httpLis: httpLis, pprofLis: pprofLis}, nil
+	return &Serving{GRPC: g, Ops: opsSrv, Registry: reg, grpcLis: grpcLis, httpLis: httpLis, pprofLis: pprofLis, coldStart: cold}, nil
 }
 
 func closeAll(ls ...net.Listener) {

@@ -237,7 +237,7 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 		return err
 	}
 	srv, err := cli.NewServing(cli.ServingConfig{Logger: log, Listen: s.Listen, HTTPListen: s.HTTPListen, TLS: s.TLS.Files(),
-		Insecure: s.TLS.Insecure, Pprof: s.Pprof, MaxMessageSize: s.MaxMessageSize,
+		Insecure: s.TLS.Insecure, Pprof: s.Pprof, MaxMessageSize: s.MaxMessageSize, ColdStartEndsLater: true,
 		Bounds: s.Bounds, StreamLimits: map[string]grpcx.StreamLimit{
 			configv1.ConfigService_StreamConfig_FullMethodName: grpcx.LimitByAccess(identity.DefaultPolicy(), configv1.ConfigService_StreamConfig_FullMethodName, s.MaxStreams, s.MaxOperatorStreams),
 		},
@@ -256,7 +256,11 @@ func (s *Settings) Run(ctx context.Context, log hclog.Logger) error {
 	var eng *engine.Engine
 	cfgSrv, err := configserver.New(configserver.Config{Logger: log.Named("config"), Stopping: ctx.Done(), Metrics: m,
 		SendTimeout: s.SendTimeout, MaxMessageSize: s.MaxMessageSize, // the limit cli.NewServing's server sends with
-		OnComplete: func() { srv.Ops.SetReady() }, OnNack: func(n *configv1.Nack) { eng.Rejected(n) }})
+		OnComplete: func() { srv.Ops.SetReady() }, OnNack: func(n *configv1.Nack) { eng.Rejected(n) },
+		// The system's start is over once a data plane runs a config: only then does the
+		// translator's end-of-cold-start collection no longer take the CPU the pusher and
+		// the proxy need for the first one (docs/design.md, "Cold start").
+		OnAck: srv.ColdStartOver})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,6 +86,7 @@ type liarEnv struct {
 	log     *liarLog
 	metrics *countingMetrics
 	src     *source
+	acks    atomic.Int32 // OnAck's calls: ACKs of versions the stream was sent
 }
 
 func startLiarEnv(t *testing.T) *liarEnv {
@@ -94,7 +96,7 @@ func startLiarEnv(t *testing.T) *liarEnv {
 	e := &liarEnv{log: &liarLog{}, metrics: &countingMetrics{changed: make(chan struct{}, 1)}, src: &source{epoch: "e1"}}
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	s, err := New(Config{Logger: hclog.New(&hclog.LoggerOptions{Output: e.log, Level: hclog.Info}), Stopping: stopping,
-		Metrics: e.metrics, Now: func() time.Time { return now }})
+		Metrics: e.metrics, Now: func() time.Time { return now }, OnAck: func() { e.acks.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,6 +287,10 @@ func TestLyingPusherAnswersAreRefusedStatusUnchanged(t *testing.T) {
 			if ps.GetApplied().GetVersion() != tc.wantApplied || ps.GetRejected() != nil {
 				t.Fatalf("GetStatus shows applied %v, rejected %v; want applied version %d, nothing rejected (the lie changed nothing)",
 					ps.GetApplied(), ps.GetRejected(), tc.wantApplied)
+			}
+			// OnAck (the translator's end of its cold start) hears only the honest ACK.
+			if wantAcks := int32(min(tc.wantApplied, 1)); e.acks.Load() != wantAcks {
+				t.Fatalf("OnAck called %d times; want %d (the honest ACKs only)", e.acks.Load(), wantAcks)
 			}
 			if tc.wantPusher && !strings.Contains(e.log.String(), tc.wantErr) {
 				t.Fatalf("the server's log does not name the lie %q:\n%s", tc.wantErr, e.log)

@@ -67,6 +67,9 @@ type Config struct {
 	// OnNack, when set, gets every NACK of a version the stream was sent (the engine
 	// quarantines the objects it names); it must not block.
 	OnNack func(*configv1.Nack)
+	// OnAck, when set, is called at every ACK of a version the stream was sent: a data plane
+	// runs it. It must not block.
+	OnAck func()
 }
 
 // Server is the ConfigService and the engine's Publisher.
@@ -553,6 +556,9 @@ func (s *Server) record(log hclog.Logger, id string, pr *peer, req *configv1.Str
 		}
 		s.cfg.Metrics.Ack(id, ref.GetVersion())
 		log.Debug("config applied", "epoch", ref.GetEpoch(), "version", ref.GetVersion())
+		if s.cfg.OnAck != nil {
+			s.cfg.OnAck()
+		}
 	case *configv1.StreamConfigRequest_Nack:
 		ref := m.Nack.GetConfig()
 		if err := pr.check("NACK", ref); err != nil {
