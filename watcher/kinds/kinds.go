@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/sluice-io/sluice/internal/contract"
@@ -156,7 +155,7 @@ func (k *Kind) Wire() *watchv1.GroupVersionKind {
 // immutable once made.
 type Stored struct {
 	// Wire is the object as the stream carries it; its namespace, name, uid and
-	// resourceVersion are all the informers key on (GetObjectMeta).
+	// resourceVersion are all the informers key on (Stored is a metav1.Object, meta.go).
 	Wire *watchv1.Object
 	// Refs are the TLS Secrets the object references, or the references a ReferenceGrant
 	// allows (nil for every other object): read here, once, so that the controller decides
@@ -168,14 +167,6 @@ type Stored struct {
 	// Withheld objects are held by the informer but never stored nor streamed: a ConfigMap
 	// without ca.crt, which nothing downstream reads.
 	Withheld bool
-}
-
-// GetObjectMeta is how the informers' key functions (meta.Accessor) read a Stored object:
-// built from Wire on each call, so that the cache does not hold a second ObjectMeta (about
-// 260 bytes) beside every object's wire form (docs/design.md, "Cold start").
-func (s *Stored) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: s.Wire.GetNamespace(), Name: s.Wire.GetName(), UID: types.UID(s.Wire.GetUid()),
-		ResourceVersion: s.Wire.GetResourceVersion()}
 }
 
 // GetObjectKind is part of runtime.Object; a Stored object carries its kind in Wire.

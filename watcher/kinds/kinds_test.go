@@ -8,12 +8,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/sluice-io/sluice/internal/watchstream"
+	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 )
 
 // --kinds and --optional-kinds: a kind is "group/version/resource" ("v1/resource" for the core
@@ -281,10 +284,10 @@ func TestTransformStripsAndEncodesOnceWithTheKind(t *testing.T) {
 			if !ok {
 				t.Fatalf("transform returned %T, want *Stored", out)
 			}
-			if m := st.GetObjectMeta(); m.GetNamespace() != "shop" || m.GetName() != "web" || m.GetUID() != "u-1" || m.GetResourceVersion() != "42" {
-				t.Errorf("stored metadata %+v, want shop/web u-1 at 42 (the informer keys on it)", st.GetObjectMeta())
+			if m := metav1.Object(st); m.GetNamespace() != "shop" || m.GetName() != "web" || m.GetUID() != "u-1" || m.GetResourceVersion() != "42" {
+				t.Errorf("stored metadata %+v, want shop/web u-1 at 42 (the informer keys on it)", metav1.Object(st))
 			}
-			if m := st.GetObjectMeta(); len(m.GetAnnotations())+len(m.GetLabels())+len(m.GetManagedFields()) != 0 {
+			if m := metav1.Object(st); len(m.GetAnnotations())+len(m.GetLabels())+len(m.GetManagedFields()) != 0 {
 				t.Errorf("the stored metadata holds more than the keys: %+v", m)
 			}
 			w := st.Wire
@@ -336,8 +339,8 @@ func TestTransformKeepsOnlyANamespacesLabels(t *testing.T) {
 	if !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("the wire carries %+v, want %+v", got, want)
 	}
-	if m := st.GetObjectMeta(); m.GetName() != "shop" || m.GetUID() != "u-ns" || m.GetResourceVersion() != "7" {
-		t.Errorf("stored metadata %+v, want shop u-ns at 7", st.GetObjectMeta())
+	if m := metav1.Object(st); m.GetName() != "shop" || m.GetUID() != "u-ns" || m.GetResourceVersion() != "7" {
+		t.Errorf("stored metadata %+v, want shop u-ns at 7", metav1.Object(st))
 	}
 }
 
@@ -415,4 +418,32 @@ func transformToWire(t *testing.T, k *Kind, obj runtime.Object) (*Stored, runtim
 		t.Fatal(err)
 	}
 	return st, decoded
+}
+
+// The watcher keeps each object once (docs/design.md, "Cold start"): the informers' key
+// functions read a Stored object's metadata as it is, from its wire form, without building
+// (and dropping) a copy of it on every call.
+func TestStoredIsItsOwnMetadata(t *testing.T) {
+	st := &Stored{Wire: &watchv1.Object{Namespace: "shop", Name: "web", Uid: "u-1", ResourceVersion: "42"}}
+	m, err := meta.Accessor(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m != metav1.Object(st) {
+		t.Fatalf("meta.Accessor gave %T, want the Stored object itself", m)
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(st); err != nil || key != "shop/web" {
+		t.Fatalf("informer key %q, %v; want shop/web", key, err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() {
+		m, _ := meta.Accessor(st)
+		_ = m.GetResourceVersion()
+	}); allocs != 0 {
+		t.Fatalf("meta.Accessor allocates %v times per call, want none", allocs)
+	}
+	// A Stored object is never changed: a setter does nothing.
+	st.SetResourceVersion("43")
+	if st.GetResourceVersion() != "42" || st.Wire.GetResourceVersion() != "42" {
+		t.Fatalf("a setter changed a stored object: resourceVersion %s", st.GetResourceVersion())
+	}
 }
