@@ -601,6 +601,11 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 		stages["4 transfer to pusher"] = append(stages["4 transfer to pusher"], ms(pApplied.Sub(tVerified))-ms(pTook)-translate)
 		stages["5 Caddy apply"] = append(stages["5 Caddy apply"], ms(pTook))
 		if i < runs-1 {
+			// The first run's profiles cover three times the informer list, which can
+			// outlast the cold start: stopping the processes first would cut them off.
+			if coldProf != nil {
+				r.ColdProfile, coldProf = <-coldProf, nil
+			}
 			st.Stop()
 			st = nil
 		}
