@@ -34,7 +34,7 @@ type ingressInput struct {
 	// obj is the Ingress as the store (or, after a conflict, a fresh read) shows it; nil when
 	// it does not exist.
 	obj *ingressView
-	// reports are the reports about it, by source.
+	// reports are the reports about it, one per source, in source name order.
 	reports sourceReports
 	// classes are the IngressClasses, and controller the Ingress controller name the
 	// translators serve, for contract.MayReport.
@@ -139,14 +139,13 @@ func decideIngress(in ingressInput) ingressDecision {
 // chooseReport is the report of the smallest source name that may act on the Ingress (any
 // source when it does not exist); refused says a report was passed over for its class.
 func chooseReport(in ingressInput) (best *watchv1.ObjectStatus, refused bool) {
-	bestSrc := ""
-	for _, r := range in.reports {
+	for _, r := range in.reports { // in source name order: the first that may act is chosen
 		if in.obj != nil && !mayAct(r.from, in.obj, in.controller, in.classes) {
 			refused = true
 			continue
 		}
-		if best == nil || r.source < bestSrc {
-			best, bestSrc = r.status, r.source
+		if best == nil {
+			best = r.status
 		}
 	}
 	return best, refused

@@ -96,7 +96,8 @@ type gatewayInput struct {
 	// classController is, for a Gateway, the spec.controllerName of its GatewayClass, and for
 	// a ListenerSet that of its Gateway's class (empty when either is unknown).
 	classController string
-	// reports are the reports about it, by source, with who sent each.
+	// reports are the reports about it, one per source in source name order, with who sent
+	// each.
 	reports sourceReports
 	// translatorClass is the IngressClass of the translator whose identity serves this
 	// watcher's Gateway controller (--gateway-translator-class): a checked origin of another
@@ -152,14 +153,13 @@ func gatewayRefusal(from Origin, translatorClass string) string {
 // chooseGatewayReport is the report of the smallest source name that may decide Gateway API
 // statuses (gatewayRefusal); refused says a report was passed over for its reporter.
 func chooseGatewayReport(reports sourceReports, translatorClass string) (best *watchv1.ObjectStatus, refused bool) {
-	bestSrc := ""
-	for _, r := range reports {
+	for _, r := range reports { // in source name order: the first that may decide is chosen
 		if gatewayRefusal(r.from, translatorClass) != "" {
 			refused = true
 			continue
 		}
-		if best == nil || r.source < bestSrc {
-			best, bestSrc = r.status, r.source
+		if best == nil {
+			best = r.status
 		}
 	}
 	return best, refused

@@ -514,8 +514,8 @@ func (w *Writer) release(src string, k objKey, st *watchv1.ObjectStatus) {
 	w.evaluate(k, true)
 }
 
-// reports are the reports about an object, by source, with their origins (the decision
-// chooses among them). The map is new: a pending write holds it.
+// reports are the reports about an object, in source name order, with their origins (the
+// decision chooses among them). The slice is new: a pending write holds it.
 func (w *Writer) reports(k objKey) sourceReports {
 	var out sourceReports
 	for src, m := range w.sources {
