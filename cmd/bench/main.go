@@ -123,7 +123,10 @@ type Result struct {
 	TranslateMsPerChange float64 `json:"translate_ms_per_change"`
 	ChangesApplied       float64 `json:"changes_caddy_loads"`
 
-	RSS map[string]map[string]float64 `json:"rss_mib"` // process -> steady|peak
+	// RSS is per process: steady (VmRSS after the change measures) and peak (VmHWM); of
+	// steady, anon (RssAnon) and file (RssFile: the binary's pages); and heap_inuse, the Go
+	// heap's spans in use at the same moment (the three Sluice processes only).
+	RSS map[string]map[string]float64 `json:"rss_mib"`
 
 	Routing *Routing `json:"routing,omitempty"`
 
@@ -752,7 +755,13 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 		}
 	}
 	for _, p := range []*testenv.Process{st.Watcher, st.Translator, st.Pusher, st.Caddy.Process()} {
-		r.RSS[p.Name()] = map[string]float64{"steady": p.RSS("VmRSS") / 1024, "peak": p.RSS("VmHWM") / 1024}
+		r.RSS[p.Name()] = map[string]float64{"steady": p.RSS("VmRSS") / 1024, "peak": p.RSS("VmHWM") / 1024,
+			"anon": p.RSS("RssAnon") / 1024, "file": p.RSS("RssFile") / 1024}
+	}
+	for name, addr := range pprofAddr {
+		if v, err := heapInuse("http://" + addr + "/debug/pprof/heap?debug=1"); err == nil {
+			r.RSS[name]["heap_inuse"] = float64(v) / (1 << 20)
+		}
 	}
 	return r, nil
 }
@@ -1001,6 +1010,26 @@ func (e *env) profileColdStart(pprofAddr map[string]string, profDir string, size
 		out <- string(top)
 	}()
 	return out
+}
+
+// heapInuse reads the Go heap's HeapInuse (bytes in spans in use) from the runtime.MemStats
+// a heap profile in text form (debug=1) ends with.
+func heapInuse(url string) (uint64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "# HeapInuse = "); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no HeapInuse", url)
 }
 
 func fetch(url, path string) error {
