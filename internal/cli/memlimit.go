@@ -42,13 +42,13 @@ func setMemoryLimit(log hclog.Logger, provider memlimit.Provider) {
 // ColdStartGCPercent the heap may grow to three times what is live between collections, a
 // burst bounded by the container's memory limit (setMemoryLimit), under which the runtime
 // collects harder. What is left afterwards is nearly all long-lived (the cluster's objects
-// and what was built from them) and a change allocates kilobytes, so in steady state the
-// default's headroom (twice what is live) would be memory held for nothing: at
-// SteadyGCPercent the heap peaks at 1.5 times what is live, and a collection still comes
-// only once changes have allocated half the live heap anew (docs/design.md, "Cold start").
+// and what was built from them) and a change allocates kilobytes, so in steady state any
+// headroom is memory held for nothing: at SteadyGCPercent the heap peaks at 1.25 times what
+// is live, and a collection still comes only once changes have allocated a quarter of the
+// live heap anew, hundreds of changes apart (docs/design.md, "Cold start").
 const (
 	ColdStartGCPercent = 200
-	SteadyGCPercent    = 50
+	SteadyGCPercent    = 25
 )
 
 // gcPercents are the GOGC a process takes at start and once ready, and false when it keeps
@@ -77,6 +77,10 @@ func settleMemory(log hclog.Logger, lookup func(string) (string, bool)) {
 	if set {
 		debug.SetGCPercent(pct)
 	}
+	// A sync.Pool keeps what was put in it until the second collection after: the start's
+	// largest buffers (gRPC's, for the complete state it sent or received) would otherwise
+	// stay live until two collections of the steady state, which come rarely.
+	runtime.GC()
 	debug.FreeOSMemory()
 	runtime.ReadMemStats(&after)
 	log.Info("cold start over: memory returned to the system", "gogc_set", set, "gogc", pct,

@@ -2,8 +2,11 @@ package cli
 
 import (
 	"math"
+	"runtime"
 	"runtime/debug"
+	"sync"
 	"testing"
+	"weak"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/hashicorp/go-hclog"
@@ -80,4 +83,22 @@ func TestMemoryStartsAndSettlesAtTheirGOGC(t *testing.T) {
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Fatalf("GOGC with GOGC=100 set = %d, want 100 kept", got)
 	}
+}
+
+// Cold start: what the start left in a sync.Pool (gRPC keeps its buffers for the largest
+// messages in one) is freed when the cold start ends, not two collections of the steady
+// state later.
+func TestSettlingFreesWhatTheStartLeftInPools(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	var pool sync.Pool
+	buf := new([1 << 20]byte)
+	left := weak.Make(buf)
+	pool.Put(buf)
+	buf = nil
+	settleMemory(hclog.NewNullLogger(), func(string) (string, bool) { return "", false })
+	if left.Value() != nil {
+		t.Fatal("a buffer the start left in a sync.Pool is still live after the cold start ended")
+	}
+	runtime.KeepAlive(&pool)
 }
