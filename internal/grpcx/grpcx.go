@@ -123,6 +123,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, fmt.Errorf("grpcx: negative connection bound (age %s, grace %s, streams %d)", age, grace, streams)
 	}
 	opts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(codec),
 		grpc.MaxRecvMsgSize(size),
 		grpc.MaxSendMsgSize(size),
 		grpc.MaxConcurrentStreams(uint32(streams)),
@@ -300,7 +301,7 @@ func Dial(target string, cfg ClientConfig) (*grpc.ClientConn, error) {
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(size), grpc.MaxCallSendMsgSize(size)),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec), grpc.MaxCallRecvMsgSize(size), grpc.MaxCallSendMsgSize(size)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 	)...)
 }
