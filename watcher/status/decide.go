@@ -163,12 +163,16 @@ func mayAct(from Origin, ing *ingressView, controller string, classes map[string
 
 // announce is the Events of findings on ref, given what it was told before (prev): a Warning
 // (or Normal) Event for each finding it has not been told about, and one Normal Event when
-// its last finding went away. It returns what it has been told now.
+// its last finding went away. It returns what it has been told now: nothing (the zero
+// announced, no map) when there are no findings, as for an object never told anything.
 func announce(prev announced, ref *corev1.ObjectReference, findings []*watchv1.StatusFinding) (announced, []event) {
 	if prev.uid != ref.UID {
 		prev = announced{uid: ref.UID}
 	}
-	next := announced{uid: ref.UID, findings: make(map[string]bool, len(findings))}
+	var next announced
+	if len(findings) > 0 {
+		next = announced{uid: ref.UID, findings: make(map[string]bool, len(findings))}
+	}
 	var out []event
 	for _, f := range findings {
 		sig := f.GetReason() + "\x00" + f.GetField() + "\x00" + f.GetMessage()

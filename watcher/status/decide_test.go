@@ -297,3 +297,38 @@ func reportsOf(m map[string]sourceReport) sourceReports {
 	slices.SortFunc(out, func(a, b namedReport) int { return strings.Compare(a.source, b.source) })
 	return out
 }
+
+// docs/design.md, "Cold start": the writer keeps what an object was told only while it has
+// findings. An object told of none holds no entry, and announcing findings to it afterwards,
+// and their resolution, goes as for an object that was never told anything.
+func TestSaidKeepsOnlyObjectsToldOfFindings(t *testing.T) {
+	w := &Writer{said: map[objKey]announced{}}
+	k := objKey{kind: KindIngress, key: key{"ns", "a"}}
+	ref := ingressRef(statusView(ingress("a", "ua", "1")))
+	finding := &watchv1.StatusFinding{Reason: "ServiceNotFound", Message: `service "web" not found`, Warning: true}
+	steps := []struct {
+		findings   []*watchv1.StatusFinding
+		wantEvents []string
+		wantKept   bool
+	}{
+		{findings: nil, wantKept: false},
+		{findings: []*watchv1.StatusFinding{finding}, wantEvents: []string{"ServiceNotFound"}, wantKept: true},
+		{findings: []*watchv1.StatusFinding{finding}, wantKept: true},
+		{findings: nil, wantEvents: []string{"FindingsResolved"}, wantKept: false},
+		{findings: nil, wantKept: false},
+	}
+	for i, s := range steps {
+		told, events := announce(w.said[k], ref, s.findings)
+		w.tell(k, told)
+		var reasons []string
+		for _, e := range events {
+			reasons = append(reasons, e.reason)
+		}
+		if !slices.Equal(reasons, s.wantEvents) {
+			t.Fatalf("step %d: events %v, want %v", i, reasons, s.wantEvents)
+		}
+		if _, kept := w.said[k]; kept != s.wantKept {
+			t.Fatalf("step %d: entry kept = %v, want %v", i, kept, s.wantKept)
+		}
+	}
+}

@@ -119,7 +119,7 @@ func (w *Writer) evaluateGateway(k objKey) (pendingWrite, bool) {
 	if d != nil && (dec.write || dec.why == whyEqual) {
 		ref := &corev1.ObjectReference{Kind: k.kind, APIVersion: GatewayGroup + "/" + obj.version, Namespace: k.ns, Name: k.name,
 			UID: obj.meta.UID, ResourceVersion: obj.meta.ResourceVersion}
-		w.said[k] = w.announceTo(w.said[k], ref, d.GetFindings())
+		w.tell(k, w.announceTo(w.said[k], ref, d.GetFindings()))
 	}
 	if in.released && !dec.write {
 		delete(w.released, k) // nothing (more) of ours to take back

@@ -133,7 +133,7 @@ func (w *Writer) evaluateIngress(k objKey) (pendingWrite, bool) {
 		delete(w.released, k)
 	}
 	if dec.told != nil {
-		w.said[k] = *dec.told
+		w.tell(k, *dec.told)
 	}
 	w.record(dec.events)
 	if dec.write {

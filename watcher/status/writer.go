@@ -189,6 +189,18 @@ type announced struct {
 	findings map[string]bool
 }
 
+// tell records what an object has been told. One told nothing is not kept: nearly every
+// object of a large cluster has no findings, and announce takes an absent entry as it takes
+// one with none (docs/design.md, "Cold start": the status writer keeps of each Ingress only
+// what it decides on).
+func (w *Writer) tell(k objKey, a announced) {
+	if len(a.findings) == 0 {
+		delete(w.said, k)
+		return
+	}
+	w.said[k] = a
+}
+
 // term is one period of leadership: its context ends the moment the lease is lost.
 type term struct {
 	ctx      context.Context
