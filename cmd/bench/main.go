@@ -594,6 +594,10 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 		if err := awaitLogs(map[*testenv.Process]string{st.Watcher: "barrier open", st.Translator: "watch stream verified complete", st.Pusher: "config applied"}, 30*time.Second); err != nil {
 			return r, err
 		}
+		// Each cold start's logs stay beside the profiles, for reading a stage's time.
+		for _, p := range []*testenv.Process{st.Watcher, st.Translator, st.Pusher} {
+			_ = os.WriteFile(filepath.Join(profDir, fmt.Sprintf("coldstart-%d-run%d-%s.log", size, i+1, p.Name())), []byte(p.Logs()), 0o644)
+		}
 		wBarrier, wTook := logAt(st.Watcher.Logs(), "barrier open")
 		tVerified, _ := logAt(st.Translator.Logs(), "watch stream verified complete")
 		pApplied, pTook := logAt(st.Pusher.Logs(), "config applied")

@@ -296,9 +296,11 @@ func Dial(target string, cfg ClientConfig) (*grpc.ClientConn, error) {
 	return grpc.NewClient(target, append(extra,
 		grpc.WithTransportCredentials(creds),
 		// grpc-go's default reconnect backoff starts at one second; the components start
-		// together and their peers come up within milliseconds, so retry sooner.
+		// together and their peers come up within milliseconds, and the streams wait for the
+		// connection (docs/design.md, "Reconnects"), so retry sooner: a refused connection
+		// costs nothing, and the delays reach a second within ten tries.
 		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
+			Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec), grpc.MaxCallRecvMsgSize(size), grpc.MaxCallSendMsgSize(size)),

@@ -169,7 +169,8 @@ func (g *Gate) Run(ctx context.Context) error {
 func (g *Gate) stream(ctx context.Context) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := g.cfg.Client.StreamConfig(sctx)
+	// Waits for its connection rather than failing while it is made (docs/design.md, "Reconnects").
+	stream, err := g.cfg.Client.StreamConfig(sctx, grpc.WaitForReady(true))
 	if err != nil {
 		return fmt.Errorf("open config stream: %w", err)
 	}

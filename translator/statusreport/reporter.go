@@ -223,7 +223,8 @@ func (r *Reporter) Run(ctx context.Context) error {
 func (r *Reporter) stream(ctx context.Context) (accepted bool, _ error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s, err := r.cfg.Client.ReportStatus(sctx)
+	// Waits for its connection rather than failing while it is made (docs/design.md, "Reconnects").
+	s, err := r.cfg.Client.ReportStatus(sctx, grpc.WaitForReady(true))
 	if err != nil {
 		return accepted, err
 	}
