@@ -3,14 +3,13 @@ package grpcx
 import (
 	"bytes"
 	"context"
-	"net"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"unsafe"
 	"weak"
 
-	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
@@ -110,18 +109,8 @@ func TestServersAndConnectionsUseTheCodec(t *testing.T) {
 
 	msg := &watchv1.WatchResponse{Epoch: "e", Event: &watchv1.WatchResponse_Upsert{Upsert: &watchv1.Upsert{
 		Object: &watchv1.Object{Name: "big", Raw: bytes.Repeat([]byte("y"), 3*pooledBufferMax)}}}}
-	srv, err := NewServer(ServerConfig{Logger: hclog.NewNullLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	watchv1.RegisterWatchServiceServer(srv.Server, fakeWatch{msg: msg})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Server.Serve(lis)
-	defer srv.Stop()
-	conn, err := Dial(lis.Addr().String(), ClientConfig{})
+	_, addr := serve(t, ServerConfig{}, func(s *grpc.Server) { watchv1.RegisterWatchServiceServer(s, fakeWatch{msg: msg}) })
+	conn, err := Dial(addr, ClientConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,21 +23,12 @@ import (
 func TestCountSentReportsEveryMessageWithItsMethod(t *testing.T) {
 	var mu sync.Mutex
 	sent := map[string]int{}
-	srv, err := NewServer(ServerConfig{Logger: hclog.NewNullLogger(), CountSent: func(method string, n int) {
+	_, addr := serve(t, ServerConfig{CountSent: func(method string, n int) {
 		mu.Lock()
 		sent[method] += n
 		mu.Unlock()
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Server.Serve(lis)
-	defer srv.Stop()
-	conn, err := Dial(lis.Addr().String(), ClientConfig{})
+	conn, err := Dial(addr, ClientConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,9 @@ func newCA(t *testing.T, name string) *pki.CA {
 	return ca
 }
 
-func serve(t *testing.T, cfg ServerConfig) (*Server, string) {
+// serve starts a server on a loopback port with the services register adds, stopped when the
+// test ends.
+func serve(t *testing.T, cfg ServerConfig, register ...func(*grpc.Server)) (*Server, string) {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -71,6 +73,9 @@ func serve(t *testing.T, cfg ServerConfig) (*Server, string) {
 	srv, err := NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, r := range register {
+		r(srv.Server)
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
