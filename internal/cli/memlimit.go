@@ -77,8 +77,8 @@ func settleMemory(log hclog.Logger, lookup func(string) (string, bool)) {
 	if set {
 		debug.SetGCPercent(pct)
 	}
-	// A sync.Pool keeps what was put in it until the second collection after: the start's
-	// largest buffers (gRPC's, for the complete state it sent or received) would otherwise
+	// A sync.Pool keeps what was put in it until the second collection after: what the
+	// start left in one (gRPC's buffers of up to 1 MiB, encoders' state) would otherwise
 	// stay live until two collections of the steady state, which come rarely.
 	runtime.GC()
 	debug.FreeOSMemory()

@@ -85,8 +85,8 @@ func TestMemoryStartsAndSettlesAtTheirGOGC(t *testing.T) {
 	}
 }
 
-// Cold start: what the start left in a sync.Pool (gRPC keeps its buffers for the largest
-// messages in one) is freed when the cold start ends, not two collections of the steady
+// Cold start: what the start left in a sync.Pool (gRPC keeps its message buffers in
+// some) is freed when the cold start ends, not two collections of the steady
 // state later.
 func TestSettlingFreesWhatTheStartLeftInPools(t *testing.T) {
 	prev := debug.SetGCPercent(100)

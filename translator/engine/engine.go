@@ -219,7 +219,7 @@ func (e *Engine) follow(ctx context.Context) error {
 		req.ResumeEpoch, req.ResumeRevision = e.mirror.Epoch(), e.mirror.Revision()
 	}
 	// The call waits for its connection instead of failing while it is being made: then the
-	// connection's own backoff (50 ms at first) says when the watcher is tried again, and
+	// connection's own backoff (20 ms at first) says when the watcher is tried again, and
 	// the stream opens as soon as it listens, not a whole stream backoff later (docs/design.md,
 	// "Reconnects").
 	stream, err := e.cfg.Client.Watch(sctx, req, grpc.WaitForReady(true))
