@@ -748,23 +748,27 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 	if r.Routing, err = e.routing(ctx, st, ns, size); err != nil {
 		return r, err
 	}
+	// Memory is read before the heap profiles are fetched: building a profile symbolises
+	// its stacks, which maps pages of the binary that the process in service never touches,
+	// and allocates. The Go heap's HeapInuse comes from the metrics a Prometheus scrape
+	// reads, which symbolise nothing.
+	prog.step(fmt.Sprintf("%d Ingresses: memory and heap profiles", size), 0)
+	for _, p := range []*testenv.Process{st.Watcher, st.Translator, st.Pusher, st.Caddy.Process()} {
+		r.RSS[p.Name()] = map[string]float64{"steady": p.RSS("VmRSS") / 1024, "peak": p.RSS("VmHWM") / 1024,
+			"anon": p.RSS("RssAnon") / 1024, "file": p.RSS("RssFile") / 1024}
+	}
+	for name, addr := range map[string]string{"watcher": st.WatcherHTTP, "translator": st.TranslatorHTTP, "pusher": st.PusherHTTP} {
+		if v := metric(addr, "go_memstats_heap_inuse_bytes"); v > 0 {
+			r.RSS[name]["heap_inuse"] = v / (1 << 20)
+		}
+	}
 	// Where the bytes go: the in-use heap of each process after the change measures.
 	r.Heap = map[string]string{}
-	prog.step(fmt.Sprintf("%d Ingresses: heap profiles and memory", size), 0)
 	for name, addr := range pprofAddr {
 		path := filepath.Join(profDir, fmt.Sprintf("%s-heap-%d.pprof", name, size))
 		if err := fetch("http://"+addr+"/debug/pprof/heap", path); err == nil {
 			out, _ := exec.Command("go", "tool", "pprof", "-top", "-nodecount=8", "-sample_index=inuse_space", path).Output()
 			r.Heap[name] = string(out)
-		}
-	}
-	for _, p := range []*testenv.Process{st.Watcher, st.Translator, st.Pusher, st.Caddy.Process()} {
-		r.RSS[p.Name()] = map[string]float64{"steady": p.RSS("VmRSS") / 1024, "peak": p.RSS("VmHWM") / 1024,
-			"anon": p.RSS("RssAnon") / 1024, "file": p.RSS("RssFile") / 1024}
-	}
-	for name, addr := range pprofAddr {
-		if v, err := heapInuse("http://" + addr + "/debug/pprof/heap?debug=1"); err == nil {
-			r.RSS[name]["heap_inuse"] = float64(v) / (1 << 20)
 		}
 	}
 	return r, nil
@@ -1014,26 +1018,6 @@ func (e *env) profileColdStart(pprofAddr map[string]string, profDir string, size
 		out <- string(top)
 	}()
 	return out
-}
-
-// heapInuse reads the Go heap's HeapInuse (bytes in spans in use) from the runtime.MemStats
-// a heap profile in text form (debug=1) ends with.
-func heapInuse(url string) (uint64, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "# HeapInuse = "); ok {
-			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("%s: no HeapInuse", url)
 }
 
 func fetch(url, path string) error {
