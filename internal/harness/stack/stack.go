@@ -36,6 +36,9 @@ type Config struct {
 	WatcherArgs, TranslatorArgs, PusherArgs []string
 	// CaddyTool is the Caddy binary of .tools/bin to run (default "caddy").
 	CaddyTool string
+	// MemoryLimits are container memory limits in bytes, by process name ("watcher",
+	// "translator", "pusher"): each such process runs in a memory cgroup of its own.
+	MemoryLimits map[string]uint64
 }
 
 // Stack is the running system.
@@ -113,7 +116,8 @@ func (s *Stack) HTTPSAddr() string { return s.cfg.HTTPSAddr }
 
 func (s *Stack) start(name string, args []string) (*testenv.Process, error) {
 	args = append([]string{"--log-level", s.cfg.LogLevel}, args...)
-	return testenv.StartProcess(testenv.ProcessConfig{Name: name, Path: filepath.Join(s.cfg.BinDir, name), Dir: s.cfg.Dir, Args: args})
+	return testenv.StartProcess(testenv.ProcessConfig{Name: name, Path: filepath.Join(s.cfg.BinDir, name), Dir: s.cfg.Dir, Args: args,
+		MemoryLimit: s.cfg.MemoryLimits[name]})
 }
 
 // StartWatcher starts (or restarts, after it exited) the watcher, with extra flags.

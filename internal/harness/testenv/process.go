@@ -22,6 +22,10 @@ type ProcessConfig struct {
 	Args []string
 	Env  []string // added to the test's environment
 	Dir  string   // working directory and where the log file goes; a temp dir when empty
+	// MemoryLimit, when not zero, runs the process in a memory cgroup of its own with that
+	// limit in bytes, as a container's memory limit would: made for each start, removed once
+	// the process has exited.
+	MemoryLimit uint64
 }
 
 // Process is a child process whose output goes to a log file.
@@ -32,6 +36,10 @@ type Process struct {
 	logFrom int64 // where this run's output starts in the (appended) log file
 	done    chan struct{}
 	err     error // set before done is closed
+
+	cgroup    *MemoryCgroup // nil without a MemoryLimit
+	lastStats MemoryStats   // the cgroup's, read when the process exited
+	statsErr  error
 }
 
 var (
@@ -58,7 +66,17 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	if fi, err := logf.Stat(); err == nil {
 		logFrom = fi.Size()
 	}
+	var cg *MemoryCgroup
 	cmd := exec.Command(cfg.Path, cfg.Args...)
+	if cfg.MemoryLimit > 0 {
+		if cg, err = NewMemoryCgroup(cfg.Name, cfg.MemoryLimit); err != nil {
+			logf.Close()
+			return nil, err
+		}
+		// The shell moves itself into the cgroup and then becomes the process (same pid), so
+		// the process reads its limit from its first instruction on.
+		cmd = exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0" && exec "$@"`, cg.Procs(), cfg.Path}, cfg.Args...)...)
+	}
 	cmd.Dir = cfg.Dir
 	cmd.Env = append(os.Environ(), cfg.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -66,21 +84,40 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	fmt.Fprintf(logf, "=== %s %s %s\n", time.Now().Format(time.RFC3339Nano), cfg.Path, strings.Join(cfg.Args, " "))
 	if err := cmd.Start(); err != nil {
 		logf.Close()
+		if cg != nil {
+			_ = cg.Remove()
+		}
 		return nil, fmt.Errorf("start %s (%s): %w", cfg.Name, cfg.Path, err)
 	}
-	p := &Process{cfg: cfg, cmd: cmd, logPath: logPath, logFrom: logFrom, done: make(chan struct{})}
+	p := &Process{cfg: cfg, cmd: cmd, logPath: logPath, logFrom: logFrom, done: make(chan struct{}), cgroup: cg}
 	liveMu.Lock()
 	live[p] = struct{}{}
 	liveMu.Unlock()
 	go func() {
 		p.err = cmd.Wait()
 		logf.Close()
+		if cg != nil {
+			p.lastStats, p.statsErr = cg.Stats()
+			_ = cg.Remove()
+		}
 		liveMu.Lock()
 		delete(live, p)
 		liveMu.Unlock()
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// MemoryStats is what the kernel counted in the process's memory cgroup (ProcessConfig's
+// MemoryLimit): now while it runs, and as it was at the exit afterwards.
+func (p *Process) MemoryStats() (MemoryStats, error) {
+	if p.cgroup == nil {
+		return MemoryStats{}, fmt.Errorf("%s runs without a memory limit", p.cfg.Name)
+	}
+	if p.Exited() {
+		return p.lastStats, p.statsErr
+	}
+	return p.cgroup.Stats()
 }
 
 // Name is the process's name.
