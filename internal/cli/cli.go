@@ -128,7 +128,7 @@ func Main(spec Spec, args []string, stderr io.Writer) int {
 		return ExitUsage
 	}
 	logging.RouteLibraryLogs(log)
-	setMemoryLimit(log, memlimit.FromCgroup)
+	setMemoryLimit(log, memlimit.FromCgroup, binaryResident)
 	startMemory(os.LookupEnv)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -5,35 +5,78 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
+	"strings"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/hashicorp/go-hclog"
 )
 
-// memoryLimitRatio is the share of the container's memory limit the Go runtime aims to stay
-// under: the rest is for what the runtime does not count (thread stacks outside the heap,
-// the binary's pages) and for a margin before the kernel's OOM killer.
+// memoryLimitRatio is the share of what the container's memory limit leaves the Go runtime
+// (memoryLimitProvider) that the runtime aims to stay under: the rest is a margin for what
+// the runtime does not count (thread stacks outside the heap, kernel memory, pages of the
+// binary first mapped later) before the kernel's OOM killer.
 const memoryLimitRatio = 0.9
 
 // setMemoryLimit makes the Go runtime's soft memory limit follow the container's: 90% of
-// the memory limit of the process's cgroup (v1 or v2), so that a process near its budget
-// collects garbage harder instead of being killed, and one far below it is not held back.
-// GOMEMLIMIT, when set, wins; AUTOMEMLIMIT=off turns this off, AUTOMEMLIMIT=0.8 changes the
-// ratio. Without a limit (or outside a cgroup) the runtime keeps its default: none.
-func setMemoryLimit(log hclog.Logger, provider memlimit.Provider) {
+// the memory limit of the process's cgroup (v1 or v2), less the pages of its own binary it
+// has mapped (binaryResident), so that a process near its budget collects garbage harder
+// instead of being killed, and one far below it is not held back. GOMEMLIMIT, when set,
+// wins; AUTOMEMLIMIT=off turns this off, AUTOMEMLIMIT=0.8 changes the ratio. Without a limit
+// (or outside a cgroup) the runtime keeps its default: none.
+func setMemoryLimit(log hclog.Logger, provider memlimit.Provider, binaryResident func() uint64) {
 	if v := os.Getenv("GOMEMLIMIT"); v != "" {
 		log.Info("memory limit from GOMEMLIMIT", "gomemlimit", v, "bytes", debug.SetMemoryLimit(-1))
 		return
 	}
-	limit, err := memlimit.Set(memlimit.WithRatio(memoryLimitRatio), memlimit.WithProvider(provider))
+	reserved := binaryResident()
+	limit, err := memlimit.Set(memlimit.WithRatio(memoryLimitRatio), memlimit.WithProvider(memoryLimitProvider(provider, reserved)))
 	switch {
 	case err != nil:
 		log.Warn("cannot read the container's memory limit; the Go runtime sets none", "error", err)
 	case limit == math.MaxInt64:
 		log.Debug("no container memory limit; the Go runtime sets none")
 	default:
-		log.Info("memory limit follows the container's", "gomemlimit_bytes", limit, "ratio", memoryLimitRatio)
+		log.Info("memory limit follows the container's", "gomemlimit_bytes", limit, "ratio", memoryLimitRatio,
+			"binary_resident_bytes", reserved)
 	}
+}
+
+// memoryLimitProvider is what the container's limit leaves the Go runtime: the kernel
+// charges the container for the pages of the process's binary it maps (the watcher maps
+// about 35 MiB of its own), and the runtime does not count them. Given the whole limit, a
+// process near it grows its heap into the room of those pages: the kernel then reclaims
+// them, and the process, faulting its own code back in from disk, slows to a crawl without
+// ever being killed (docs/benchmarks.md, the cold start under memory limits). At most half
+// the limit is set aside, so that a limit too small for the binary still leaves a limit.
+func memoryLimitProvider(provider memlimit.Provider, reserved uint64) memlimit.Provider {
+	return func() (uint64, error) {
+		limit, err := provider()
+		if err != nil {
+			return limit, err
+		}
+		return limit - min(reserved, limit/2), nil
+	}
+}
+
+// binaryResident is how much of the process's own binary is resident (RssFile of
+// /proc/self/status), 0 when it cannot be read. At start it is nearly all it will be: every
+// package's initialisation has touched its part of the binary by then.
+func binaryResident() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "RssFile:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // The garbage collector's targets (GOGC) of a process before and after it is first ready.

@@ -13,28 +13,42 @@ import (
 )
 
 // Scenario: a process in a container with a memory limit sets the Go runtime's soft limit
-// to 90% of it, so that it collects garbage harder before the kernel kills it; GOMEMLIMIT,
-// when set, wins; without a limit the runtime keeps none.
+// to 90% of what the limit leaves beside the pages of its own binary (which the container is
+// charged for and the runtime does not count), so that it collects garbage harder before
+// the kernel kills it or reclaims its code; at most half the limit is set aside for those
+// pages. GOMEMLIMIT, when set, wins; without a limit the runtime keeps none.
 func TestMemoryLimitFollowsTheContainer(t *testing.T) {
 	prev := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
 	log := hclog.NewNullLogger()
+	mapped := func(n uint64) func() uint64 { return func() uint64 { return n } }
 
 	t.Setenv("GOMEMLIMIT", "")
-	setMemoryLimit(log, memlimit.Limit(1000<<20))
-	if got, want := debug.SetMemoryLimit(-1), int64(900<<20); got != want {
-		t.Fatalf("with a 1000 MiB container limit: GOMEMLIMIT %d, want %d", got, want)
+	for _, tc := range []struct {
+		name          string
+		limit, binary uint64
+		want          int64
+	}{
+		{"a binary of 100 MiB mapped", 1000 << 20, 100 << 20, 810 << 20},
+		{"nothing mapped", 1000 << 20, 0, 900 << 20},
+		{"a limit smaller than twice the binary", 100 << 20, 80 << 20, 45 << 20},
+	} {
+		debug.SetMemoryLimit(math.MaxInt64)
+		setMemoryLimit(log, memlimit.Limit(tc.limit), mapped(tc.binary))
+		if got := debug.SetMemoryLimit(-1); got != tc.want {
+			t.Errorf("%s: a %d MiB container limit gives GOMEMLIMIT %d, want %d", tc.name, tc.limit>>20, got, tc.want)
+		}
 	}
 
 	debug.SetMemoryLimit(math.MaxInt64)
-	setMemoryLimit(log, func() (uint64, error) { return 0, memlimit.ErrNoLimit })
+	setMemoryLimit(log, func() (uint64, error) { return 0, memlimit.ErrNoLimit }, mapped(100<<20))
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 		t.Fatalf("without a container limit: GOMEMLIMIT %d, want none", got)
 	}
 
 	debug.SetMemoryLimit(123 << 20)
 	t.Setenv("GOMEMLIMIT", "123MiB")
-	setMemoryLimit(log, memlimit.Limit(1000<<20))
+	setMemoryLimit(log, memlimit.Limit(1000<<20), mapped(100<<20))
 	if got := debug.SetMemoryLimit(-1); got != 123<<20 {
 		t.Fatalf("with GOMEMLIMIT set: the limit was changed to %d", got)
 	}
@@ -101,4 +115,12 @@ func TestSettlingFreesWhatTheStartLeftInPools(t *testing.T) {
 		t.Fatal("a buffer the start left in a sync.Pool is still live after the cold start ended")
 	}
 	runtime.KeepAlive(&pool)
+}
+
+// The pages of the binary a process has mapped are read from the kernel: a running test
+// binary has mapped some.
+func TestBinaryResidentReadsTheMappedPages(t *testing.T) {
+	if got := binaryResident(); got == 0 {
+		t.Fatal("binaryResident() = 0 in a running process")
+	}
 }

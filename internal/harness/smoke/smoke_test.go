@@ -2,10 +2,14 @@ package smoke_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +24,7 @@ import (
 	watchv1 "github.com/sluice-io/sluice/proto/gen/sluice/watch/v1"
 
 	"github.com/sluice-io/sluice/internal/harness/testenv"
+	"github.com/sluice-io/sluice/internal/promtext"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }
@@ -164,5 +169,82 @@ func TestBadSettingsExitWithOneLineNamingTheSetting(t *testing.T) {
 				t.Fatalf("exit %d, output:\n%s\nwant exit 2 and one line containing %q", code, msg, tc.want)
 			}
 		})
+	}
+}
+
+// Scenario (docs/design.md, "Cold start": memory): each binary, started in a memory cgroup
+// as a container with a memory limit would be, reads that limit from the kernel and sets
+// the Go runtime's soft limit to 90% of what it leaves beside the pages of the binary the
+// process has mapped (it logs how many), so that near its budget it collects garbage harder
+// rather than being killed or reclaiming its own code; AUTOMEMLIMIT=off leaves the runtime
+// without one. The runtime's own figure is read from /metrics (go_gc_gomemlimit_bytes).
+func TestEachBinaryTakesItsContainersMemoryLimit(t *testing.T) {
+	c := testenv.SharedCluster(t)
+	const limit uint64 = 256 << 20
+	ratio := 0.9 // the share internal/cli gives the runtime
+	cases := []struct {
+		bin  string
+		args []string
+	}{
+		{"watcher", []string{"--kubeconfig", c.AdminKubeconfig}},
+		{"translator", nil},
+		{"pusher", []string{"--caddy-admin", "http://127.0.0.1:1"}},
+	}
+	for _, tc := range cases {
+		for _, off := range []bool{false, true} {
+			name, want, env := tc.bin, float64(uint64(float64(limit)*ratio)), []string(nil)
+			if off {
+				name, want, env = tc.bin+"/AUTOMEMLIMIT=off", float64(math.MaxInt64), []string{"AUTOMEMLIMIT=off"}
+			}
+			t.Run(name, func(t *testing.T) {
+				bin, err := testenv.Binary(tc.bin)
+				if err != nil {
+					t.Fatal(err)
+				}
+				grpcAddr, _ := testenv.FreeAddr()
+				httpAddr, _ := testenv.FreeAddr()
+				p, err := testenv.StartProcess(testenv.ProcessConfig{Name: tc.bin, Path: bin, Env: append(env, "GOMEMLIMIT="), MemoryLimit: limit,
+					Args: append([]string{"--listen", grpcAddr, "--http-listen", httpAddr}, tc.args...)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer p.Kill()
+				var got float64
+				testenv.Eventually(t, time.Minute, tc.bin+" to serve /metrics", func() (bool, error) {
+					if p.Exited() {
+						return false, testenv.Permanent(fmt.Errorf("%s exited with code %d:\n%s", tc.bin, p.ExitCode(), p.LogTail(20)))
+					}
+					fams, err := promtext.Scrape(httpAddr)
+					if err != nil {
+						return false, err
+					}
+					if _, ok := fams["go_gc_gomemlimit_bytes"]; !ok {
+						return false, testenv.Permanent(errors.New("/metrics has no go_gc_gomemlimit_bytes"))
+					}
+					got = promtext.Sum(fams, "go_gc_gomemlimit_bytes", nil)
+					return true, nil
+				})
+				if !off {
+					// What the process had mapped of its binary is its own reading: taken from its log.
+					m := regexp.MustCompile(`binary_resident_bytes=(\d+)`).FindStringSubmatch(p.Logs())
+					if m == nil {
+						t.Fatalf("no binary_resident_bytes logged:\n%s", p.LogTail(20))
+					}
+					mapped, _ := strconv.ParseUint(m[1], 10, 64)
+					if mapped == 0 || mapped > limit/2 {
+						t.Fatalf("binary_resident_bytes=%d: want some, under half the limit", mapped)
+					}
+					want = float64(uint64(float64(limit-mapped) * ratio))
+				}
+				if got != want {
+					t.Errorf("go_gc_gomemlimit_bytes = %.0f in a cgroup limited to %d bytes, want %.0f\n%s", got, limit, want, p.LogTail(20))
+				}
+				if st, err := p.MemoryStats(); err != nil {
+					t.Errorf("memory cgroup: %v", err)
+				} else if st.OOMKills != 0 || st.Peak == 0 {
+					t.Errorf("memory cgroup counted %+v: want a peak and no OOM kill", st)
+				}
+			})
+		}
 	}
 }
