@@ -24,6 +24,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -129,6 +130,9 @@ type Result struct {
 	RSS map[string]map[string]float64 `json:"rss_mib"`
 
 	Routing *Routing `json:"routing,omitempty"`
+
+	// Limited is more cold starts, with each process under a container memory limit.
+	Limited *Limited `json:"memory_limited,omitempty"`
 
 	WatchBytesPerChange  float64 `json:"watch_bytes_per_change"`
 	ConfigBytesPerChange float64 `json:"config_bytes_per_change"`
@@ -771,7 +775,172 @@ func (e *env) measure(ctx context.Context, size, runs, changes int, profDir stri
 			r.Heap[name] = string(out)
 		}
 	}
+	// A cold start under memory limits, once the stack above has stopped.
+	st.Stop()
+	st = nil
+	if r.Limited, err = e.limitedColdStart(ctx, ns, size, runs, r.RSS, r.ColdStartMs); err != nil {
+		return r, err
+	}
 	return r, nil
+}
+
+// limitFactor sizes the memory limits of the limited cold starts: this many times each
+// process's peak resident size in the unconstrained ones, the size docs/operations.md
+// advises ("Memory limits").
+const limitFactor = 1.0
+
+// Limited is the cold starts with each Sluice process in a memory cgroup of its own (a
+// container's memory limit) of limitFactor times its peak resident size: the process reads
+// that limit and sets the Go runtime's soft limit from it, so that the start's garbage is
+// collected harder where it would otherwise outgrow the limit.
+type Limited struct {
+	Factor float64 `json:"factor"`
+	// ColdStartMs is the median, from starting the processes to the first request served;
+	// 0 when a start did not complete (Error says why).
+	ColdStartMs float64 `json:"cold_start_ms"`
+	// FreshColdStartMs is the median of the starts from the same fresh binaries without
+	// limits, alternating with those.
+	FreshColdStartMs float64                   `json:"fresh_cold_start_ms"`
+	Processes        map[string]LimitedProcess `json:"processes"`
+	Error            string                    `json:"error,omitempty"`
+}
+
+// LimitedProcess is what the kernel counted in one process's memory cgroup.
+type LimitedProcess struct {
+	LimitMiB    float64 `json:"limit_mib"`
+	PeakMiB     float64 `json:"peak_mib"`     // the most memory charged to the cgroup at once, of all runs
+	MajorFaults uint64  `json:"major_faults"` // the most of one run
+	OOMKills    uint64  `json:"oom_kills"`
+	Exited      bool    `json:"exited"` // before the end of a run's measure
+}
+
+// limitedColdStart starts the stack again 2*runs times, alternately without and with memory
+// limits of limitFactor times the peak sizes in rss, and measures their cold starts; a
+// process that exits (an OOM kill) or a start that crawls ends the measure. The binaries run
+// from copies whose pages are not in the page cache, so that, as in a container started
+// afresh, each process's cgroup is charged for the pages of its binary it maps (the "file"
+// part of its resident size); the starts without limits, from such copies too, separate the
+// limits' cost from that of reading the binaries from disk.
+func (e *env) limitedColdStart(ctx context.Context, ns string, size, runs int, rss map[string]map[string]float64, coldMs float64) (*Limited, error) {
+	out := &Limited{Factor: limitFactor, Processes: map[string]LimitedProcess{}}
+	limits := map[string]uint64{}
+	for _, name := range []string{"watcher", "translator", "pusher"} {
+		limits[name] = uint64(limitFactor * rss[name]["peak"] * (1 << 20))
+		out.Processes[name] = LimitedProcess{LimitMiB: float64(limits[name]) / (1 << 20)}
+	}
+	// A start short of memory may crawl rather than fail: it is given five times the
+	// unconstrained one, and at least a minute.
+	last, timeout := host(ns, size-1), max(time.Minute, 5*time.Duration(coldMs)*time.Millisecond)
+	var cold, fresh []float64
+	for i := 0; i < runs && out.Error == ""; i++ {
+		for _, limited := range []bool{false, true} {
+			what := "without limits"
+			if limited {
+				what = "under memory limits"
+			}
+			prog.step(fmt.Sprintf("%d Ingresses: cold start %d of %d from fresh binaries, %s", size, i+1, runs, what), 0)
+			took, err := e.freshColdStart(ctx, ns, last, timeout, limits, limited, out)
+			if err != nil {
+				return nil, err
+			}
+			if out.Error != "" {
+				break
+			}
+			if limited {
+				cold = append(cold, took)
+			} else {
+				fresh = append(fresh, took)
+			}
+		}
+	}
+	if out.Error == "" {
+		out.ColdStartMs, out.FreshColdStartMs = median(cold), median(fresh)
+	}
+	return out, nil
+}
+
+// freshColdStart is one cold start of limitedColdStart, from copies of the binaries out of
+// the page cache, each process under its limit when limited (adding what its cgroup counted
+// to out). It returns the start's time, or sets out.Error when it did not complete.
+func (e *env) freshColdStart(ctx context.Context, ns, last string, timeout time.Duration, limits map[string]uint64, limited bool, out *Limited) (float64, error) {
+	dir, err := os.MkdirTemp("", "sluice-bench-limited-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	for _, name := range []string{"watcher", "translator", "pusher"} {
+		if err := uncachedCopy(filepath.Join(e.bin, name), filepath.Join(dir, name)); err != nil {
+			return 0, err
+		}
+	}
+	cfg := stack.Config{Cluster: e.c, BinDir: dir, Dir: dir, Namespaces: []string{ns}, WatcherArgs: []string{"--kube-qps", "1000", "--kube-burst", "2000"}}
+	if limited {
+		cfg.MemoryLimits = limits
+	}
+	start := time.Now()
+	st, err := stack.Start(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Stop()
+	procs := []*testenv.Process{st.Watcher, st.Translator, st.Pusher}
+wait:
+	for !served(st.HTTPAddr(), last) {
+		for _, p := range procs {
+			if p.Exited() {
+				out.Error = fmt.Sprintf("%s exited (code %d) before the first request was served", p.Name(), p.ExitCode())
+				break wait
+			}
+		}
+		if time.Since(start) > timeout {
+			out.Error = fmt.Sprintf("%s not served within %s", last, timeout)
+			break
+		}
+		time.Sleep(2 * time.Millisecond) // the measure's resolution
+	}
+	took := ms(time.Since(start))
+	if !limited {
+		return took, nil
+	}
+	for _, p := range procs {
+		s, err := p.MemoryStats()
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", p.Name(), err)
+		}
+		lp := out.Processes[p.Name()]
+		lp.PeakMiB = max(lp.PeakMiB, float64(s.Peak)/(1<<20))
+		lp.OOMKills += s.OOMKills
+		lp.MajorFaults = max(lp.MajorFaults, s.MajorFaults)
+		lp.Exited = lp.Exited || p.Exited()
+		out.Processes[p.Name()] = lp
+	}
+	return took, nil
+}
+
+// uncachedCopy copies the executable src to dst and drops dst's pages from the page cache,
+// so that the next process to map them is charged for them.
+func uncachedCopy(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	if _, err := io.Copy(out, in); err != nil {
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	// Dirty pages cannot be dropped: written back first.
+	if err := out.Sync(); err != nil {
+		return err
+	}
+	if err := unix.Fadvise(int(out.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return fmt.Errorf("drop %s from the page cache: %w", dst, err)
+	}
+	return out.Close()
 }
 
 // routing runs the same load through the stack's Caddy (the module) and then through a

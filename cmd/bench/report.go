@@ -168,6 +168,7 @@ it reads).
 		}
 		fmt.Fprintf(&b, " %.0f + %.0f |\n", anon, file)
 	}
+	writeLimited(&b, rs)
 	last := rs[len(rs)-1]
 	fmt.Fprintf(&b, "\nWhere the bytes go at %d Ingresses: the in-use heap of each process after the change measures\n(`go tool pprof -top -sample_index=inuse_space`; once ready, each process collects at GOGC=%d, so its heap peaks at about %.2f times what is live).\n", last.Ingresses,
 		cli.SteadyGCPercent, 1+float64(cli.SteadyGCPercent)/100)
@@ -312,4 +313,49 @@ func cpuTable(rs []Result) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// writeLimited is the table of the cold starts under memory limits.
+func writeLimited(b *strings.Builder, rs []Result) {
+	var factor float64
+	for _, r := range rs {
+		if r.Limited != nil {
+			factor = r.Limited.Factor
+		}
+	}
+	if factor == 0 {
+		return
+	}
+	fmt.Fprintf(b, `
+Cold start under memory limits: as many cold starts again at each size, alternately without
+and with limits, each process then in a memory cgroup of its own (a container's memory limit) of %.2f times its peak resident size
+above, the size docs/operations.md advises ("Memory limits"). Each process reads the limit and
+sets the Go runtime's soft limit to 90%% of what it leaves beside the pages of the binary it
+has mapped. The binaries run from fresh copies out of the page cache, so that, as in a
+container started afresh, the cgroup is charged for the pages of its binary (the starts
+without limits too, so that the two differ only in the limits). Peak is the most
+the kernel charged to the cgroup at once (anonymous memory, kernel memory and page cache,
+which fills up to the limit before the kernel reclaims it), the highest of the runs; major
+faults are the pages read back from disk, the binary's first reads and then any of its code
+the kernel took back from a process short of memory, the sign of a limit too small.
+
+| Ingresses | cold start under limits, ms, median (without limits) | watcher: limit / peak MiB, major faults, OOM kills | translator | pusher |
+|---|---|---|---|---|
+`, factor)
+	for _, r := range rs {
+		l := r.Limited
+		if l == nil {
+			continue
+		}
+		cold := fmt.Sprintf("%.0f (%.0f)", l.ColdStartMs, l.FreshColdStartMs)
+		if l.Error != "" {
+			cold = "did not complete: " + l.Error
+		}
+		fmt.Fprintf(b, "| %d | %s |", r.Ingresses, cold)
+		for _, p := range []string{"watcher", "translator", "pusher"} {
+			lp := l.Processes[p]
+			fmt.Fprintf(b, " %.0f / %.0f, %d, %d |", lp.LimitMiB, lp.PeakMiB, lp.MajorFaults, lp.OOMKills)
+		}
+		b.WriteString("\n")
+	}
 }
