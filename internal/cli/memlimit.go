@@ -45,10 +45,10 @@ func setMemoryLimit(log hclog.Logger, provider memlimit.Provider, binaryResident
 // memoryLimitProvider is what the container's limit leaves the Go runtime: the kernel
 // charges the container for the pages of the process's binary it maps (the watcher maps
 // about 35 MiB of its own), and the runtime does not count them. Given the whole limit, a
-// process near it grows its heap into the room of those pages: the kernel then reclaims
+// process near it may grow its heap into the room of those pages: the kernel then reclaims
 // them, and the process, faulting its own code back in from disk, slows to a crawl without
-// ever being killed (docs/benchmarks.md, the cold start under memory limits). At most half
-// the limit is set aside, so that a limit too small for the binary still leaves a limit.
+// ever being killed (docs/operations.md, "Memory limits"). At most half the limit is set
+// aside, so that a limit too small for the binary still leaves a limit.
 func memoryLimitProvider(provider memlimit.Provider, reserved uint64) memlimit.Provider {
 	return func() (uint64, error) {
 		limit, err := provider()

@@ -16,9 +16,8 @@ import (
 // the limit. It is made under the test binary's own memory cgroup, in the v1 memory
 // hierarchy or in the unified (v2) one where the memory controller is enabled for children.
 type MemoryCgroup struct {
-	dir   string
-	v2    bool
-	limit uint64
+	dir string
+	v2  bool
 }
 
 // MemoryStats are what the kernel counted for a MemoryCgroup.
@@ -47,7 +46,7 @@ func NewMemoryCgroup(name string, limit uint64) (*MemoryCgroup, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("memory cgroup for %s: %w", name, err)
 	}
-	c := &MemoryCgroup{dir: dir, v2: v2, limit: limit}
+	c := &MemoryCgroup{dir: dir, v2: v2}
 	file := "memory.limit_in_bytes"
 	if v2 {
 		file = "memory.max"
@@ -69,9 +68,6 @@ func NewMemoryCgroup(name string, limit uint64) (*MemoryCgroup, error) {
 	}
 	return c, nil
 }
-
-// Limit is the cgroup's memory limit in bytes.
-func (c *MemoryCgroup) Limit() uint64 { return c.limit }
 
 // Procs is the file a process writes its pid to, to move into the cgroup.
 func (c *MemoryCgroup) Procs() string { return filepath.Join(c.dir, "cgroup.procs") }
@@ -107,7 +103,7 @@ func (c *MemoryCgroup) Stats() (MemoryStats, error) {
 }
 
 // Stat is the cgroup's memory.stat, by key (v1: rss, cache, mapped_file, ...; v2: anon,
-// file, file_mapped, ...), in bytes.
+// file, file_mapped, ...): bytes, but for the event counts (pgfault, pgmajfault, ...).
 func (c *MemoryCgroup) Stat() (map[string]uint64, error) {
 	return readKeyed(filepath.Join(c.dir, "memory.stat"))
 }
