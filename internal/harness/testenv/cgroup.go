@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
+	"time"
 )
 
 // MemoryCgroup is a memory cgroup made for one process, standing for a container's memory
@@ -108,8 +110,28 @@ func (c *MemoryCgroup) Stat() (map[string]uint64, error) {
 	return readKeyed(filepath.Join(c.dir, "memory.stat"))
 }
 
-// Remove removes the cgroup; its processes must have exited.
-func (c *MemoryCgroup) Remove() error { return os.Remove(c.dir) }
+// Remove kills what still runs in the cgroup (the children of a process the OOM killer
+// took) and removes it. The kernel lets a cgroup go only once its last task has exited, a
+// moment after the kill: Remove waits for that, up to five seconds.
+func (c *MemoryCgroup) Remove() error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := os.ReadFile(c.Procs())
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		err = os.Remove(c.dir)
+		if err == nil || !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond) // polling the kernel's teardown: nothing to wait on
+	}
+}
 
 // ownMemoryCgroup is the directory of the test binary's own memory cgroup, and whether it is
 // in the unified (v2) hierarchy: the v1 memory hierarchy when mounted, else the unified one.

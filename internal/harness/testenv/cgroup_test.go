@@ -11,7 +11,9 @@ import (
 
 // A process given a MemoryLimit runs under it as under a container's: one that outgrows it
 // is killed by the kernel's OOM killer and the cgroup says so; one within it runs to its end
-// with its peak counted. The bench's cold start under memory limits reads these figures.
+// with its peak counted. Either way the cgroup is removed after (MemoryStats says when it
+// could not be), even when the OOM killer left the process's children behind in it. The
+// bench's cold start under memory limits reads these figures.
 func TestMemoryLimitHoldsTheProcessAsAContainerWould(t *testing.T) {
 	// The shell holds 64 MiB in a variable.
 	grow := []string{"-c", `x=$(head -c 67108864 /dev/zero | tr '\0' x); echo "held ${#x}"`}

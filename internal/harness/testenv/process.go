@@ -98,7 +98,9 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		logf.Close()
 		if cg != nil {
 			p.lastStats, p.statsErr = cg.Stats()
-			_ = cg.Remove()
+			if err := cg.Remove(); err != nil && p.statsErr == nil {
+				p.statsErr = fmt.Errorf("remove the memory cgroup of %s: %w", cfg.Name, err)
+			}
 		}
 		liveMu.Lock()
 		delete(live, p)
