@@ -415,9 +415,16 @@ func served(addr, h string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-func waitServed(addr, h string, d time.Duration) (time.Duration, error) {
+// waitServed waits, at most d, until addr serves host h, and returns how long that took; it
+// gives up as soon as one of procs has exited (a process the OOM killer took).
+func waitServed(addr, h string, d time.Duration, procs ...*testenv.Process) (time.Duration, error) {
 	start := time.Now()
 	for !served(addr, h) {
+		for _, p := range procs {
+			if p.Exited() {
+				return 0, fmt.Errorf("%s exited (code %d) before the first request was served", p.Name(), p.ExitCode())
+			}
+		}
 		if time.Since(start) > d {
 			return 0, fmt.Errorf("%s not served within %s", h, d)
 		}
@@ -833,20 +840,20 @@ func (e *env) limitedColdStart(ctx context.Context, ns string, size, runs int, r
 	last, timeout := host(ns, size-1), max(time.Minute, 5*time.Duration(coldMs)*time.Millisecond)
 	var cold, fresh []float64
 	for i := 0; i < runs && out.Error == ""; i++ {
-		for _, limited := range []bool{false, true} {
+		for _, lim := range []map[string]uint64{nil, limits} {
 			what := "without limits"
-			if limited {
+			if lim != nil {
 				what = "under memory limits"
 			}
 			prog.step(fmt.Sprintf("%d Ingresses: cold start %d of %d from fresh binaries, %s", size, i+1, runs, what), 0)
-			took, err := e.freshColdStart(ctx, ns, last, timeout, limits, limited, out)
+			took, err := e.freshColdStart(ctx, ns, last, timeout, lim, out)
 			if err != nil {
 				return nil, err
 			}
 			if out.Error != "" {
 				break
 			}
-			if limited {
+			if lim != nil {
 				cold = append(cold, took)
 			} else {
 				fresh = append(fresh, took)
@@ -860,9 +867,9 @@ func (e *env) limitedColdStart(ctx context.Context, ns string, size, runs int, r
 }
 
 // freshColdStart is one cold start of limitedColdStart, from copies of the binaries out of
-// the page cache, each process under its limit when limited (adding what its cgroup counted
-// to out). It returns the start's time, or sets out.Error when it did not complete.
-func (e *env) freshColdStart(ctx context.Context, ns, last string, timeout time.Duration, limits map[string]uint64, limited bool, out *Limited) (float64, error) {
+// the page cache, each process under its limit in limits when not nil (adding what its
+// cgroup counted to out). It returns the start's time, or sets out.Error when it did not complete.
+func (e *env) freshColdStart(ctx context.Context, ns, last string, timeout time.Duration, limits map[string]uint64, out *Limited) (float64, error) {
 	dir, err := os.MkdirTemp("", "sluice-bench-limited-")
 	if err != nil {
 		return 0, err
@@ -873,33 +880,19 @@ func (e *env) freshColdStart(ctx context.Context, ns, last string, timeout time.
 			return 0, err
 		}
 	}
-	cfg := stack.Config{Cluster: e.c, BinDir: dir, Dir: dir, Namespaces: []string{ns}, WatcherArgs: []string{"--kube-qps", "1000", "--kube-burst", "2000"}}
-	if limited {
-		cfg.MemoryLimits = limits
-	}
 	start := time.Now()
-	st, err := stack.Start(ctx, cfg)
+	st, err := stack.Start(ctx, stack.Config{Cluster: e.c, BinDir: dir, Dir: dir, Namespaces: []string{ns},
+		WatcherArgs: []string{"--kube-qps", "1000", "--kube-burst", "2000"}, MemoryLimits: limits})
 	if err != nil {
 		return 0, err
 	}
 	defer st.Stop()
 	procs := []*testenv.Process{st.Watcher, st.Translator, st.Pusher}
-wait:
-	for !served(st.HTTPAddr(), last) {
-		for _, p := range procs {
-			if p.Exited() {
-				out.Error = fmt.Sprintf("%s exited (code %d) before the first request was served", p.Name(), p.ExitCode())
-				break wait
-			}
-		}
-		if time.Since(start) > timeout {
-			out.Error = fmt.Sprintf("%s not served within %s", last, timeout)
-			break
-		}
-		time.Sleep(2 * time.Millisecond) // the measure's resolution
+	if _, err := waitServed(st.HTTPAddr(), last, timeout, procs...); err != nil {
+		out.Error = err.Error()
 	}
 	took := ms(time.Since(start))
-	if !limited {
+	if limits == nil {
 		return took, nil
 	}
 	for _, p := range procs {

@@ -140,8 +140,7 @@ func ownMemoryCgroup() (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	var v1Path, v2Path string
-	v2Seen := false
+	var v1Path, v2Path string // v2Path is never "" once seen: at least "/"
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		// hierarchy-ID:controllers:path; the unified hierarchy is "0::path".
 		f := strings.SplitN(line, ":", 3)
@@ -150,7 +149,7 @@ func ownMemoryCgroup() (string, bool, error) {
 		}
 		switch {
 		case f[0] == "0" && f[1] == "":
-			v2Path, v2Seen = f[2], true
+			v2Path = f[2]
 		case containsField(f[1], "memory"):
 			v1Path = f[2]
 		}
@@ -180,7 +179,7 @@ func ownMemoryCgroup() (string, bool, error) {
 	switch {
 	case v1Path != "" && v1Mount != "":
 		return filepath.Join(v1Mount, relativeTo(v1Path, v1Root)), false, nil
-	case v2Seen && v2Mount != "":
+	case v2Path != "" && v2Mount != "":
 		return filepath.Join(v2Mount, relativeTo(v2Path, v2Root)), true, nil
 	}
 	return "", false, errors.New("no memory cgroup hierarchy is mounted (/proc/self/mountinfo)")
