@@ -352,9 +352,9 @@ func (e *Engine) applyDecoded(m *watchv1.WatchResponse, obj runtime.Object, err 
 			e.log.Error("object does not decode; left out", "object", k.String(), "error", err)
 			break
 		}
-		// What the translator keeps (a compact form for the most numerous kinds), so that
-		// the decoded object is not held a second time.
-		e.mirror.Attach(k, e.tr.Set(obj))
+		// What the translator keeps (a compact form for the most numerous kinds, an
+		// Ingress's encoding), so that the decoded object is not held a second time.
+		e.mirror.Attach(k, e.tr.Set(translate.Encoded{Object: obj, Wire: o}))
 		if kind := o.GetKind().GetKind(); translate.Quarantinable(kind) {
 			e.seen(k, obj, o.GetResourceVersion())
 		}

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -62,5 +63,50 @@ func TestCompactServiceKeepsWhatTranslationReads(t *testing.T) {
 		len(c.Spec.Ports) != 1 || c.Spec.Ports[0].Name != "http" || *c.Spec.Ports[0].AppProtocol != "kubernetes.io/h2c" ||
 		len(c.Spec.ExternalIPs) != 1 || c.Status.LoadBalancer.Ingress[0].IP != "198.51.100.1" {
 		t.Fatalf("compact service %+v", c)
+	}
+}
+
+// Cold start: an Ingress held encoded is translated again from its encoding; an encoding
+// that no longer decodes (never expected: the same bytes decoded when they came) leaves the
+// Ingress out with a finding that says so, and nothing else is lost.
+func TestIngressTranslatedAgainFromItsEncoding(t *testing.T) {
+	inc := New(Options{IngressClass: "sluice", ControllerName: "sluice.io/ingress-controller"})
+	inc.Set(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}})
+	good := encoded(t, newIngress("good", "good.example.com", nil, false, ingressPath("/", networkingv1.PathTypePrefix, "web")))
+	bad := encoded(t, newIngress("bad", "bad.example.com", nil, false, ingressPath("/", networkingv1.PathTypePrefix, "web")))
+	bad.Wire.Raw = []byte("no longer protobuf")
+	inc.Set(good)
+	inc.Set(bad)
+	inc.Build() // the first translation of each reads the object decoded on arrival
+	routesTo := func(host string) int {
+		for _, vh := range inc.State().Resources().GetVirtualHosts() {
+			if vh.GetHostname() == host {
+				return len(vh.GetRoutes())
+			}
+		}
+		return 0
+	}
+	if routesTo("good.example.com") != 1 || routesTo("bad.example.com") != 1 {
+		t.Fatalf("first build: routes %d and %d, want one each", routesTo("good.example.com"), routesTo("bad.example.com"))
+	}
+	// A change to the Service they name translates both again, from their encodings.
+	inc.Set(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}, {Port: 81}}}})
+	inc.Build()
+	if routesTo("good.example.com") != 1 {
+		t.Fatalf("the Ingress translated again from its encoding has %d routes, want 1", routesTo("good.example.com"))
+	}
+	if routesTo("bad.example.com") != 0 {
+		t.Fatal("an Ingress whose encoding does not decode is still served")
+	}
+	fs := findingsOf(inc.State().Resources(), "Ingress", "bad")
+	if len(fs) != 1 || fs[0].GetReason() != "Undecodable" {
+		t.Fatalf("findings of the undecodable Ingress: %v", fs)
+	}
+	for _, f := range findingsOf(inc.State().Resources(), "Ingress", "good") {
+		if f.GetReason() == "Undecodable" {
+			t.Fatalf("the good Ingress is found undecodable: %v", f)
+		}
 	}
 }

@@ -65,7 +65,7 @@ func (t *Translator) crossAPIRefused(h string) map[string]hostClaimant {
 	}
 	cs := make([]hostClaimant, 0, ings+routes)
 	for k := range t.hostUsers.all(h) {
-		ing := t.local[k].ing
+		ing := t.local[k].meta
 		cs = append(cs, hostClaimant{key: ingressKey(k), age: ing.CreationTimestamp.Time, ns: k.ns, name: k.name})
 	}
 	for key := range t.gw.hostUsers.all(h) {
@@ -141,7 +141,7 @@ func (t *Translator) refuseCrossAPI(h string, refused map[string]hostClaimant, l
 		var loser hostClaimant
 		switch kind {
 		case "Ingress":
-			loser = hostClaimant{age: t.local[k].ing.CreationTimestamp.Time}
+			loser = hostClaimant{age: t.local[k].meta.CreationTimestamp.Time}
 		case "HTTPRoute":
 			loser = hostClaimant{age: t.gw.routeOut[k].rt.CreationTimestamp.Time}
 		}
@@ -154,7 +154,7 @@ func (t *Translator) refuseCrossAPI(h string, refused map[string]hostClaimant, l
 					continue
 				}
 				done[c.hostField] = true
-				lose(key, finding(lo.ing, c.hostField, sevError, "ConflictLost",
+				lose(key, findingOf(lo.meta, c.hostField, sevError, "ConflictLost",
 					crossAPICause(h, loser, w, "this Ingress's routes and certificate are not served for it")))
 			}
 		case "HTTPRoute":

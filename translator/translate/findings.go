@@ -34,7 +34,7 @@ func (t *Translator) buildFindings(key string) {
 			for _, r := range lo.refs {
 				if b := t.backends[r.name]; b != nil && b.ready == 0 {
 					svc, port := parseBackendName(r.name)
-					fs = append(fs, finding(lo.ing, r.field, sevWarn, "NoReadyEndpoints", fmt.Sprintf("Service %s/%s port %d has no ready endpoints; the route answers 503 until it has", svc.ns, svc.name, port)))
+					fs = append(fs, findingOf(lo.meta, r.field, sevWarn, "NoReadyEndpoints", fmt.Sprintf("Service %s/%s port %d has no ready endpoints; the route answers 503 until it has", svc.ns, svc.name, port)))
 				}
 			}
 		}

@@ -218,7 +218,7 @@ func (t *Translator) ingressClaimsOn(h string, refused map[string]hostClaimant) 
 			return !a.defaultBackend
 		}
 		if a.lo != b.lo {
-			return older(a.lo.ing, b.lo.ing)
+			return older(a.lo.meta, b.lo.meta)
 		}
 		return a.seq < b.seq
 	})
@@ -232,7 +232,7 @@ func (t *Translator) ingressClaimsOn(h string, refused map[string]hostClaimant) 
 func resolveIngressClaims(h string, claims []ownedClaim, regexHost bool, cert *hostCert, mains map[writtenPath]int, lose func(key string, f *configv1.Finding)) (served, canaries []ownedClaim) {
 	winners := map[routeKey]ownedClaim{}
 	for _, c := range claims {
-		ing := c.lo.ing
+		ing := c.lo.meta
 		if c.lo.nginx.canary != nil {
 			canaries = append(canaries, c) // they join the main Ingress's routes (canary.go)
 			continue
@@ -240,7 +240,7 @@ func resolveIngressClaims(h string, claims []ownedClaim, regexHost bool, cert *h
 		if c.route != nil {
 			r, err := hostRoute(c.claim, regexHost)
 			if err != "" {
-				lose(ingressKey(nsName{ing.Namespace, ing.Name}), finding(ing, c.field, sevError, "InvalidPath", err))
+				lose(ingressKey(nsName{ing.Namespace, ing.Name}), findingOf(ing, c.field, sevError, "InvalidPath", err))
 				continue
 			}
 			c.route, c.key = r, routeKey{c.key.host, r.GetPath().GetType(), r.GetPath().GetValue()}
@@ -250,7 +250,7 @@ func resolveIngressClaims(h string, claims []ownedClaim, regexHost bool, cert *h
 			case cert.name == "":
 				cert.name, cert.from = c.cert, "Ingress "+ing.Namespace+"/"+ing.Name
 			case cert.name != c.cert:
-				lose(ingressKey(nsName{ing.Namespace, ing.Name}), finding(ing, c.field, sevError, "ConflictLost", fmt.Sprintf("host %q already has certificate %s from %s, which takes precedence",
+				lose(ingressKey(nsName{ing.Namespace, ing.Name}), findingOf(ing, c.field, sevError, "ConflictLost", fmt.Sprintf("host %q already has certificate %s from %s, which takes precedence",
 					h, cert.name, cert.from)))
 			}
 			continue
@@ -264,7 +264,7 @@ func resolveIngressClaims(h string, claims []ownedClaim, regexHost bool, cert *h
 			}
 			served = append(served, c)
 		case cur.lo == c.lo:
-			lose(ingressKey(nsName{ing.Namespace, ing.Name}), finding(ing, c.field, sevWarn, "DuplicatePath", fmt.Sprintf("duplicate of %s in the same Ingress; the first one is served", cur.route.Name)))
+			lose(ingressKey(nsName{ing.Namespace, ing.Name}), findingOf(ing, c.field, sevWarn, "DuplicatePath", fmt.Sprintf("duplicate of %s in the same Ingress; the first one is served", cur.route.Name)))
 		default:
 			host := h
 			if host == "" {
@@ -275,8 +275,8 @@ func resolveIngressClaims(h string, claims []ownedClaim, regexHost bool, cert *h
 				// Rules come before default backends whatever their age.
 				why = "whose rule takes precedence over a default backend"
 			}
-			lose(ingressKey(nsName{ing.Namespace, ing.Name}), finding(ing, c.field, sevError, "ConflictLost", fmt.Sprintf("conflict: host %s, %s path %q is already served by Ingress %s/%s, %s; this path is not served",
-				host, pathTypeName(c.key.typ), c.key.path, cur.lo.ing.Namespace, cur.lo.ing.Name, why)))
+			lose(ingressKey(nsName{ing.Namespace, ing.Name}), findingOf(ing, c.field, sevError, "ConflictLost", fmt.Sprintf("conflict: host %s, %s path %q is already served by Ingress %s/%s, %s; this path is not served",
+				host, pathTypeName(c.key.typ), c.key.path, cur.lo.meta.Namespace, cur.lo.meta.Name, why)))
 		}
 	}
 	return served, canaries
@@ -288,7 +288,7 @@ func resolveIngressClaims(h string, claims []ownedClaim, regexHost bool, cert *h
 func joinCanaries(h string, canaries, served []ownedClaim, mains map[writtenPath]int, joined map[int][]*configv1.Route, lose func(key string, f *configv1.Finding)) {
 	joinedBy := map[int]ownedClaim{}
 	for _, c := range canaries {
-		ing := c.lo.ing
+		ing := c.lo.meta
 		key := ingressKey(nsName{ing.Namespace, ing.Name})
 		host := h
 		if host == "" {
@@ -296,18 +296,18 @@ func joinCanaries(h string, canaries, served []ownedClaim, mains map[writtenPath
 		}
 		i, ok := mains[writtenPath{c.path, c.pathType}]
 		if c.defaultBackend {
-			lose(key, finding(ing, c.field, sevWarn, "CanaryNotServed", "a canary Ingress's defaultBackend is not served: a canary joins the paths of its host's main Ingress"))
+			lose(key, findingOf(ing, c.field, sevWarn, "CanaryNotServed", "a canary Ingress's defaultBackend is not served: a canary joins the paths of its host's main Ingress"))
 			continue
 		}
 		if !ok {
-			lose(key, finding(ing, c.field, sevError, "CanaryNotServed", fmt.Sprintf("no Ingress serves host %s, %s path %q: a canary joins the main Ingress of the same host, path and pathType; this path is not served",
+			lose(key, findingOf(ing, c.field, sevError, "CanaryNotServed", fmt.Sprintf("no Ingress serves host %s, %s path %q: a canary joins the main Ingress of the same host, path and pathType; this path is not served",
 				host, c.pathType, c.path)))
 			continue
 		}
 		main := served[i]
 		if by, ok := joinedBy[i]; ok {
-			lose(key, finding(ing, c.field, sevError, "ConflictLost", fmt.Sprintf("host %s, %s path %q already has canary Ingress %s/%s, which is older (one canary per path, as in ingress-nginx); this canary is not served",
-				host, c.pathType, c.path, by.lo.ing.Namespace, by.lo.ing.Name)))
+			lose(key, findingOf(ing, c.field, sevError, "ConflictLost", fmt.Sprintf("host %s, %s path %q already has canary Ingress %s/%s, which is older (one canary per path, as in ingress-nginx); this canary is not served",
+				host, c.pathType, c.path, by.lo.meta.Namespace, by.lo.meta.Name)))
 			continue
 		}
 		cb := canaryBackend(c.route)
@@ -315,8 +315,8 @@ func joinCanaries(h string, canaries, served []ownedClaim, mains map[writtenPath
 			if why == "" {
 				why = "its backend is not resolved (its other findings say why)"
 			}
-			lose(key, finding(ing, c.field, sevError, "CanaryNotServed", fmt.Sprintf("canary of Ingress %s/%s's path %q: %s; the main Ingress takes every request",
-				main.lo.ing.Namespace, main.lo.ing.Name, c.path, why)))
+			lose(key, findingOf(ing, c.field, sevError, "CanaryNotServed", fmt.Sprintf("canary of Ingress %s/%s's path %q: %s; the main Ingress takes every request",
+				main.lo.meta.Namespace, main.lo.meta.Name, c.path, why)))
 			continue
 		}
 		joinedBy[i] = c

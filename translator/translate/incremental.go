@@ -31,7 +31,7 @@ type Translator struct {
 	opts Options
 
 	// The current objects.
-	ingresses map[nsName]*networkingv1.Ingress
+	ingresses map[nsName]*storedIngress // compact.go
 	classes   map[string]*networkingv1.IngressClass
 	services  map[nsName]*service       // compact.go
 	slices    map[nsName]*endpointSlice // by the slice's own name
@@ -96,7 +96,7 @@ func (s set[K]) add(k K) { s[k] = struct{}{} }
 func New(opts Options) *Translator {
 	t := &Translator{
 		opts:      opts,
-		ingresses: map[nsName]*networkingv1.Ingress{}, classes: map[string]*networkingv1.IngressClass{},
+		ingresses: map[nsName]*storedIngress{}, classes: map[string]*networkingv1.IngressClass{},
 		services: map[nsName]*service{}, slices: map[nsName]*endpointSlice{},
 		bySvc: newIndex[nsName, nsName](), secrets: map[nsName]*corev1.Secret{},
 		broken:     map[string]*configv1.Finding{},
@@ -128,16 +128,20 @@ func (t *Translator) State() *contract.State { return t.out }
 // SetNow sets the time certificates are checked against at the next Build.
 func (t *Translator) SetNow(now time.Time) { t.opts.Now = now }
 
-// Set adds or replaces an object; kinds the translator does not read are ignored. It returns
-// what the translator keeps of obj (its compact form for a Service or an EndpointSlice,
-// compact.go; else obj itself), which Remove takes as it takes obj: a caller that holds
-// objects to remove them later holds that, so that one copy of each is kept.
+// Set adds or replaces an object, given alone or as Encoded; kinds the translator does not
+// read are ignored. It returns what the translator keeps of obj (its compact form for a
+// Service or an EndpointSlice, its encoding for an Ingress, compact.go; else obj itself),
+// which Remove takes as it takes obj: a caller that holds objects to remove them later holds
+// that, so that one copy of each is kept.
 func (t *Translator) Set(obj any) any {
 	switch o := obj.(type) {
+	case Encoded:
+		if ing, ok := o.Object.(*networkingv1.Ingress); ok {
+			return t.setIngress(newStoredIngress(ing, o.Wire))
+		}
+		return t.Set(o.Object)
 	case *networkingv1.Ingress:
-		k := nsName{o.Namespace, o.Name}
-		t.ingresses[k] = o
-		t.dirtyIngresses.add(k)
+		return t.setIngress(newStoredIngress(o, nil))
 	case *networkingv1.IngressClass:
 		t.classes[o.Name] = o
 		t.classChanged(o.Name)
@@ -168,10 +172,21 @@ func (t *Translator) Set(obj any) any {
 	return obj
 }
 
+func (t *Translator) setIngress(s *storedIngress) *storedIngress {
+	k := nsName{s.Namespace, s.Name}
+	t.ingresses[k] = s
+	t.dirtyIngresses.add(k)
+	return s
+}
+
 // Remove removes the object of obj's kind, namespace and name.
 func (t *Translator) Remove(obj any) {
 	switch o := obj.(type) {
 	case *networkingv1.Ingress:
+		k := nsName{o.Namespace, o.Name}
+		delete(t.ingresses, k)
+		t.dirtyIngresses.add(k)
+	case *storedIngress:
 		k := nsName{o.Namespace, o.Name}
 		delete(t.ingresses, k)
 		t.dirtyIngresses.add(k)

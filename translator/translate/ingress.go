@@ -17,7 +17,10 @@ import (
 
 // ingressOut is what one Ingress contributes, before the hosts it shares are resolved.
 type ingressOut struct {
+	// ing is the Ingress while it is translated (translateIngress), nil after: what is read
+	// of it then is meta (compact.go, storedIngress).
 	ing      *networkingv1.Ingress
+	meta     ingressMeta
 	class    string // spec.ingressClassName, "" when unset
 	served   bool
 	classful bool // has spec.ingressClassName or the class annotation
@@ -59,17 +62,31 @@ func (t *Translator) ours(ing *networkingv1.Ingress) (bool, *configv1.Finding) {
 
 // retranslate rebuilds one Ingress's contribution and marks what it touches.
 func (t *Translator) retranslate(k nsName) {
-	if old, ok := t.local[k]; ok {
+	old, had := t.local[k]
+	if had {
 		t.unindex(k, old)
 	}
 	delete(t.local, k)
 	t.statusDirty.add(k)
 	t.dirtyFindings.add("Ingress/" + k.ns + "/" + k.name)
-	ing, ok := t.ingresses[k]
+	s, ok := t.ingresses[k]
 	if !ok {
 		return
 	}
-	lo := t.translateIngress(ing)
+	var lo *ingressOut
+	if ing, err := s.take(); err != nil {
+		// The same bytes decoded when they came: not expected, but never a crash. The
+		// Ingress is left out, and whose it was is as its last translation said.
+		lo = &ingressOut{meta: ingressMeta{Namespace: s.Namespace, Name: s.Name}}
+		if had {
+			lo.meta, lo.class, lo.classful, lo.served = old.meta, old.class, old.classful, old.served
+		}
+		lo.findings = []*configv1.Finding{{Object: lo.meta.ref(), Cause: "object does not decode: " + err.Error(),
+			Severity: sevError, Reason: "Undecodable"}}
+	} else {
+		lo = t.translateIngress(ing)
+		lo.ing = nil
+	}
 	t.local[k] = lo
 	t.index(k, lo)
 }
@@ -126,7 +143,7 @@ func (t *Translator) unindex(k nsName, lo *ingressOut) {
 // translateIngress is the part of the translation that depends on one Ingress alone (and
 // on the classes, Services and Secrets it names).
 func (t *Translator) translateIngress(ing *networkingv1.Ingress) *ingressOut {
-	lo := &ingressOut{ing: ing}
+	lo := &ingressOut{ing: ing, meta: metaOf(ing)}
 	if ing.Spec.IngressClassName != nil {
 		lo.class, lo.classful = *ing.Spec.IngressClassName, true
 	} else if ing.Annotations[AnnotationIngressClass] != "" {

@@ -121,7 +121,7 @@ func (t *Translator) Status(key *watchv1.ObjectKey, addrs []*watchv1.GatewayAddr
 	if !ok || !lo.served {
 		return nil
 	}
-	st := &watchv1.ObjectStatus{Key: key, Uid: string(lo.ing.UID), ManageAddresses: manage}
+	st := &watchv1.ObjectStatus{Key: key, Uid: string(lo.meta.UID), ManageAddresses: manage}
 	if manage {
 		st.Addresses = addrs // shared: the statuses of a build name the same addresses
 	}

@@ -166,8 +166,15 @@ func Served(in Input, opts Options) []*networkingv1.Ingress {
 	return out
 }
 
+// aged is what precedence reads of an object.
+type aged interface {
+	GetNamespace() string
+	GetName() string
+	GetCreationTimestamp() metav1.Time
+}
+
 // older orders Ingresses by precedence: oldest creationTimestamp, then namespace/name.
-func older(a, b metav1.Object) bool {
+func older(a, b aged) bool {
 	ta, tb := a.GetCreationTimestamp().Time, b.GetCreationTimestamp().Time
 	if !ta.Equal(tb) {
 		return ta.Before(tb)
@@ -178,9 +185,11 @@ func older(a, b metav1.Object) bool {
 	return a.GetName() < b.GetName()
 }
 
-func ref(ing *networkingv1.Ingress) *configv1.ObjectRef {
+func ref(ing *networkingv1.Ingress) *configv1.ObjectRef { return metaOf(ing).ref() }
+
+func (m ingressMeta) ref() *configv1.ObjectRef {
 	// No resourceVersion: a status write or a label change must not make a new config.
-	return &configv1.ObjectRef{Group: "networking.k8s.io", Kind: "Ingress", Namespace: ing.Namespace, Name: ing.Name, Uid: string(ing.UID)}
+	return &configv1.ObjectRef{Group: "networking.k8s.io", Kind: "Ingress", Namespace: m.Namespace, Name: m.Name, Uid: string(m.UID)}
 }
 
 const (
@@ -189,7 +198,11 @@ const (
 )
 
 func finding(ing *networkingv1.Ingress, field string, sev configv1.FindingSeverity, reason, cause string) *configv1.Finding {
-	return &configv1.Finding{Object: ref(ing), Field: field, Cause: cause, Severity: sev, Reason: reason}
+	return findingOf(metaOf(ing), field, sev, reason, cause)
+}
+
+func findingOf(m ingressMeta, field string, sev configv1.FindingSeverity, reason, cause string) *configv1.Finding {
+	return &configv1.Finding{Object: m.ref(), Field: field, Cause: cause, Severity: sev, Reason: reason}
 }
 
 func pathTypeName(t configv1.PathMatchType) string {
