@@ -82,25 +82,19 @@ func (c *MemoryCgroup) Stats() (MemoryStats, error) {
 		return s, err
 	}
 	s.MajorFaults = stat["pgmajfault"]
+	// The same figures under each version's names; both count OOM kills as oom_kill.
+	peak, events := "memory.max_usage_in_bytes", "memory.oom_control"
 	if c.v2 {
-		if s.Peak, err = readUint(filepath.Join(c.dir, "memory.peak")); err != nil {
-			return s, err
-		}
-		ev, err := readKeyed(filepath.Join(c.dir, "memory.events"))
-		if err != nil {
-			return s, err
-		}
-		s.OOMKills = ev["oom_kill"]
-		return s, nil
+		peak, events = "memory.peak", "memory.events"
 	}
-	if s.Peak, err = readUint(filepath.Join(c.dir, "memory.max_usage_in_bytes")); err != nil {
+	if s.Peak, err = readUint(filepath.Join(c.dir, peak)); err != nil {
 		return s, err
 	}
-	oc, err := readKeyed(filepath.Join(c.dir, "memory.oom_control"))
+	ev, err := readKeyed(filepath.Join(c.dir, events))
 	if err != nil {
 		return s, err
 	}
-	s.OOMKills = oc["oom_kill"]
+	s.OOMKills = ev["oom_kill"]
 	return s, nil
 }
 
